@@ -1,0 +1,90 @@
+// editspec bench: every method on every item, A/B in one process, same model, same threads.
+//
+//     editspec::bench_params bp;
+//     bp.model_path = "model.gguf"; bp.dataset_path = ".../canitedit/normalized.jsonl";
+//     bp.methods = {"ar", "lookup", "lookup-longest@48"}; bp.replay = true; bp.limit = 10;
+//     editspec::bench_results res;
+//     if (!editspec::bench_run(bp, res, &err)) ...;
+//     editspec::bench_write(res, "out/", &err);     // results.json, report.md, speedup.svg
+//
+// Autoregressive decoding runs first on every item: it is the reference for identical_to_ar and
+// the denominator of every speedup. Speedups are ratios of summed generation times over the same
+// items in the same run (this machine is shared and noisy: never compare across runs).
+#pragma once
+
+#include "editspec/dataset.h"
+#include "editspec/generate.h"
+
+#include <string>
+#include <vector>
+
+namespace editspec {
+
+struct bench_params {
+    std::string model_path;
+    std::string dataset_path;
+    dataset_task task = DATASET_TASK_EDIT;
+    std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first
+    bool replay = false;          // target's choice = the reference token (real-shape random models)
+    int32_t limit = 0;            // first N items, 0 = all
+    int32_t threads = 0;          // 0 = all cores
+    int32_t n_ctx = 4096;         // KV cache per item
+    int32_t n_predict = 512;      // most tokens per item (replay: until the reference's EOS)
+    bool flash_attn = false;
+    instruction_kind instruction = INSTRUCTION_KIND_DESCRIPTIVE;
+    std::string model_setting;    // label: "shipped model", "real-shape replay", "user model"; "" = derived
+    bool progress = true;         // item i/N and running speedups on stderr
+};
+
+struct bench_row {
+    std::string item;
+    std::string method;
+    int32_t prompt_tokens = 0;
+    int32_t tokens = 0;           // generated (EOS excluded)
+    int32_t target_passes = 0;
+    int64_t draft_tokens = 0;
+    int64_t accepted = 0;
+    double  gen_ms = 0.0;
+    double  draft_ms = 0.0;
+    bool    eos = false;          // ended at EOS (then it counts as a produced token per pass)
+    bool    identical_to_ar = true;
+    source_stats by_source[8];
+};
+
+struct bench_summary {
+    std::string method;
+    int32_t items = 0;
+    int64_t tokens = 0;
+    int64_t target_passes = 0;
+    int64_t draft_tokens = 0;
+    int64_t accepted = 0;
+    double  gen_ms = 0.0;
+    double  draft_ms = 0.0;
+    double  tokens_per_s = 0.0;
+    double  speedup_vs_ar = 0.0;          // sum of ar gen_ms / sum of this method's, same items
+    double  mean_accepted_per_pass = 0.0; // tokens produced per target pass, EOS included (design.md §4)
+    bool    identical_to_ar = true;       // every item's output equals ar's
+    int32_t n_different = 0;              // items whose output differs from ar's
+    source_stats by_source[8];
+};
+
+struct bench_results {
+    bench_params params;
+    std::string model_desc;
+    std::string machine;           // cores, CPU model
+    std::string started;           // ISO time
+    std::vector<bench_row> rows;
+    std::vector<bench_summary> summary; // one per method, in params.methods order
+    std::vector<int32_t> cost_n;   // measured cost model, if any method used it
+    std::vector<double>  cost_ms;
+};
+
+bool bench_run(const bench_params & p, bench_results & out, std::string * error);
+
+// recomputes out.summary from out.rows
+void bench_summarize(bench_results & out);
+
+// DIR/results.json, DIR/report.md, DIR/speedup.svg
+bool bench_write(const bench_results & res, const std::string & dir, std::string * error);
+
+} // namespace editspec

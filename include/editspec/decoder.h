@@ -1,0 +1,76 @@
+// The speculative decoder: drafters propose into one tree, the target scores the whole tree in one
+// llama_decode, an acceptance policy keeps a path, the KV cache keeps exactly that path.
+//
+//     editspec::lookup_drafter lookup(lookup_params{});
+//     std::vector<editspec::drafter_i *> drafters = {&lookup};
+//     editspec::spec_params sp;                // cost model sizing, greedy verification
+//     sp.cost = &cm;
+//     editspec::generate_result r = editspec::generate_spec(*ctx, prompt, gp, sp, drafters);
+//
+// At temperature 0 with the greedy policy the output equals generate_ar's token for token.
+// The context needs n_seq_max > 1 for trees with several leaves (one sequence id per leaf).
+#pragma once
+
+#include "editspec/cost.h"
+#include "editspec/draft.h"
+#include "editspec/generate.h"
+#include "editspec/verify.h"
+
+#include <array>
+#include <span>
+
+namespace editspec {
+
+// Running acceptance statistics per draft source and depth: how often a node whose parent was
+// accepted is itself accepted. The cost model turns them into expected accepted tokens.
+struct accept_stats {
+    static constexpr int32_t n_depth = 64; // depths past this share the last bucket
+
+    std::array<std::array<float, n_depth + 1>, DRAFT_SOURCE_COUNT> reached{};  // [source][depth]
+    std::array<std::array<float, n_depth + 1>, DRAFT_SOURCE_COUNT> accepted{}; // [source][depth]
+
+    float prior = 0.5f;        // acceptance assumed before any evidence
+    float prior_weight = 2.0f; // in observations
+
+    // P(node accepted | parent accepted) for a node of `source` at `depth` (1 = child of the root)
+    float rate(uint8_t source, int32_t depth) const;
+    void record(uint8_t source, int32_t depth, bool was_accepted);
+};
+
+struct spec_params {
+    verify_params verify;         // acceptance policy; greedy = lossless
+    int32_t draft_max = 0;        // fixed cap on draft nodes per pass, 0 = the cost model sizes each tree
+    int32_t draft_min = 0;        // with a fixed cap: drafts smaller than this are not sent
+    int32_t tree_max  = 256;      // most nodes drafters may offer per pass (cost-model mode)
+    const cost_model * cost = nullptr; // required when draft_max == 0
+    accept_stats * stats = nullptr;    // running statistics to use and update (null: per request)
+    // per node: may a lossy policy apply here (e.g. only to generated edit content); null = everywhere
+    std::function<bool(const draft_node &)> lossy_ok;
+};
+
+// Runs prompt → tokens with the drafters. The drafters' begin() is called with the prompt.
+generate_result generate_spec(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
+                              const spec_params & sp, std::span<drafter_i * const> drafters);
+
+// ----------------------------------------------------------------------------
+// pieces, exposed for tests
+
+// expected acceptance probability of every node: parent's × the source's rate at that depth,
+// shared among siblings so that siblings sum to at most the parent's
+std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats & stats);
+
+// keeps the nodes that maximise (1 + expected accepted) / cost(1 + nodes), at most max_leaves
+// leaves; returns the pruned tree (order kept, parents re-indexed)
+draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
+                              int32_t max_leaves);
+
+// drops the least likely leaves (by probs) until at most max_leaves remain
+draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves);
+
+// depth-first preorder, children by descending probability: the likeliest path comes first
+draft_tree tree_order_dfs(const draft_tree & tree, const std::vector<float> & probs);
+
+// keeps the first n nodes (insertion order keeps parents first)
+draft_tree tree_truncate(const draft_tree & tree, int32_t n);
+
+} // namespace editspec

@@ -1,0 +1,83 @@
+// Drafters propose, the verifier scores, acceptance policies decide (vLLM's split).
+//
+// A draft tree holds candidate continuations of the committed tokens. Node 0..n-1, parents
+// before children; parent -1 = child of the last committed token (the root).
+//
+//     root ── a ── b ── c          nodes: 0:a(-1) 1:b(0) 2:c(1) 3:x(0) 4:y(3)
+//              └── x ── y
+//
+//     editspec::draft_tree tree;
+//     lookup.propose(history, tree, /*budget=*/16);   // each drafter adds paths, merged on shared prefixes
+//     reuse.propose(history, tree, 16);
+//
+// Drafters are per request (they hold request state) and belong to one thread.
+#pragma once
+
+#include "llama.h"
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace editspec {
+
+// which drafter proposed a node; also the index of the per-source statistics
+enum draft_source : uint8_t {
+    DRAFT_SOURCE_LOOKUP    = 0, // prompt lookup (n-gram match over context + output)
+    DRAFT_SOURCE_REUSE     = 1, // EfficientEdit Reuse: the original code
+    DRAFT_SOURCE_COPY      = 2, // CopySpec γ-gram copy
+    DRAFT_SOURCE_RETRIEVAL = 3, // FastCoder datastore retrieval
+    DRAFT_SOURCE_MODEL     = 4, // small draft model
+    DRAFT_SOURCE_TEST      = 5, // tests and replay oracles
+    DRAFT_SOURCE_COUNT     = 6,
+};
+
+const char * draft_source_name(uint8_t source);
+
+struct draft_node {
+    llama_token token;
+    int32_t     parent;  // index in draft_tree::nodes, -1 = child of the last committed token
+    uint8_t     source;  // draft_source of the drafter that proposed it first
+    float       p_draft; // drafter probability of this token, NAN when the drafter has none
+};
+
+struct draft_tree {
+    std::vector<draft_node> nodes; // [n_nodes], parents precede children
+
+    void clear() { nodes.clear(); }
+    int32_t size() const { return (int32_t) nodes.size(); }
+    bool empty() const { return nodes.empty(); }
+
+    // child of `parent` carrying `token`, or -1
+    int32_t find_child(int32_t parent, llama_token token) const;
+    // adds token under parent unless that child exists; returns the child's index
+    int32_t add(int32_t parent, llama_token token, uint8_t source, float p_draft = NAN);
+    // adds a path under parent, merging shared prefixes; stops when the tree holds max_nodes
+    // nodes. Returns the index of the deepest node of the path that is in the tree (parent if none).
+    int32_t add_path(int32_t parent, std::span<const llama_token> tokens, uint8_t source, int32_t max_nodes,
+                     std::span<const float> p_draft = {});
+    // depth of node i (root children have depth 1)
+    int32_t depth(int32_t i) const;
+    // tokens from the root to node i, inclusive
+    std::vector<llama_token> path_to(int32_t i) const;
+    // indices of nodes with no children
+    std::vector<int32_t> leaves() const;
+};
+
+// A drafter's lifecycle, as common_speculative_impl's: begin once per request, then per step
+// propose into the shared tree and hear what the target accepted.
+struct drafter_i {
+    virtual ~drafter_i() = default;
+    virtual const char * name() const = 0;
+    virtual uint8_t source() const = 0;
+    // prompt: the tokens of the request before any output
+    virtual void begin(std::span<const llama_token> prompt) = 0;
+    // history: every committed token (prompt + output so far). Adds at most `budget` nodes.
+    virtual void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) = 0;
+    // tokens the target committed this step (accepted drafts + the target's own token)
+    virtual void accept(std::span<const llama_token> accepted) = 0;
+};
+
+} // namespace editspec

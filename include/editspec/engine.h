@@ -1,0 +1,185 @@
+// editspec engine: a thin owner of libllama's model, context and batch.
+//
+//     editspec::model_load_result r = editspec::model_load("model.gguf");
+//     if (!r.model) { fprintf(stderr, "%s\n", r.error.c_str()); return 2; }
+//     editspec::context_params cp;            // n_ctx 4096, flash attention off (exact)
+//     auto ctx = editspec::context_create(*r.model, cp, &err);
+//     std::vector<llama_token> toks = r.model->tokenize("def f():", true, false);
+//     editspec::batch b(512, 1);
+//     for (int i = 0; i < (int) toks.size(); i++) b.add(toks[i], i, {0}, i + 1 == (int) toks.size());
+//     if (!ctx->decode(b)) ...;
+//     const float * logits = ctx->logits(b.size() - 1);   // [n_vocab]
+//
+// Threading: a model may be shared by several contexts; a context and its batches belong to one
+// thread at a time. Raw llama_*_free calls live only in src/engine.
+#pragma once
+
+#include "llama.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace editspec {
+
+using token_vec = std::vector<llama_token>;
+
+// ----------------------------------------------------------------------------
+// model: weights + vocabulary, shared read-only
+
+struct model_facts {
+    std::string arch;          // general.architecture, e.g. "llama", "qwen2"
+    std::string desc;          // llama_model_desc
+    std::string chat_template; // empty = none
+    int32_t n_vocab     = 0;
+    int32_t n_ctx_train = 0;
+    int32_t n_layer     = 0;
+    int32_t n_embd      = 0;
+    uint64_t n_params   = 0;
+    llama_token bos = LLAMA_TOKEN_NULL;
+    llama_token eos = LLAMA_TOKEN_NULL;
+    llama_token eot = LLAMA_TOKEN_NULL;
+    llama_token fim_pre = LLAMA_TOKEN_NULL;
+    llama_token fim_suf = LLAMA_TOKEN_NULL;
+    llama_token fim_mid = LLAMA_TOKEN_NULL;
+    bool add_bos = false;      // the tokenizer adds BOS when add_special is set
+};
+
+class model {
+public:
+    ~model();
+    model(const model &) = delete;
+    model & operator=(const model &) = delete;
+
+    const model_facts & facts() const { return facts_; }
+    const std::string & path() const { return path_; }
+    llama_model * get() const { return model_; }
+    const llama_vocab * vocab() const { return vocab_; }
+
+    // add_special: BOS etc. as the model's tokenizer config says; parse_special: "<|...|>" in text
+    // become control tokens
+    token_vec tokenize(std::string_view text, bool add_special, bool parse_special) const;
+    // special: render control tokens as text (otherwise they render as "")
+    std::string token_to_piece(llama_token token, bool special = false) const;
+    std::string detokenize(std::span<const llama_token> tokens, bool special = false) const;
+    // end of generation: EOS, EOT or any other token the vocabulary marks as such
+    bool is_eog(llama_token token) const;
+
+private:
+    friend struct model_load_result model_load(const std::string & path, bool vocab_only);
+    model() = default;
+
+    llama_model * model_ = nullptr;
+    const llama_vocab * vocab_ = nullptr;
+    std::string path_;
+    model_facts facts_;
+};
+
+struct model_load_result {
+    std::unique_ptr<editspec::model> model; // null on error
+    std::string error;            // one line naming the file and the problem
+};
+
+// Checks the file (exists, readable, GGUF magic, not truncated) before libllama sees it.
+model_load_result model_load(const std::string & path, bool vocab_only = false);
+
+// true when both vocabularies tokenize identically (same size, same token texts); used to accept a
+// draft model for a target. On false, *why names the first difference.
+bool model_vocab_compatible(const model & a, const model & b, std::string * why);
+
+// ----------------------------------------------------------------------------
+// batch: tokens with positions, sequence ids and logits flags
+
+//  i     token  pos  seq ids   logits
+//  0     t0     p0   {0}       0
+//  1     t1     p1   {0,1}     1
+class batch {
+public:
+    batch(int32_t n_tokens_max, int32_t n_seq_max);
+    ~batch();
+    batch(const batch &) = delete;
+    batch & operator=(const batch &) = delete;
+
+    void clear() { b_.n_tokens = 0; }
+    // returns false (and adds nothing) when the batch is full or seq_ids has too many ids
+    bool add(llama_token token, llama_pos pos, std::span<const llama_seq_id> seq_ids, bool logits);
+    bool add(llama_token token, llama_pos pos, std::initializer_list<llama_seq_id> seq_ids, bool logits) {
+        return add(token, pos, std::span<const llama_seq_id>(seq_ids.begin(), seq_ids.size()), logits);
+    }
+    int32_t size() const { return b_.n_tokens; }
+    int32_t capacity() const { return n_tokens_max_; }
+    const llama_batch & get() const { return b_; }
+
+private:
+    llama_batch b_;
+    int32_t n_tokens_max_;
+    int32_t n_seq_max_;
+};
+
+// ----------------------------------------------------------------------------
+// context: KV cache + compute state for one model
+
+struct context_params {
+    int32_t n_ctx      = 4096;  // tokens in the KV cache, 0 = from model
+    int32_t n_batch    = 512;   // most tokens one decode() call may carry
+    int32_t n_ubatch   = 512;   // physical batch
+    int32_t n_threads  = 0;     // 0 = all cores (std::thread::hardware_concurrency)
+    int32_t n_seq_max  = 1;     // sequence ids 0 .. n_seq_max-1 (trees use one per path, <= 256)
+    bool    flash_attn = false; // off: batched and one-by-one logits agree exactly (design.md §3)
+    bool    kv_unified = true;  // one buffer for all sequences: needed for tree verification
+    ggml_type type_k   = GGML_TYPE_F16; // KV cache types; F32 for exact shifts
+    ggml_type type_v   = GGML_TYPE_F16;
+};
+
+class context {
+public:
+    ~context();
+    context(const context &) = delete;
+    context & operator=(const context &) = delete;
+
+    // false on failure; the error is logged with llama_decode's status
+    bool decode(const batch & b);
+    // logits of batch row i (that row must have had logits set): [n_vocab]
+    const float * logits(int32_t i) const;
+
+    // KV operations (see llama.h): positions [p0, p1), p < 0 = unbounded
+    bool kv_rm(llama_seq_id seq, llama_pos p0, llama_pos p1);
+    void kv_add(llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta);
+    void kv_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1);
+    void kv_keep(llama_seq_id seq);
+    void kv_clear();
+    llama_pos kv_pos_max(llama_seq_id seq) const; // -1 = empty
+    bool can_shift() const;
+
+    int32_t n_ctx() const;
+    int32_t n_batch() const;
+    int32_t n_seq_max() const;
+    int32_t n_threads() const;
+    const context_params & params() const { return params_; }
+    const model & owner() const { return model_; }
+    llama_context * get() const { return ctx_; }
+
+private:
+    friend std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error);
+    explicit context(const model & m) : model_(m) {}
+
+    const model & model_;
+    llama_context * ctx_ = nullptr;
+    int32_t n_vocab_ = 0;
+    context_params params_;
+};
+
+// null on failure with *error set
+std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error);
+
+// one-time process set-up: backend init and log routing
+void engine_init();
+
+// decode tokens [0, n) of `tokens` into sequence `seq` starting at position `pos0`, in chunks of
+// the context's n_batch; logits are kept for the last token only. False on decode failure.
+bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq);
+
+} // namespace editspec

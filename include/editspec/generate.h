@@ -1,0 +1,101 @@
+// Generation: the request-level loop shared by autoregressive and speculative decoding.
+//
+//     editspec::generate_params gp;
+//     gp.n_predict = 128;
+//     gp.on_text = [](std::string_view s) { fwrite(s.data(), 1, s.size(), stdout); return true; };
+//     editspec::generate_result r = editspec::generate_ar(*ctx, prompt_tokens, gp);
+//
+// The context must be fresh for sequence 0 (generate clears it first).
+#pragma once
+
+#include "editspec/engine.h"
+#include "editspec/sampling.h"
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace editspec {
+
+enum stop_reason {
+    STOP_REASON_NONE,       // still running
+    STOP_REASON_EOG,        // the model produced an end-of-generation token
+    STOP_REASON_STRING,     // a stop string appeared in the text
+    STOP_REASON_MAX_TOKENS, // n_predict tokens were produced
+    STOP_REASON_CONTEXT,    // the KV cache is full
+    STOP_REASON_CALLBACK,   // on_text returned false
+    STOP_REASON_ERROR,      // decode failed or bad input; see generate_result::error
+};
+
+const char * stop_reason_name(stop_reason r);
+
+struct generate_params {
+    int32_t n_predict = 256;          // most tokens to generate, -1 = until EOG or the context is full
+    sampling_params sampling;          // temp 0 = greedy
+    std::vector<std::string> stop;     // stop strings; the text ends before the first one
+    // streaming: called with each new piece of text (whole UTF-8 characters, held back while it
+    // could still be the start of a stop string); return false to stop
+    std::function<bool(std::string_view)> on_text;
+    // replay (benchmarks on random-weight models): the target's choice at output position i is
+    // replay[i] instead of its own; past the end, EOS. The model still runs every pass.
+    const token_vec * replay = nullptr;
+};
+
+// the target's token at output position i under replay
+llama_token generate_replay_token(const generate_params & p, const model & m, size_t i);
+
+// per-drafter counters (vLLM / common_speculative style)
+struct source_stats {
+    int64_t n_drafted  = 0; // draft nodes this source proposed that went to the target
+    int64_t n_accepted = 0; // of those, accepted
+};
+
+struct generate_result {
+    token_vec   tokens;             // generated tokens; an EOG token ends generation and is not included
+    std::string text;               // detokenized tokens, cut at a stop string
+    int32_t     prompt_tokens = 0;
+    double      prompt_ms     = 0.0; // prefill wall time
+    double      gen_ms        = 0.0; // generation wall time (after the prompt)
+    int32_t     target_passes = 0;   // target passes that yielded tokens, the prompt pass included
+    int64_t     draft_tokens  = 0;   // draft nodes sent to the target
+    int64_t     accepted      = 0;   // draft tokens accepted
+    double      draft_ms      = 0.0; // time spent in drafters
+    source_stats by_source[8];       // indexed by draft_source
+    stop_reason stop = STOP_REASON_NONE;
+    std::string error;               // when stop == STOP_REASON_ERROR
+
+    double tokens_per_s() const { return gen_ms > 0 ? 1000.0 * (double) tokens.size() / gen_ms : 0.0; }
+    // tokens produced per target pass, a final EOG included (1 for autoregressive decoding)
+    double tokens_per_pass() const {
+        const double n = (double) tokens.size() + (stop == STOP_REASON_EOG ? 1 : 0);
+        return target_passes > 0 ? n / target_passes : 0.0;
+    }
+};
+
+// One token at a time: the reference every speculative mode must equal at temperature 0.
+generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, const generate_params & p);
+
+// ----------------------------------------------------------------------------
+// output_sink: turns committed tokens into text, applies EOG, stop strings, n_predict and
+// streaming. Both decoders feed it token by token.
+class output_sink {
+public:
+    output_sink(const model & m, const generate_params & p, generate_result & r);
+    // false once generation must stop (r.stop says why); the token is recorded unless it is EOG
+    bool push(llama_token token);
+    // flush held-back text at the end
+    void finish();
+
+private:
+    const model & model_;
+    const generate_params & params_;
+    generate_result & result_;
+    std::string pending_; // text not yet streamed
+    size_t max_stop_len_ = 0;
+};
+
+// checks a prompt against the context before decoding; false with r.error set
+bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r);
+
+} // namespace editspec

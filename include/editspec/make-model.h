@@ -1,0 +1,121 @@
+// make-model: GGUF models with random weights, real hyperparameters and a real tokenizer.
+//
+//     editspec::make_model_params p;
+//     p.shape = "deepseek-coder-1.3b";               // see model_shapes(), or `editspec make-model --list`
+//     p.out   = "models/deepseek-coder-1.3b-q8_0.gguf";
+//     p.type  = GGML_TYPE_Q8_0;
+//     std::string err;
+//     if (!editspec::make_model(p, &err)) { fprintf(stderr, "%s\n", err.c_str()); return 1; }
+//
+// A shape copies the numbers of a released model (HF config.json) and names one of llama.cpp's
+// vocabulary files (ggml-vocab-<vocab>.gguf); the tokenizer.* keys are copied from that file, every
+// <arch>.* hyperparameter is written from the shape. The file loads in stock llama.cpp, so speed
+// measured on it is the speed of the real model (same tensor shapes and types); only the outputs
+// are meaningless. A pipeline that trains its own small models can start from
+// make_model_from_shape() with a shape of its own.
+//
+// Weights (deterministic for a seed, whatever the thread count or --type; a Q8_0 file holds the
+// quantized weights of the F32 file with the same seed):
+//   token_embd     N(0, 0.02) (HF initializer_range)
+//   matrices       N(0, 1/fan_in) (LeCun; 0.022 at n_embd 2048, HF's 0.02 at real sizes), so small
+//                  shapes behave like big ones; attn_output at 0.3x that, so the near-uniform
+//                  attention of random weights does not drown the current token
+//   output_norm    logits with std 5 (top-1 probability ~0.4 on DeepSeek's vocabulary); other
+//                  norms 1.0; biases N(0, 0.02)
+// Greedy output then moves with the prompt and does not settle into a loop (measured on 2- to
+// 24-layer shapes, tied and untied). "N" is the sum of four uniforms (Irwin-Hall), a normal cut at
+// +-3.46 std: cheap enough to write a 7 GB model in minutes on two cores.
+//
+// Memory stays bounded (~64 MB of buffers whatever the model size): tensors are generated and
+// written in slabs. The file is written to a temporary name in the output's folder and renamed at
+// the end; on failure or abort nothing is left behind.
+//
+// Threading: the functions are reentrant; on_progress is called from the calling thread.
+#pragma once
+
+#include "ggml.h"
+#include "llama.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace editspec {
+
+// one entry of the tokenizer, set after the vocabulary file is read (e.g. tokens a newer release
+// of the same tokenizer added in the file's padding)
+struct model_shape_token {
+    int32_t     id;
+    std::string text;
+    int32_t     type; // llama_token_type: LLAMA_TOKEN_TYPE_CONTROL, ..._USER_DEFINED, ...
+};
+
+struct model_shape {
+    std::string name;        // "deepseek-coder-1.3b"
+    std::string arch;        // general.architecture: "llama" or "qwen2"
+    std::string vocab;       // tokenizer: <vocab dir>/ggml-vocab-<vocab>.gguf, e.g. "deepseek-coder"
+    std::string source;      // where the numbers come from (HF repo), for --list; may be empty
+
+    uint32_t n_vocab     = 0;     // rows of token_embd; 0 = the tokenizer's token count; more = pad
+                                  // the tokenizer with "[PAD<id>]" tokens, as converted HF models do
+    uint32_t n_layer     = 0;
+    uint32_t n_embd      = 0;
+    uint32_t n_ff        = 0;
+    uint32_t n_head      = 0;     // head size = n_embd / n_head (= rope dimension)
+    uint32_t n_head_kv   = 0;     // < n_head: grouped-query attention
+    uint32_t n_ctx_train = 0;     // tokens
+
+    float rope_freq_base = 10000.0f;
+    llama_rope_scaling_type rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE; // NONE or LINEAR
+    float rope_scaling_factor = 1.0f; // LINEAR: positions divided by this
+    float rms_eps = 1e-5f;
+
+    bool qkv_bias    = false;     // attn_q/k/v.bias (Qwen2)
+    bool tied_output = false;     // no output.weight: the output layer reuses token_embd
+
+    int32_t add_bos = -1;         // tokenizer.ggml.add_bos_token: -1 = as in the vocabulary file
+    std::vector<model_shape_token> tokens; // set after padding
+};
+
+// built-in shapes: tiny, tiny-qwen2, deepseek-coder-1.3b, deepseek-coder-6.7b, qwen2.5-coder-1.5b
+const std::vector<model_shape> & model_shapes();
+
+// nullptr when no built-in shape has that name
+const model_shape * model_shape_find(const std::string & name);
+
+// false with *error naming the field and the value when the shape cannot make a model
+bool model_shape_validate(const model_shape & shape, std::string * error);
+
+// parameters, embeddings included (token_embd counted once when tied); n_vocab 0 counts as 0
+uint64_t model_shape_n_params(const model_shape & shape);
+
+// bytes of tensor data in a file of this type (1-D tensors stay F32), without the metadata
+uint64_t model_shape_n_bytes(const model_shape & shape, ggml_type type);
+
+struct make_model_params {
+    std::string shape;              // built-in shape name (make_model only)
+    std::string out;                // output file; replaced if it exists
+    std::string vocab_dir;          // folder of ggml-vocab-*.gguf; empty = EDITSPEC_VOCAB_DIR of the build
+    ggml_type   type      = GGML_TYPE_F16; // matrices: F32, F16, Q8_0 or Q4_0; 1-D tensors are F32
+                                           // F16 by default: exact enough for any test and half of F32;
+                                           // Q8_0 is what benchmarks on CPU want
+    uint64_t    seed      = 1;
+    int32_t     n_threads = 0;      // 0 = all cores; the bytes do not depend on it
+    bool        header_only = false; // testing: metadata only, tensor data left as zeros (a sparse file
+                                     // where the file system allows): loads in llama.cpp, all weights 0
+
+    // fraction done in [0, 1], called from the calling thread; return false to abort
+    std::function<bool(float)> on_progress;
+};
+
+// writes the built-in shape p.shape; false with *error (one line naming the value or file)
+bool make_model(const make_model_params & p, std::string * error);
+
+// writes `shape` (p.shape is ignored)
+bool make_model_from_shape(const model_shape & shape, const make_model_params & p, std::string * error);
+
+// "f32", "f16", "q8_0", "q4_0" -> type; GGML_TYPE_COUNT when not one of those
+ggml_type make_model_type_from_name(const std::string & name);
+
+} // namespace editspec

@@ -1,0 +1,52 @@
+// Decoding methods by name: which drafters go into the tree, how drafts are sized, which policy
+// verifies them. Used by `editspec complete/edit --method` and `editspec bench --methods`.
+//
+//   ar                      autoregressive, one token per pass (the reference)
+//   lookup                  prompt lookup, llama.cpp's ngram-simple defaults (n = 12, m = 48)
+//   lookup-longest          prompt lookup, longest match n = 12 .. 1, m = 48
+//   a+b                     several drafters merged into one tree (first named, first placed)
+//   NAME@N                  fixed cap of N draft tokens per pass instead of the cost model
+//   NAME:POLICY             acceptance policy (greedy, sampling, topk, entropy, direct)
+//
+//     editspec::method_spec ms;
+//     if (!editspec::method_parse("lookup-longest@48", ms, &err)) ...;
+//     std::vector<std::unique_ptr<editspec::drafter_i>> ds;
+//     editspec::method_make_drafters(ms, {}, ds, &err);
+#pragma once
+
+#include "editspec/draft.h"
+#include "editspec/engine.h"
+#include "editspec/verify.h"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace editspec {
+
+struct method_spec {
+    std::string name;                   // as written, e.g. "lookup-longest@48"
+    std::vector<std::string> drafters;  // drafter names in tree order; empty = autoregressive
+    int32_t draft_max = 0;              // "@N": fixed cap per pass, 0 = the cost model sizes drafts
+    verify_policy policy = VERIFY_POLICY_GREEDY;
+    bool policy_set = false;            // ":POLICY" given explicitly
+
+    bool is_ar() const { return drafters.empty(); }
+};
+
+// what a request offers the drafters
+struct method_inputs {
+    std::span<const llama_token> original; // the code being edited (Reuse), empty otherwise
+};
+
+// names a method may combine with "+"
+const std::vector<std::string> & method_drafter_names();
+
+bool method_parse(const std::string & text, method_spec & out, std::string * error);
+
+// one fresh drafter per name in spec.drafters (drafters hold per-request state)
+bool method_make_drafters(const method_spec & spec, const method_inputs & in,
+                          std::vector<std::unique_ptr<drafter_i>> & out, std::string * error);
+
+} // namespace editspec

@@ -1,0 +1,131 @@
+// Oracle replay (design.md §4): what a drafter can reach when the target's greedy output is known.
+//
+//     editspec::lookup_drafter lookup;                       // longest match, n 12..1, m 48
+//     editspec::replay_result r = editspec::oracle_replay(ctx_tokens, ref_tokens, lookup, {});
+//     printf("%.2f tokens/pass, %.2fx\n", r.tokens_per_pass(), r.speedup());
+//
+// The reference output (EOS appended) stands in for the target's greedy output. Each target pass:
+//
+//     history = context + reference[0 .. pos)          (every committed token)
+//     tree    = drafter.propose(history, budget)        (a path or a tree of draft tokens)
+//     a       = deepest tree path equal to reference[pos ..]   (the accepted tokens)
+//     pos    += a + 1                                   (plus the target's own token; the last
+//                                                        pass stops at the end of the reference)
+//
+// The first output token is drafted like any other: the prompt pass can carry a draft too.
+// A pass verifies 1 + tree.size() tokens (the last committed token and every draft node), and
+// costs t(1 + tree.size()) on the cost curve (clairvoyant sizing: t(1 + a)). Autoregressive
+// decoding costs N * t(1) for N reference tokens, so
+//
+//     speedup = N * t(1) / sum over passes of t(1 + drafted)
+//
+// Everything here is pure (no model): the functions run in tests and in `editspec bench --oracle`.
+#pragma once
+
+#include "editspec/dataset.h"
+#include "editspec/draft.h"
+#include "editspec/engine.h"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace editspec {
+
+// ----------------------------------------------------------------------------
+// cost of one target pass by the number of tokens in it, relative to a 1-token pass
+
+struct cost_curve {
+    // (tokens in the pass, cost), n increasing. Linear between points; past the last point the
+    // last segment is extended; below the first point the first cost is used.
+    std::vector<std::pair<int32_t, double>> points;
+};
+
+// t(n) = n * tps(1) / tps(n) at the measured points: the cost of a pass of n tokens relative to a
+// 1-token pass, from throughputs in tokens/s. Example: n {1, 2}, tps {10, 16} -> t(2) = 1.25.
+cost_curve cost_curve_from_throughput(std::span<const int32_t> n_tokens, std::span<const double> tokens_per_s);
+
+// design.md §4: DeepSeek-Coder-1.3B shape, Q8_0, 2 threads (llama-bench), from its tokens/s row:
+//   n       1     2      4      8      16     32     64
+//   tok/s   10.1  18.4   26.5   42.7   49.8   53.2   55.7
+//   t(n)    1     1.098  1.525  1.892  3.245  6.075  11.605
+// (design.md prints t(n) rounded to 1.1, 1.5, 1.9, 3.2, 6.0, 11.5; its costed table was computed
+// from the unrounded values: with the rounded ones fixed cap 48 gives 2.21x / 1.24x, not 2.20x / 1.23x)
+cost_curve cost_curve_default();
+
+// t(n), e.g. on the default curve t(12) = 1.892 + (3.245 - 1.892) * 4/8 = 2.569
+double cost_curve_eval(const cost_curve & curve, double n_tokens);
+
+// ----------------------------------------------------------------------------
+// draft sizing: how many draft tokens one pass may verify
+
+enum replay_sizing {
+    REPLAY_SIZING_FIXED       = 0, // budget = cap every pass (-1 = unlimited)
+    REPLAY_SIZING_GROW_SHRINK = 1, // budget starts at cap_init; after a fully accepted draft it
+                                   // doubles (at most cap_max), after a rejection it becomes
+                                   // accepted + 2; a pass with no draft leaves it alone
+    REPLAY_SIZING_CLAIRVOYANT = 2, // the drafter proposes with budget cap, but the pass verifies
+                                   // (and pays for) only the tokens that will be accepted: a bound
+};
+
+struct replay_params {
+    replay_sizing sizing   = REPLAY_SIZING_FIXED;
+    int32_t       cap      = -1; // FIXED, CLAIRVOYANT: most draft nodes per pass, -1 = unlimited
+    int32_t       cap_init = 48; // GROW_SHRINK: first budget, tokens (48: start at lookup's m)
+    int32_t       cap_max  = 48; // GROW_SHRINK: largest budget, tokens
+};
+
+struct replay_result {
+    int64_t n_tokens   = 0;   // reference tokens produced, EOS included
+    int64_t n_passes   = 0;   // target passes
+    int64_t n_drafts   = 0;   // passes that carried a draft
+    int64_t n_drafted  = 0;   // draft tokens verified (tree nodes; clairvoyant: accepted ones)
+    int64_t n_accepted = 0;   // draft tokens accepted
+    double  cost       = 0.0; // sum over passes of t(1 + drafted)
+    double  cost_ar    = 0.0; // n_tokens * t(1): autoregressive decoding
+
+    double tokens_per_pass() const { return n_passes > 0 ? (double) n_tokens / (double) n_passes : 0.0; }
+    double speedup() const { return cost > 0.0 ? cost_ar / cost : 0.0; }
+    // totals over items: ratios of sums, as design.md §4 reports them
+    void add(const replay_result & other);
+};
+
+// Replays one item through `drafter` (begin(context) first, accept() after every pass with the
+// tokens the pass committed). reference must end with EOS if EOS is to be counted.
+//
+// Example: context [5, 6, 7], reference [5, 6, 8, 2] (2 = EOS), a drafter that proposes
+// [5, 6, 7] first and nothing after:
+//   pass 1: history [5,6,7]         draft [5,6,7]  accepted [5,6]  + target 8  -> pos 3
+//   pass 2: history [5,6,7,5,6,8]   no draft                       + target 2  -> pos 4
+//   2 passes, 4 tokens: 2.0 tokens per pass; cost t(4) + t(1) = 1.525 + 1 vs 4 * t(1) -> 1.58x
+replay_result oracle_replay(std::span<const llama_token> context, std::span<const llama_token> reference,
+                            drafter_i & drafter, const replay_params & params = {},
+                            const cost_curve & curve = cost_curve_default());
+
+// a drafter made of a function history -> one draft path (truncated to the budget)
+struct replay_fn_drafter : drafter_i {
+    using draft_fn = std::function<token_vec(std::span<const llama_token> history)>;
+    explicit replay_fn_drafter(draft_fn fn, uint8_t source = DRAFT_SOURCE_TEST) : fn(std::move(fn)), src(source) {}
+
+    const char * name() const override { return "fn"; }
+    uint8_t source() const override { return src; }
+    void begin(std::span<const llama_token> prompt) override {}
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
+    void accept(std::span<const llama_token> accepted) override {}
+
+    draft_fn fn;
+    uint8_t  src;
+};
+
+// ----------------------------------------------------------------------------
+// tokens of a dataset item for the replay
+
+// The reading that reproduces design.md §4's figures (tests/bench/test-oracle.cpp):
+//   context   = tokenize(text.context,   add_special = true,  parse_special = false)  (BOS first)
+//   reference = tokenize(text.reference, add_special = false, parse_special = false) + EOS
+// i.e. the two texts are tokenized separately, as a server sees a prompt and then its output.
+void replay_tokenize(const model & m, const dataset_text & text, token_vec & context, token_vec & reference);
+
+} // namespace editspec

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Build editspec: install missing Debian packages, fetch + build the pinned llama.cpp once (cached
+# outside the checkout), then configure and build this project into build/.
+#
+#   scripts/build.sh            Release build into build/
+#   BUILD_DIR=... scripts/build.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+
+log() { echo "build: $*" >&2; }
+
+# --- Debian packages, installed only where missing
+pkgs=(cmake g++ make git nodejs npm python3 pkg-config libgtest-dev nlohmann-json3-dev
+      libcpp-httplib-dev libcli11-dev libdivsufsort-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# npm may come from a non-Debian Node.js install; accept a working npm on PATH
+if command -v npm >/dev/null 2>&1; then
+    tmp=(); for p in "${missing[@]}"; do [[ "$p" == npm || "$p" == nodejs ]] || tmp+=("$p"); done
+    missing=("${tmp[@]+"${tmp[@]}"}")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- llama.cpp: a user's install prefix (LLAMA_PREFIX) or the pinned one, cached
+if [ -n "${LLAMA_PREFIX:-}" ]; then
+    prefix=$LLAMA_PREFIX
+    log "using llama.cpp from LLAMA_PREFIX=$prefix"
+else
+    prefix=$("$root/scripts/setup-llama.sh" | tail -n 1)
+fi
+
+# --- this project
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DEDITSPEC_LLAMA_PREFIX="$prefix" >/dev/null
+log "compiling editspec ($jobs jobs)"
+if ! cmake --build "$build_dir" -j "$jobs" >"$build_dir/build.log" 2>&1; then
+    grep -E "error" "$build_dir/build.log" | head -40 >&2 || tail -40 "$build_dir/build.log" >&2
+    log "error: build failed; full log in $build_dir/build.log"
+    exit 1
+fi
+log "built $build_dir/bin/editspec"

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Fetch, verify, build and install the pinned llama.cpp into a cache outside the checkout.
+#
+#   scripts/setup-llama.sh            prints the install prefix on its last line
+#
+# The pinned llama.cpp ships inside the npm package node-llama-cpp@3.22.1 as a git bundle
+# (design.md §3). The cache is keyed by the commit, so a second run on the same machine is a no-op.
+# EDITSPEC_CACHE overrides the cache root (default: ~/.cache/editspec).
+#
+# EDITSPEC_LLAMAFILE=ON builds ggml with llamafile's sgemm kernels: batched passes run about twice
+# as fast on x86, but a batch of n >= 2 tokens then takes another code path than a single token
+# (sgemm refuses n < 2), so logits differ in the last bits and speculative output can differ from
+# autoregressive output at near-ties. The default (OFF) keeps every row of a batch bit-identical
+# to single-token decoding (tests/engine/test-batch-exact.cpp). See docs/exactness.md.
+set -euo pipefail
+
+NLC_VERSION=3.22.1
+TARBALL_SHA256=a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f
+BUNDLE_SHA256=5f5d1105d5df040738d87b8290e5d17e7362131cdcfdb0831618e0ea528b4a51
+LLAMA_COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
+
+llamafile=${EDITSPEC_LLAMAFILE:-OFF}
+case "$llamafile" in
+    ON|on|1) llamafile=ON; variant=sgemm ;;
+    OFF|off|0) llamafile=OFF; variant=exact ;;
+    *) echo "setup-llama: error: EDITSPEC_LLAMAFILE='$llamafile' must be ON or OFF" >&2; exit 2 ;;
+esac
+cache_root=${EDITSPEC_CACHE:-$HOME/.cache/editspec}
+src_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src
+build_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/build-$variant
+prefix=$cache_root/llama.cpp-$LLAMA_COMMIT/install-$variant
+stamp=$prefix/.editspec-complete
+
+log() { echo "setup-llama: $*" >&2; }
+
+if [ -f "$stamp" ]; then
+    log "cached llama.cpp $LLAMA_COMMIT ($variant) at $prefix"
+    echo "$prefix"
+    exit 0
+fi
+
+mkdir -p "$cache_root"
+work=$(mktemp -d "$cache_root/fetch.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+if [ ! -d "$src_dir/.git" ]; then
+    log "fetching node-llama-cpp@$NLC_VERSION from the npm registry (pack only, no scripts)"
+    (cd "$work" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null)
+    tgz=$(ls "$work"/node-llama-cpp-*.tgz)
+    got=$(sha256sum "$tgz" | cut -d' ' -f1)
+    if [ "$got" != "$TARBALL_SHA256" ]; then
+        log "error: $tgz: sha256 $got, expected $TARBALL_SHA256"
+        exit 2
+    fi
+    tar -xzf "$tgz" -C "$work" package/llama/gitRelease.bundle
+    bundle=$work/package/llama/gitRelease.bundle
+    got=$(sha256sum "$bundle" | cut -d' ' -f1)
+    if [ "$got" != "$BUNDLE_SHA256" ]; then
+        log "error: $bundle: sha256 $got, expected $BUNDLE_SHA256"
+        exit 2
+    fi
+    rm -rf "$src_dir"
+    mkdir -p "$(dirname "$src_dir")"
+    git -c advice.detachedHead=false clone --quiet "$bundle" "$src_dir.tmp"
+    git -C "$src_dir.tmp" -c advice.detachedHead=false checkout --quiet "$LLAMA_COMMIT"
+    mv "$src_dir.tmp" "$src_dir"
+fi
+
+head=$(git -C "$src_dir" rev-parse HEAD)
+if [ "$head" != "$LLAMA_COMMIT" ]; then
+    log "error: $src_dir is at $head, expected $LLAMA_COMMIT"
+    exit 2
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+log "building libllama + ggml (CPU, $variant kernels) with $jobs jobs; this takes about 5 minutes once"
+cmake -S "$src_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF \
+    -DGGML_NATIVE=ON -DGGML_LLAMAFILE=$llamafile -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/configure.log" 2>&1 \
+    || { cat "$work/configure.log" >&2; exit 1; }
+cmake --build "$build_dir" -j "$jobs" >"$work/build.log" 2>&1 \
+    || { tail -50 "$work/build.log" >&2; exit 1; }
+cmake --install "$build_dir" >/dev/null
+# vocab files carry the real tokenizers make-model uses
+mkdir -p "$prefix/share/editspec/vocab"
+cp "$src_dir"/models/ggml-vocab-*.gguf "$prefix/share/editspec/vocab/"
+touch "$stamp"
+log "installed llama.cpp $LLAMA_COMMIT to $prefix"
+echo "$prefix"

@@ -1,0 +1,147 @@
+// Oracle replay (design.md §4): target passes a drafter needs when the greedy output is known.
+#include "editspec/replay.h"
+#include "editspec/log.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace editspec {
+
+cost_curve cost_curve_from_throughput(std::span<const int32_t> n_tokens, std::span<const double> tokens_per_s) {
+    cost_curve c;
+    const size_t n = std::min(n_tokens.size(), tokens_per_s.size());
+    for (size_t i = 0; i < n; i++) {
+        c.points.push_back({n_tokens[i], (double) n_tokens[i] * tokens_per_s[0] / tokens_per_s[i]});
+    }
+    return c;
+}
+
+cost_curve cost_curve_default() {
+    static const int32_t n[]   = {1, 2, 4, 8, 16, 32, 64};
+    static const double  tps[] = {10.1, 18.4, 26.5, 42.7, 49.8, 53.2, 55.7};
+    return cost_curve_from_throughput(n, tps);
+}
+
+double cost_curve_eval(const cost_curve & curve, double n) {
+    const auto & p = curve.points;
+    if (p.empty()) {
+        return n; // no curve: every token costs one pass
+    }
+    if (p.size() == 1 || n <= p.front().first) {
+        return p.front().second;
+    }
+    size_t i = 1;
+    while (i + 1 < p.size() && n > p[i].first) {
+        i++;
+    }
+    // segment [p[i-1], p[i]]; past the end, the last segment extended
+    const double x0 = p[i - 1].first, y0 = p[i - 1].second;
+    const double x1 = p[i].first,     y1 = p[i].second;
+    return y0 + (y1 - y0) * (n - x0) / (x1 - x0);
+}
+
+void replay_result::add(const replay_result & o) {
+    n_tokens   += o.n_tokens;
+    n_passes   += o.n_passes;
+    n_drafts   += o.n_drafts;
+    n_drafted  += o.n_drafted;
+    n_accepted += o.n_accepted;
+    cost       += o.cost;
+    cost_ar    += o.cost_ar;
+}
+
+void replay_fn_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
+    if (budget <= 0) {
+        return;
+    }
+    const token_vec d = fn(history);
+    // budget counts new nodes; INT32_MAX-safe
+    const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
+    tree.add_path(-1, d, src, max_nodes);
+}
+
+// tokens of the deepest tree path that equals a prefix of `ref`
+static int32_t tree_accepted(const draft_tree & tree, std::span<const llama_token> ref) {
+    int32_t cur = -1;
+    int32_t n   = 0;
+    while (n < (int32_t) ref.size()) {
+        const int32_t c = tree.find_child(cur, ref[n]);
+        if (c < 0) {
+            break;
+        }
+        cur = c;
+        n++;
+    }
+    return n;
+}
+
+// depth of the deepest node: a draft is fully accepted when its longest path is
+static int32_t tree_max_depth(const draft_tree & tree) {
+    std::vector<int32_t> depth(tree.nodes.size());
+    int32_t best = 0;
+    for (size_t i = 0; i < tree.nodes.size(); i++) {
+        const int32_t p = tree.nodes[i].parent;
+        depth[i] = p < 0 ? 1 : depth[p] + 1;
+        best = std::max(best, depth[i]);
+    }
+    return best;
+}
+
+replay_result oracle_replay(std::span<const llama_token> context, std::span<const llama_token> reference,
+                            drafter_i & drafter, const replay_params & params, const cost_curve & curve) {
+    replay_result r;
+    const int64_t N = (int64_t) reference.size();
+    r.n_tokens = N;
+    r.cost_ar  = (double) N * cost_curve_eval(curve, 1);
+
+    // history = context + reference[0 .. pos)
+    token_vec history(context.begin(), context.end());
+    history.reserve(context.size() + reference.size());
+
+    int32_t budget = params.sizing == REPLAY_SIZING_GROW_SHRINK ? params.cap_init : params.cap;
+    if (budget < 0) {
+        budget = INT32_MAX / 2;
+    }
+
+    drafter.begin(context);
+    draft_tree tree;
+    int64_t pos = 0;
+    while (pos < N) {
+        tree.clear();
+        drafter.propose(history, tree, budget);
+
+        const std::span<const llama_token> rest = reference.subspan(pos);
+        const int32_t a = tree_accepted(tree, rest);
+        // the target's own token follows the accepted ones unless the reference (EOS) has ended
+        const int64_t n_commit = std::min<int64_t>(a + 1, N - pos);
+        const int32_t drafted  = params.sizing == REPLAY_SIZING_CLAIRVOYANT ? a : tree.size();
+
+        r.n_passes++;
+        r.n_drafts   += tree.empty() ? 0 : 1;
+        r.n_drafted  += drafted;
+        r.n_accepted += a;
+        r.cost       += cost_curve_eval(curve, 1 + drafted);
+
+        if (params.sizing == REPLAY_SIZING_GROW_SHRINK && !tree.empty()) {
+            if (a >= tree_max_depth(tree)) {
+                budget = std::min(budget * 2, params.cap_max);
+            } else {
+                budget = std::min(a + 2, params.cap_max);
+            }
+        }
+
+        const std::span<const llama_token> committed = rest.first(n_commit);
+        history.insert(history.end(), committed.begin(), committed.end());
+        drafter.accept(committed);
+        pos += n_commit;
+    }
+    return r;
+}
+
+void replay_tokenize(const model & m, const dataset_text & text, token_vec & context, token_vec & reference) {
+    context   = m.tokenize(text.context, /*add_special=*/true, /*parse_special=*/false);
+    reference = m.tokenize(text.reference, /*add_special=*/false, /*parse_special=*/false);
+    reference.push_back(m.facts().eos);
+}
+
+} // namespace editspec

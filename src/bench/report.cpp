@@ -1,0 +1,219 @@
+// Bench output: results.json (all figures), report.md (tables), speedup.svg (a plot).
+#include "editspec/bench.h"
+#include "editspec/draft.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace editspec {
+
+namespace {
+
+nlohmann::json sources_json(const source_stats * by_source) {
+    nlohmann::json j = nlohmann::json::object();
+    for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+        if (by_source[s].n_drafted == 0) continue;
+        j[draft_source_name((uint8_t) s)] = {{"drafted", by_source[s].n_drafted}, {"accepted", by_source[s].n_accepted}};
+    }
+    return j;
+}
+
+std::string task_setting(const bench_params & p) {
+    std::string s = p.model_setting;
+    if (p.replay && s.find("replay") == std::string::npos) s += ", replay";
+    return s;
+}
+
+bool write_file(const std::string & path, const std::string & text, std::string * error) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary);
+        if (!(f << text)) {
+            if (error) *error = "cannot write '" + tmp + "'";
+            return false;
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        if (error) *error = "cannot rename '" + tmp + "' to '" + path + "'";
+        return false;
+    }
+    return true;
+}
+
+std::string fmt(const char * f, double v) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), f, v);
+    return buf;
+}
+
+std::string xml_escape(const std::string & s) {
+    std::string o;
+    for (char c : s) {
+        switch (c) {
+            case '<': o += "&lt;"; break;
+            case '>': o += "&gt;"; break;
+            case '&': o += "&amp;"; break;
+            case '"': o += "&quot;"; break;
+            default: o += c;
+        }
+    }
+    return o;
+}
+
+// horizontal bars: speedup over autoregressive decoding, and tokens per target pass
+std::string speedup_svg(const bench_results & res) {
+    const auto & sums = res.summary;
+    const int bar_h = 26, gap = 10, left = 210, width = 760, plot_w = 460;
+    const int panel_h = (int) sums.size() * (bar_h + gap) + 50;
+    const int height = 80 + 2 * panel_h;
+    double max_speed = 1.0, max_tpp = 1.0;
+    for (const auto & s : sums) {
+        max_speed = std::max(max_speed, s.speedup_vs_ar);
+        max_tpp = std::max(max_tpp, s.mean_accepted_per_pass);
+    }
+    std::ostringstream o;
+    o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"13\">\n";
+    o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+    o << "<text x=\"16\" y=\"26\" font-size=\"16\" font-weight=\"bold\">editspec bench: "
+      << xml_escape(std::filesystem::path(res.params.dataset_path).parent_path().filename().string()) << " ("
+      << res.summary.front().items << " items, " << xml_escape(task_setting(res.params)) << ")</text>\n";
+    o << "<text x=\"16\" y=\"46\" fill=\"#555\">" << xml_escape(res.model_desc) << " · " << xml_escape(res.machine)
+      << "</text>\n";
+    auto panel = [&](int y0, const char * title, double max_v, bool speed) {
+        o << "<text x=\"16\" y=\"" << y0 + 20 << "\" font-weight=\"bold\">" << title << "</text>\n";
+        const double scale = plot_w / (max_v * 1.1);
+        if (speed) {
+            const int x1 = left + (int) (1.0 * scale);
+            o << "<line x1=\"" << x1 << "\" y1=\"" << y0 + 30 << "\" x2=\"" << x1 << "\" y2=\"" << y0 + panel_h - 12
+              << "\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>\n";
+            o << "<text x=\"" << x1 + 3 << "\" y=\"" << y0 + panel_h - 14 << "\" fill=\"#777\" font-size=\"11\">1× (ar)</text>\n";
+        }
+        for (size_t i = 0; i < sums.size(); i++) {
+            const auto & s = sums[i];
+            const double v = speed ? s.speedup_vs_ar : s.mean_accepted_per_pass;
+            const int y = y0 + 34 + (int) i * (bar_h + gap);
+            const int w = std::max(1, (int) (v * scale));
+            const char * color = s.method == "ar" ? "#9e9e9e" : (s.identical_to_ar ? "#2e7d32" : "#c62828");
+            o << "<text x=\"" << left - 8 << "\" y=\"" << y + bar_h / 2 + 5 << "\" text-anchor=\"end\">"
+              << xml_escape(s.method) << "</text>\n";
+            o << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << bar_h
+              << "\" fill=\"" << color << "\" rx=\"3\"/>\n";
+            o << "<text x=\"" << left + w + 6 << "\" y=\"" << y + bar_h / 2 + 5 << "\">"
+              << (speed ? fmt("%.2f×", v) : fmt("%.2f", v)) << "</text>\n";
+        }
+    };
+    panel(60, "Wall-clock speedup over autoregressive decoding (same run, same items)", max_speed, true);
+    panel(60 + panel_h, "Tokens per target pass", max_tpp, false);
+    o << "<text x=\"16\" y=\"" << height - 10 << "\" fill=\"#777\" font-size=\"11\">green: output identical to "
+         "autoregressive decoding on every item; red: differs on some</text>\n";
+    o << "</svg>\n";
+    return o.str();
+}
+
+std::string report_md(const bench_results & res) {
+    const bench_params & p = res.params;
+    std::ostringstream o;
+    o << "# editspec bench\n\n";
+    o << "| | |\n| --- | --- |\n";
+    o << "| model | `" << p.model_path << "` — " << res.model_desc << " |\n";
+    o << "| model setting | " << task_setting(p) << " |\n";
+    o << "| dataset | `" << p.dataset_path << "` (" << dataset_task_name(p.task) << ", "
+      << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, raw layout) |\n";
+    o << "| items | " << (res.summary.empty() ? 0 : res.summary.front().items) << " |\n";
+    o << "| machine | " << res.machine << ", " << (p.threads > 0 ? std::to_string(p.threads) : std::string("all"))
+      << " threads, flash attention " << (p.flash_attn ? "on" : "off") << " |\n";
+    o << "| started | " << res.started << " |\n\n";
+    o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | identical to ar |\n";
+    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+    for (const auto & s : res.summary) {
+        o << "| " << s.method << " | " << fmt("%.2f", s.tokens_per_s) << " | " << fmt("%.2f×", s.speedup_vs_ar) << " | "
+          << fmt("%.2f", s.mean_accepted_per_pass) << " | " << s.target_passes << " | " << s.draft_tokens << " | "
+          << s.accepted << " | " << fmt("%.0f", s.draft_ms) << " | "
+          << (s.identical_to_ar ? "yes" : "no (" + std::to_string(s.n_different) + " items differ)") << " |\n";
+    }
+    o << "\nSpeedup: summed generation time of `ar` over the method's, same items, same run. Tokens per pass: "
+         "tokens produced (EOS included) per target pass.\n";
+    if (!res.cost_n.empty()) {
+        o << "\nCost model (measured at start, ms per pass):\n\n| tokens | ";
+        for (int32_t n : res.cost_n) o << n << " | ";
+        o << "\n| --- |";
+        for (size_t i = 0; i < res.cost_n.size(); i++) o << " ---: |";
+        o << "\n| ms | ";
+        for (double ms : res.cost_ms) o << fmt("%.1f", ms) << " | ";
+        o << "\n";
+    }
+    o << "\n![speedup](speedup.svg)\n\n## Per item\n\n| item | method | tokens | passes | tokens/pass | gen ms | identical |\n"
+         "| --- | --- | ---: | ---: | ---: | ---: | --- |\n";
+    for (const auto & r : res.rows) {
+        o << "| " << r.item << " | " << r.method << " | " << r.tokens << " | " << r.target_passes << " | "
+          << fmt("%.2f", r.target_passes ? (double) (r.tokens + (r.eos ? 1 : 0)) / r.target_passes : 0.0) << " | "
+          << fmt("%.0f", r.gen_ms) << " | " << (r.identical_to_ar ? "yes" : "**no**") << " |\n";
+    }
+    return o.str();
+}
+
+} // namespace
+
+bool bench_write(const bench_results & res, const std::string & dir, std::string * error) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+        if (error) *error = "cannot create '" + dir + "': " + ec.message();
+        return false;
+    }
+    const bench_params & p = res.params;
+    nlohmann::json j;
+    j["model"] = p.model_path;
+    j["model_desc"] = res.model_desc;
+    j["model_setting"] = task_setting(p);
+    j["dataset"] = p.dataset_path;
+    j["task"] = dataset_task_name(p.task);
+    j["instruction"] = p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive";
+    j["replay"] = p.replay;
+    j["threads"] = p.threads;
+    j["flash_attn"] = p.flash_attn;
+    j["machine"] = res.machine;
+    j["started"] = res.started;
+    if (!res.cost_n.empty()) j["cost_model"] = {{"n", res.cost_n}, {"ms", res.cost_ms}};
+    nlohmann::json methods = nlohmann::json::object();
+    for (const auto & s : res.summary) {
+        methods[s.method] = {
+            {"items", s.items},
+            {"tokens", s.tokens},
+            {"tokens_per_s", s.tokens_per_s},
+            {"speedup_vs_ar", s.speedup_vs_ar},
+            {"mean_accepted_per_pass", s.mean_accepted_per_pass},
+            {"target_passes", s.target_passes},
+            {"draft_tokens", s.draft_tokens},
+            {"accepted_draft_tokens", s.accepted},
+            {"draft_ms", s.draft_ms},
+            {"gen_ms", s.gen_ms},
+            {"identical_to_ar", s.identical_to_ar},
+            {"items_differing_from_ar", s.n_different},
+            {"by_source", sources_json(s.by_source)},
+        };
+    }
+    j["methods"] = methods;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto & r : res.rows) {
+        rows.push_back({
+            {"item", r.item}, {"method", r.method}, {"prompt_tokens", r.prompt_tokens}, {"tokens", r.tokens},
+            {"target_passes", r.target_passes}, {"draft_tokens", r.draft_tokens}, {"accepted", r.accepted},
+            {"gen_ms", r.gen_ms}, {"draft_ms", r.draft_ms}, {"eos", r.eos}, {"identical_to_ar", r.identical_to_ar},
+            {"by_source", sources_json(r.by_source)},
+        });
+    }
+    j["items"] = rows;
+    const std::string base = dir + "/";
+    return write_file(base + "results.json", j.dump(2) + "\n", error) &&
+           write_file(base + "report.md", report_md(res), error) &&
+           write_file(base + "speedup.svg", speedup_svg(res), error);
+}
+
+} // namespace editspec

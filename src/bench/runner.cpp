@@ -1,0 +1,251 @@
+// editspec bench: runs every method on every item A/B in one process.
+#include "editspec/bench.h"
+#include "editspec/decoder.h"
+#include "editspec/log.h"
+#include "editspec/methods.h"
+#include "editspec/prompt.h"
+#include "editspec/replay.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+namespace editspec {
+
+namespace {
+
+std::string machine_description() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line, cpu = "unknown CPU";
+    while (std::getline(f, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            cpu = line.substr(line.find(':') + 2);
+            break;
+        }
+    }
+    return std::to_string(std::thread::hardware_concurrency()) + " cores, " + cpu;
+}
+
+std::string now_iso() {
+    char buf[64];
+    std::time_t t = std::time(nullptr);
+    std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+// one prompt of one item (chat items have one per turn)
+struct bench_prompt {
+    std::string id;
+    token_vec prompt;
+    token_vec reference; // replay: the target's output, EOS last
+    token_vec original;  // the code being edited (Reuse drafts)
+};
+
+bench_row row_from(const std::string & item, const std::string & method, const generate_result & r) {
+    bench_row row;
+    row.item = item;
+    row.method = method;
+    row.prompt_tokens = r.prompt_tokens;
+    row.tokens = (int32_t) r.tokens.size();
+    row.target_passes = r.target_passes;
+    row.draft_tokens = r.draft_tokens;
+    row.accepted = r.accepted;
+    row.gen_ms = r.gen_ms;
+    row.draft_ms = r.draft_ms;
+    row.eos = r.stop == STOP_REASON_EOG;
+    for (int s = 0; s < 8; s++) row.by_source[s] = r.by_source[s];
+    return row;
+}
+
+} // namespace
+
+void bench_summarize(bench_results & out) {
+    out.summary.clear();
+    std::map<std::string, double> ar_ms_by_item;
+    for (const bench_row & row : out.rows) {
+        if (row.method == "ar") ar_ms_by_item[row.item] = row.gen_ms;
+    }
+    for (const std::string & method : out.params.methods) {
+        bench_summary s;
+        s.method = method;
+        double ar_ms = 0.0;
+        int64_t produced = 0;
+        for (const bench_row & row : out.rows) {
+            if (row.method != method) continue;
+            s.items++;
+            s.tokens += row.tokens;
+            produced += row.tokens + (row.eos ? 1 : 0);
+            s.target_passes += row.target_passes;
+            s.draft_tokens += row.draft_tokens;
+            s.accepted += row.accepted;
+            s.gen_ms += row.gen_ms;
+            s.draft_ms += row.draft_ms;
+            if (!row.identical_to_ar) {
+                s.identical_to_ar = false;
+                s.n_different++;
+            }
+            for (int k = 0; k < 8; k++) {
+                s.by_source[k].n_drafted += row.by_source[k].n_drafted;
+                s.by_source[k].n_accepted += row.by_source[k].n_accepted;
+            }
+            auto it = ar_ms_by_item.find(row.item);
+            ar_ms += it != ar_ms_by_item.end() ? it->second : 0.0;
+        }
+        s.tokens_per_s = s.gen_ms > 0 ? 1000.0 * s.tokens / s.gen_ms : 0.0;
+        s.speedup_vs_ar = s.gen_ms > 0 ? ar_ms / s.gen_ms : 0.0;
+        s.mean_accepted_per_pass = s.target_passes > 0 ? (double) produced / s.target_passes : 0.0;
+        out.summary.push_back(s);
+    }
+}
+
+bool bench_run(const bench_params & p, bench_results & out, std::string * error) {
+    auto fail = [&](const std::string & msg) {
+        if (error) *error = msg;
+        return false;
+    };
+    out = bench_results();
+    out.params = p;
+    out.started = now_iso();
+    out.machine = machine_description();
+    // ar first: the reference of every other method
+    std::vector<std::string> methods = {"ar"};
+    for (const std::string & m : p.methods) {
+        if (m != "ar") methods.push_back(m);
+    }
+    out.params.methods = methods;
+    std::vector<method_spec> specs;
+    bool need_cost = false;
+    for (const std::string & name : methods) {
+        method_spec ms;
+        if (!method_parse(name, ms, error)) return false;
+        need_cost = need_cost || (!ms.is_ar() && ms.draft_max == 0);
+        specs.push_back(ms);
+    }
+    if (p.task == DATASET_TASK_CHAT && p.replay) {
+        return fail("--replay needs reference outputs; chat datasets have none");
+    }
+
+    std::vector<dataset_item> items;
+    if (!dataset_load(p.dataset_path, DATASET_KIND_AUTO, items, error)) return false;
+    if (items.empty()) return fail("dataset '" + p.dataset_path + "' has no items");
+    if (p.limit > 0 && (size_t) p.limit < items.size()) items.resize(p.limit);
+
+    model_load_result lr = model_load(p.model_path);
+    if (!lr.model) return fail(lr.error);
+    const model & m = *lr.model;
+    out.model_desc = m.facts().desc + " (" + m.facts().arch + ")";
+    if (out.params.model_setting.empty()) {
+        out.params.model_setting = p.replay ? "real-shape replay" : "model outputs";
+    }
+    context_params cp;
+    cp.n_ctx = p.n_ctx;
+    cp.n_threads = p.threads;
+    cp.flash_attn = p.flash_attn;
+    cp.n_seq_max = 65; // trees of up to 64 leaves
+    std::string err;
+    auto ctx = context_create(m, cp, &err);
+    if (!ctx) return fail(err);
+
+    cost_model cost;
+    if (need_cost) {
+        if (p.progress) fprintf(stderr, "bench: measuring the cost model (cached per model file and threads)\n");
+        if (!cost_model_get(*ctx, cost, &err)) return fail(err);
+        out.cost_n = cost.n;
+        out.cost_ms = cost.ms;
+    }
+    // running acceptance statistics per method, carried across items
+    std::vector<accept_stats> stats(specs.size());
+
+    // prompts
+    std::vector<bench_prompt> prompts;
+    for (const dataset_item & it : items) {
+        if (p.task == DATASET_TASK_CHAT || it.task == DATASET_TASK_CHAT) {
+            if (it.turns.empty()) return fail("item " + it.id + " has no turns");
+            bench_prompt bp;
+            bp.id = it.id;
+            bp.prompt = m.tokenize(chat_render(m, {{"user", it.turns[0]}}), true, true);
+            prompts.push_back(bp);
+            continue;
+        }
+        const dataset_text text = dataset_raw_layout(it, p.instruction);
+        bench_prompt bp;
+        bp.id = it.id;
+        replay_tokenize(m, text, bp.prompt, bp.reference);
+        bp.original = m.tokenize(it.context_code, false, false);
+        prompts.push_back(bp);
+    }
+
+    const size_t n_items = prompts.size();
+    for (size_t i = 0; i < n_items; i++) {
+        bench_prompt & bp = prompts[i];
+        generate_params gp;
+        gp.n_predict = p.replay ? -1 : p.n_predict;
+        gp.replay = p.replay ? &bp.reference : nullptr;
+        if ((int32_t) bp.prompt.size() + 8 >= ctx->n_ctx()) {
+            fprintf(stderr, "bench: skipping %s: prompt is %zu tokens, the context holds %d\n", bp.id.c_str(),
+                    bp.prompt.size(), ctx->n_ctx());
+            continue;
+        }
+        token_vec ar_tokens;
+        std::string line;
+        for (size_t k = 0; k < specs.size(); k++) {
+            const method_spec & ms = specs[k];
+            generate_result r;
+            if (ms.is_ar()) {
+                r = generate_ar(*ctx, bp.prompt, gp);
+            } else {
+                method_inputs in;
+                in.original = bp.original;
+                std::vector<std::unique_ptr<drafter_i>> owned;
+                if (!method_make_drafters(ms, in, owned, error)) return false;
+                std::vector<drafter_i *> ds;
+                for (auto & d : owned) ds.push_back(d.get());
+                spec_params sp;
+                sp.verify.policy = ms.policy;
+                sp.draft_max = ms.draft_max;
+                sp.cost = ms.draft_max == 0 ? &cost : nullptr;
+                sp.stats = &stats[k];
+                r = generate_spec(*ctx, bp.prompt, gp, sp, ds);
+            }
+            if (r.stop == STOP_REASON_ERROR) {
+                return fail("item " + bp.id + ", method " + ms.name + ": " + r.error);
+            }
+            bench_row row = row_from(bp.id, ms.name, r);
+            if (ms.is_ar()) {
+                ar_tokens = r.tokens;
+            } else {
+                row.identical_to_ar = r.tokens == ar_tokens;
+            }
+            out.rows.push_back(row);
+            char buf[160];
+            if (ms.is_ar()) {
+                snprintf(buf, sizeof(buf), "ar %.1f tok/s", r.tokens_per_s());
+            } else {
+                const double ar_ms = out.rows[out.rows.size() - 1 - k].gen_ms;
+                snprintf(buf, sizeof(buf), " | %s %.2fx%s", ms.name.c_str(), r.gen_ms > 0 ? ar_ms / r.gen_ms : 0.0,
+                         row.identical_to_ar ? "" : " (differs)");
+            }
+            line += buf;
+        }
+        if (p.progress) {
+            bench_summarize(out);
+            std::string running;
+            for (const bench_summary & s : out.summary) {
+                if (s.method == "ar") continue;
+                char buf[96];
+                snprintf(buf, sizeof(buf), " %s %.2fx", s.method.c_str(), s.speedup_vs_ar);
+                running += buf;
+            }
+            fprintf(stderr, "[%zu/%zu] %s: %s\n        running:%s\n", i + 1, n_items, bp.id.c_str(), line.c_str(),
+                    running.c_str());
+        }
+    }
+    bench_summarize(out);
+    return true;
+}
+
+} // namespace editspec

@@ -1,0 +1,85 @@
+// editspec bench: every method on every item, A/B in one process; writes results.json,
+// report.md and speedup.svg.
+#include "cli/commands.h"
+#include "editspec/bench.h"
+#include "editspec/methods.h"
+
+#include <memory>
+#include <sstream>
+
+namespace editspec::cli {
+
+namespace {
+
+struct bench_opts {
+    bench_params p;
+    std::string task = "edit";
+    std::string methods = "ar,lookup,lookup-longest";
+    std::string instruction = "descriptive";
+    std::string out;
+};
+
+int run_bench(bench_opts & o) {
+    const char * cmd = "bench";
+    if (o.task == "edit") o.p.task = DATASET_TASK_EDIT;
+    else if (o.task == "complete") o.p.task = DATASET_TASK_COMPLETE;
+    else if (o.task == "chat") o.p.task = DATASET_TASK_CHAT;
+    else return fail_input(cmd, "--task '" + o.task + "' must be edit, complete or chat");
+    if (o.instruction == "descriptive") o.p.instruction = INSTRUCTION_KIND_DESCRIPTIVE;
+    else if (o.instruction == "lazy") o.p.instruction = INSTRUCTION_KIND_LAZY;
+    else return fail_input(cmd, "--instruction '" + o.instruction + "' must be descriptive or lazy");
+    if (o.p.limit < 0) return fail_input(cmd, "--limit " + std::to_string(o.p.limit) + " must be >= 0");
+    if (o.p.threads < 0 || o.p.threads > 1024) return fail_input(cmd, "--threads " + std::to_string(o.p.threads) + " out of range [0, 1024]");
+    if (o.p.n_ctx < 64 || o.p.n_ctx > (1 << 20)) return fail_input(cmd, "--ctx-size " + std::to_string(o.p.n_ctx) + " out of range [64, 1048576]");
+    if (o.p.n_predict < 1 || o.p.n_predict > 100000) return fail_input(cmd, "-n " + std::to_string(o.p.n_predict) + " out of range [1, 100000]");
+    o.p.methods.clear();
+    std::stringstream ss(o.methods);
+    std::string m;
+    while (std::getline(ss, m, ',')) {
+        if (m.empty()) continue;
+        method_spec ms;
+        std::string err;
+        if (!method_parse(m, ms, &err)) return fail_input(cmd, err);
+        o.p.methods.push_back(m);
+    }
+    if (o.p.model_path.empty()) o.p.model_path = default_model_path();
+    bench_results res;
+    std::string err;
+    if (!bench_run(o.p, res, &err)) {
+        return fail_input(cmd, err);
+    }
+    if (!bench_write(res, o.out, &err)) {
+        return fail_runtime(cmd, err);
+    }
+    for (const auto & s : res.summary) {
+        fprintf(stderr, "%-28s %8.2f tok/s  %6.2fx  %6.2f tokens/pass  identical_to_ar=%s\n", s.method.c_str(),
+                s.tokens_per_s, s.speedup_vs_ar, s.mean_accepted_per_pass, s.identical_to_ar ? "yes" : "no");
+    }
+    fprintf(stderr, "bench: wrote %s/results.json, report.md, speedup.svg\n", o.out.c_str());
+    return 0;
+}
+
+} // namespace
+
+command cmd_bench_add(CLI::App & app) {
+    auto o = std::make_shared<bench_opts>();
+    CLI::App * sub = app.add_subcommand("bench", "benchmark decoding methods A/B on a dataset (results.json, report.md, speedup.svg)");
+    sub->add_option("-m,--model", o->p.model_path, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
+    sub->add_option("--dataset", o->p.dataset_path, "dataset JSONL file or folder (CanItEdit, HumanEval, MT-Redundant, EditEval)")->required();
+    sub->add_option("--task", o->task, "edit | complete | chat")->capture_default_str();
+    sub->add_option("--methods", o->methods,
+                    "comma-separated methods: ar, lookup, lookup-longest, a+b (one tree), NAME@N (fixed cap), NAME:POLICY")
+        ->capture_default_str();
+    sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
+    sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();
+    sub->add_option("-t,--threads", o->p.threads, "CPU threads (0 = all cores)")->capture_default_str();
+    sub->add_option("-c,--ctx-size", o->p.n_ctx, "KV cache size in tokens")->capture_default_str();
+    sub->add_option("-n,--n-predict", o->p.n_predict, "most tokens per item without --replay")->capture_default_str();
+    sub->add_option("--instruction", o->instruction, "CanItEdit instruction: descriptive | lazy")->capture_default_str();
+    sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
+    sub->add_flag("--flash-attn", o->p.flash_attn, "flash attention on (not bit-exact: identical_to_ar may turn false)");
+    sub->add_option("--out", o->out, "output folder")->required();
+    return {sub, [o] { return run_bench(*o); }};
+}
+
+} // namespace editspec::cli

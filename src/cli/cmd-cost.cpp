@@ -1,0 +1,60 @@
+// editspec cost: measure (or show the cached) cost of one target pass by its size.
+#include "cli/commands.h"
+#include "editspec/cost.h"
+
+#include <memory>
+
+namespace editspec::cli {
+
+namespace {
+
+struct cost_opts {
+    std::string model;
+    int32_t threads = 0;
+    int32_t n_max = 256;
+    int32_t reps = 3;
+    bool flash_attn = false;
+    bool fresh = false;
+};
+
+int run_cost(const cost_opts & o) {
+    const char * cmd = "cost";
+    if (o.n_max < 1 || o.n_max > 512) return fail_input(cmd, "--max " + std::to_string(o.n_max) + " out of range [1, 512]");
+    if (o.reps < 1 || o.reps > 100) return fail_input(cmd, "--reps " + std::to_string(o.reps) + " out of range [1, 100]");
+    if (o.threads < 0 || o.threads > 1024) return fail_input(cmd, "--threads " + std::to_string(o.threads) + " out of range [0, 1024]");
+    const std::string path = o.model.empty() ? default_model_path() : o.model;
+    model_load_result lr = model_load(path);
+    if (!lr.model) return fail_input(cmd, lr.error);
+    context_params cp;
+    cp.n_ctx = 1024;
+    cp.n_threads = o.threads;
+    cp.flash_attn = o.flash_attn;
+    std::string err;
+    auto ctx = context_create(*lr.model, cp, &err);
+    if (!ctx) return fail_runtime(cmd, err);
+    cost_model cm;
+    const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err) : cost_model_get(*ctx, cm, &err);
+    if (!ok) return fail_runtime(cmd, err);
+    printf("# %s, %d threads, flash attention %s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off");
+    printf("%8s %10s %10s %14s\n", "tokens", "ms", "tokens/s", "cost vs 1");
+    for (size_t i = 0; i < cm.n.size(); i++) {
+        printf("%8d %10.2f %10.1f %14.2f\n", cm.n[i], cm.ms[i], 1000.0 * cm.n[i] / cm.ms[i], cm.ms[i] / cm.ms[0]);
+    }
+    return 0;
+}
+
+} // namespace
+
+command cmd_cost_add(CLI::App & app) {
+    auto o = std::make_shared<cost_opts>();
+    CLI::App * sub = app.add_subcommand("cost", "measure the cost of one target pass by its size (the cost model drafts are sized by)");
+    sub->add_option("-m,--model", o->model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
+    sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
+    sub->add_option("--max", o->n_max, "largest pass measured, tokens (powers of two up to it)")->capture_default_str();
+    sub->add_option("--reps", o->reps, "timed repetitions per size (median)")->capture_default_str();
+    sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
+    sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures (not cached)");
+    return {sub, [o] { return run_cost(*o); }};
+}
+
+} // namespace editspec::cli

@@ -1,0 +1,37 @@
+// editspec: speculative decoding for code edits and completions.
+#include "cli/commands.h"
+#include "editspec/engine.h"
+
+#include <cstdio>
+#include <vector>
+
+int main(int argc, char ** argv) {
+    CLI::App app{"editspec: fast, lossless code editing and completion with speculative decoding on llama.cpp"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "editspec 0.1.0");
+
+    std::vector<editspec::cli::command> commands = {
+        editspec::cli::cmd_complete_add(app),
+        editspec::cli::cmd_make_model_add(app),
+        editspec::cli::cmd_bench_add(app),
+        editspec::cli::cmd_cost_add(app),
+    };
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp & e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp & e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion & e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError & e) {
+        app.exit(e);
+        return 2;
+    }
+    for (const auto & c : commands) {
+        if (c.sub->parsed()) {
+            return c.run();
+        }
+    }
+    return 2;
+}

@@ -1,0 +1,172 @@
+// Cost model of one target pass: measured t(n), cached per model file and thread count.
+#include "editspec/cost.h"
+#include "editspec/log.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace editspec {
+
+double cost_model::t(int32_t n_tokens) const {
+    ES_ASSERT(!n.empty());
+    if (n_tokens <= n.front()) {
+        return ms.front();
+    }
+    for (size_t i = 1; i < n.size(); i++) {
+        if (n_tokens <= n[i]) {
+            const double f = (double) (n_tokens - n[i - 1]) / (n[i] - n[i - 1]);
+            return ms[i - 1] + f * (ms[i] - ms[i - 1]);
+        }
+    }
+    // past the last point: the last segment's slope (throughput has levelled off)
+    if (n.size() == 1) {
+        return ms.back() * n_tokens / n.back();
+    }
+    const size_t k = n.size() - 1;
+    const double slope = (ms[k] - ms[k - 1]) / (n[k] - n[k - 1]);
+    return ms[k] + slope * (n_tokens - n[k]);
+}
+
+cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vector<double> & rel) {
+    cost_model cm;
+    cm.n = n;
+    cm.ms = rel;
+    return cm;
+}
+
+using clock_type = std::chrono::steady_clock;
+
+bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error) {
+    const model & m = ctx.owner();
+    const int32_t n_prefix = std::min(256, ctx.n_ctx() / 4);
+    if (n_max + n_prefix > ctx.n_ctx()) {
+        n_max = std::max(1, ctx.n_ctx() - n_prefix);
+    }
+    n_max = std::min(n_max, ctx.n_batch());
+    // token ids do not change the cost; use a spread of ordinary ones
+    const int32_t n_vocab = m.facts().n_vocab;
+    auto tok = [&](int32_t i) { return (llama_token) (1000 + (i * 7919) % std::max(1, n_vocab - 1000)); };
+
+    ctx.kv_clear();
+    batch b(std::max(n_prefix, n_max), 1);
+    token_vec prefix(n_prefix);
+    for (int32_t i = 0; i < n_prefix; i++) prefix[i] = tok(i);
+    if (!context_prefill(ctx, b, prefix, 0, 0)) {
+        if (error) *error = "cost model: prefix decode failed";
+        return false;
+    }
+    out = cost_model();
+    for (int32_t n = 1; n <= n_max; n *= 2) {
+        std::vector<double> times;
+        // one warm-up pass, then reps timed ones
+        for (int32_t r = 0; r <= reps; r++) {
+            b.clear();
+            for (int32_t i = 0; i < n; i++) {
+                b.add(tok(n_prefix + i), n_prefix + i, {0}, true);
+            }
+            const auto t0 = clock_type::now();
+            if (!ctx.decode(b)) {
+                if (error) *error = "cost model: decode of " + std::to_string(n) + " tokens failed";
+                ctx.kv_clear();
+                return false;
+            }
+            const double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+            ctx.kv_rm(0, n_prefix, -1);
+            if (r > 0) times.push_back(ms);
+        }
+        std::sort(times.begin(), times.end());
+        out.n.push_back(n);
+        out.ms.push_back(times[times.size() / 2]);
+        ES_LOG_INFO("cost model: %3d tokens: %8.2f ms\n", n, out.ms.back());
+    }
+    ctx.kv_clear();
+    // a bigger pass never costs less: measurement noise must not invite longer drafts
+    for (size_t i = 1; i < out.ms.size(); i++) {
+        out.ms[i] = std::max(out.ms[i], out.ms[i - 1]);
+    }
+    return true;
+}
+
+std::string cost_model_to_json(const cost_model & cm) {
+    nlohmann::json j = {{"n", cm.n}, {"ms", cm.ms}};
+    return j.dump();
+}
+
+bool cost_model_from_json(const std::string & text, cost_model & out) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.contains("n") || !j.contains("ms") || !j["n"].is_array() || !j["ms"].is_array()) {
+        return false;
+    }
+    cost_model cm;
+    for (const auto & v : j["n"]) {
+        if (!v.is_number_integer()) return false;
+        cm.n.push_back(v.get<int32_t>());
+    }
+    for (const auto & v : j["ms"]) {
+        if (!v.is_number()) return false;
+        cm.ms.push_back(v.get<double>());
+    }
+    if (cm.n.empty() || cm.n.size() != cm.ms.size() || cm.n[0] != 1) {
+        return false;
+    }
+    for (size_t i = 0; i < cm.n.size(); i++) {
+        if (cm.ms[i] <= 0 || (i > 0 && cm.n[i] <= cm.n[i - 1])) return false;
+    }
+    out = cm;
+    return true;
+}
+
+static std::string cache_path(const context & ctx) {
+    const char * root_env = std::getenv("EDITSPEC_CACHE");
+    std::string root = root_env && *root_env ? root_env : std::string(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") + "/.cache/editspec";
+    const std::string & path = ctx.owner().path();
+    struct stat st;
+    long long size = 0, mtime = 0;
+    if (stat(path.c_str(), &st) == 0) {
+        size = (long long) st.st_size;
+        mtime = (long long) st.st_mtime;
+    }
+    std::ostringstream key;
+    key << std::filesystem::path(path).filename().string() << "-" << size << "-" << mtime << "-t" << ctx.n_threads()
+        << "-fa" << (ctx.params().flash_attn ? 1 : 0) << ".json";
+    return root + "/cost/" + key.str();
+}
+
+bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
+    const std::string path = cache_path(ctx);
+    {
+        std::ifstream f(path);
+        if (f) {
+            std::stringstream ss;
+            ss << f.rdbuf();
+            if (cost_model_from_json(ss.str(), out)) {
+                ES_LOG_INFO("cost model: cached %s\n", path.c_str());
+                return true;
+            }
+            ES_LOG_WARN("cost model: ignoring unreadable cache %s\n", path.c_str());
+        }
+    }
+    ES_LOG_INFO("cost model: measuring target passes (once per model file and thread count)\n");
+    if (!cost_model_measure(ctx, out, 256, 3, error)) {
+        return false;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    const std::string tmp = path + ".tmp";
+    std::ofstream f(tmp);
+    if (f << cost_model_to_json(out) && (f.close(), true) && std::rename(tmp.c_str(), path.c_str()) == 0) {
+        ES_LOG_INFO("cost model: saved %s\n", path.c_str());
+    } else {
+        ES_LOG_WARN("cost model: could not save %s\n", path.c_str());
+    }
+    return true;
+}
+
+} // namespace editspec

@@ -1,0 +1,206 @@
+// Autoregressive generation and the output sink shared with the speculative decoder.
+#include "editspec/generate.h"
+#include "editspec/log.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace editspec {
+
+const char * stop_reason_name(stop_reason r) {
+    switch (r) {
+        case STOP_REASON_NONE:       return "none";
+        case STOP_REASON_EOG:        return "eog";
+        case STOP_REASON_STRING:     return "stop_string";
+        case STOP_REASON_MAX_TOKENS: return "max_tokens";
+        case STOP_REASON_CONTEXT:    return "context_full";
+        case STOP_REASON_CALLBACK:   return "callback";
+        case STOP_REASON_ERROR:      return "error";
+    }
+    return "unknown";
+}
+
+// ----------------------------------------------------------------------------
+// output_sink
+
+output_sink::output_sink(const model & m, const generate_params & p, generate_result & r)
+    : model_(m), params_(p), result_(r) {
+    for (const std::string & s : p.stop) {
+        max_stop_len_ = std::max(max_stop_len_, s.size());
+    }
+}
+
+// bytes at the end of s that start an incomplete UTF-8 character
+static size_t utf8_incomplete_tail(const std::string & s) {
+    const size_t n = s.size();
+    for (size_t back = 1; back <= std::min<size_t>(4, n); back++) {
+        const unsigned char c = (unsigned char) s[n - back];
+        if ((c & 0xC0) == 0x80) {
+            continue; // continuation byte
+        }
+        size_t need = 1;
+        if ((c & 0xE0) == 0xC0) need = 2;
+        else if ((c & 0xF0) == 0xE0) need = 3;
+        else if ((c & 0xF8) == 0xF0) need = 4;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+bool output_sink::push(llama_token token) {
+    if (model_.is_eog(token)) {
+        result_.stop = STOP_REASON_EOG;
+        return false;
+    }
+    result_.tokens.push_back(token);
+    const std::string piece = model_.token_to_piece(token);
+    const size_t text_before = result_.text.size();
+    result_.text += piece;
+    pending_ += piece;
+
+    if (!params_.stop.empty()) {
+        // a stop string may straddle pieces: search from where it could start
+        const size_t from = text_before >= max_stop_len_ ? text_before - max_stop_len_ + 1 : 0;
+        size_t cut = std::string::npos;
+        for (const std::string & s : params_.stop) {
+            if (s.empty()) continue;
+            const size_t at = result_.text.find(s, from);
+            if (at != std::string::npos) {
+                cut = std::min(cut, at);
+            }
+        }
+        if (cut != std::string::npos) {
+            const size_t dropped = result_.text.size() - cut;
+            result_.text.resize(cut);
+            pending_.resize(pending_.size() >= dropped ? pending_.size() - dropped : 0);
+            result_.stop = STOP_REASON_STRING;
+            finish();
+            return false;
+        }
+    }
+    if (params_.on_text) {
+        // hold back what could begin a stop string, and incomplete UTF-8
+        size_t hold = utf8_incomplete_tail(pending_);
+        if (max_stop_len_ > 0) {
+            hold = std::max(hold, std::min(pending_.size(), max_stop_len_ - 1));
+        }
+        if (pending_.size() > hold) {
+            const std::string out = pending_.substr(0, pending_.size() - hold);
+            pending_.erase(0, pending_.size() - hold);
+            if (!params_.on_text(out)) {
+                result_.stop = STOP_REASON_CALLBACK;
+                return false;
+            }
+        }
+    } else {
+        pending_.clear();
+    }
+    if (params_.n_predict >= 0 && (int32_t) result_.tokens.size() >= params_.n_predict) {
+        result_.stop = STOP_REASON_MAX_TOKENS;
+        return false;
+    }
+    return true;
+}
+
+void output_sink::finish() {
+    if (params_.on_text && !pending_.empty()) {
+        params_.on_text(pending_);
+    }
+    pending_.clear();
+}
+
+// ----------------------------------------------------------------------------
+// autoregressive generation
+
+llama_token generate_replay_token(const generate_params & p, const model & m, size_t i) {
+    if (i < p.replay->size()) {
+        return (*p.replay)[i];
+    }
+    return m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot;
+}
+
+bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r) {
+    r.prompt_tokens = (int32_t) prompt.size();
+    if (prompt.empty()) {
+        r.stop = STOP_REASON_ERROR;
+        r.error = "empty prompt";
+        return false;
+    }
+    if ((int32_t) prompt.size() >= ctx.n_ctx()) {
+        r.stop = STOP_REASON_ERROR;
+        r.error = "prompt is " + std::to_string(prompt.size()) + " tokens, the context holds " +
+                  std::to_string(ctx.n_ctx()) + " (raise --ctx-size)";
+        return false;
+    }
+    const int32_t n_vocab = ctx.owner().facts().n_vocab;
+    for (llama_token t : prompt) {
+        if (t < 0 || t >= n_vocab) {
+            r.stop = STOP_REASON_ERROR;
+            r.error = "prompt token " + std::to_string(t) + " outside the vocabulary [0, " + std::to_string(n_vocab) + ")";
+            return false;
+        }
+    }
+    return true;
+}
+
+using clock_type = std::chrono::steady_clock;
+
+static double ms_since(clock_type::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, const generate_params & p) {
+    generate_result r;
+    if (!generate_check_prompt(ctx, prompt, r)) {
+        return r;
+    }
+    const model & m = ctx.owner();
+    const int32_t n_vocab = m.facts().n_vocab;
+    ctx.kv_clear();
+    batch b(std::min<int32_t>(ctx.n_batch(), std::max<size_t>(prompt.size(), 1)), 1);
+
+    // the prompt but its last token is prefill; every pass after it yields one token (the
+    // speculative decoder does the same, so both count and time the same passes)
+    auto t0 = clock_type::now();
+    if (!context_prefill(ctx, b, prompt.first(prompt.size() - 1), 0, 0)) {
+        r.stop = STOP_REASON_ERROR;
+        r.error = "prompt decode failed";
+        return r;
+    }
+    r.prompt_ms = ms_since(t0);
+
+    rng_state rng(p.sampling.seed);
+    output_sink sink(m, p, r);
+    auto t1 = clock_type::now();
+    llama_token last = prompt.back();
+    llama_pos pos = (llama_pos) prompt.size() - 1;
+    if (p.n_predict == 0) {
+        r.stop = STOP_REASON_MAX_TOKENS;
+    }
+    while (r.stop == STOP_REASON_NONE) {
+        if (pos >= ctx.n_ctx()) {
+            r.stop = STOP_REASON_CONTEXT;
+            break;
+        }
+        b.clear();
+        b.add(last, pos, {0}, true);
+        if (!ctx.decode(b)) {
+            r.stop = STOP_REASON_ERROR;
+            r.error = "decode failed at position " + std::to_string(pos);
+            break;
+        }
+        r.target_passes++;
+        pos++;
+        const llama_token t = p.replay ? generate_replay_token(p, m, r.tokens.size())
+                                       : sampling_sample(ctx.logits(0), n_vocab, p.sampling, rng.coin());
+        if (!sink.push(t)) {
+            break;
+        }
+        last = t;
+    }
+    sink.finish();
+    r.gen_ms = ms_since(t1);
+    return r;
+}
+
+} // namespace editspec

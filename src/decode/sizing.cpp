@@ -1,0 +1,156 @@
+// Draft sizing: expected acceptance per node from running statistics, and the tree that maximises
+// expected tokens per unit of measured pass cost.
+#include "editspec/decoder.h"
+#include "editspec/log.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace editspec {
+
+float accept_stats::rate(uint8_t source, int32_t depth) const {
+    const int32_t d = std::min(std::max(depth, 1), n_depth);
+    const float r = reached[source][d];
+    const float a = accepted[source][d];
+    return (a + prior * prior_weight) / (r + prior_weight);
+}
+
+void accept_stats::record(uint8_t source, int32_t depth, bool was_accepted) {
+    const int32_t d = std::min(std::max(depth, 1), n_depth);
+    reached[source][d] += 1.0f;
+    accepted[source][d] += was_accepted ? 1.0f : 0.0f;
+}
+
+std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats & stats) {
+    const int32_t n = tree.size();
+    std::vector<float> rate(n), p(n);
+    std::vector<int32_t> depth(n);
+    // sum of the children's rates per parent (index parent + 1; 0 = root)
+    std::vector<float> child_sum(n + 1, 0.0f);
+    for (int32_t i = 0; i < n; i++) {
+        const draft_node & nd = tree.nodes[i];
+        depth[i] = nd.parent < 0 ? 1 : depth[nd.parent] + 1;
+        rate[i] = stats.rate(nd.source, depth[i]);
+        child_sum[nd.parent + 1] += rate[i];
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const draft_node & nd = tree.nodes[i];
+        // one target token per node: at most one child is accepted
+        const float share = std::max(1.0f, child_sum[nd.parent + 1]);
+        const float parent_p = nd.parent < 0 ? 1.0f : p[nd.parent];
+        p[i] = parent_p * rate[i] / share;
+    }
+    return p;
+}
+
+// probs of the kept nodes, in the kept order
+static std::vector<float> tree_node_probs_subset(const std::vector<float> & probs, const std::vector<bool> & keep) {
+    std::vector<float> out;
+    for (size_t i = 0; i < probs.size(); i++) {
+        if (keep[i]) out.push_back(probs[i]);
+    }
+    return out;
+}
+
+static draft_tree tree_keep(const draft_tree & tree, const std::vector<bool> & keep) {
+    draft_tree out;
+    std::vector<int32_t> remap(tree.size(), -1);
+    for (int32_t i = 0; i < tree.size(); i++) {
+        if (!keep[i]) continue;
+        draft_node nd = tree.nodes[i];
+        if (nd.parent >= 0) {
+            ES_ASSERT(remap[nd.parent] >= 0); // kept sets are closed under parents
+            nd.parent = remap[nd.parent];
+        }
+        remap[i] = out.size();
+        out.nodes.push_back(nd);
+    }
+    return out;
+}
+
+draft_tree tree_order_dfs(const draft_tree & tree, const std::vector<float> & probs) {
+    const int32_t n = tree.size();
+    std::vector<std::vector<int32_t>> children(n + 1); // [parent + 1]
+    for (int32_t i = 0; i < n; i++) {
+        children[tree.nodes[i].parent + 1].push_back(i);
+    }
+    for (auto & c : children) {
+        std::stable_sort(c.begin(), c.end(), [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
+    }
+    draft_tree out;
+    out.nodes.reserve(n);
+    std::vector<int32_t> remap(n, -1);
+    std::vector<int32_t> stack(children[0].rbegin(), children[0].rend());
+    while (!stack.empty()) {
+        const int32_t i = stack.back();
+        stack.pop_back();
+        draft_node nd = tree.nodes[i];
+        nd.parent = nd.parent < 0 ? -1 : remap[nd.parent];
+        remap[i] = out.size();
+        out.nodes.push_back(nd);
+        const auto & c = children[i + 1];
+        stack.insert(stack.end(), c.rbegin(), c.rend());
+    }
+    return out;
+}
+
+draft_tree tree_truncate(const draft_tree & tree, int32_t n) {
+    draft_tree out;
+    out.nodes.assign(tree.nodes.begin(), tree.nodes.begin() + std::min(n, tree.size()));
+    return out;
+}
+
+draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
+                              int32_t max_leaves) {
+    const int32_t n = tree.size();
+    if (n == 0) {
+        return tree;
+    }
+    // a child's probability never exceeds its parent's, and ties go to the lower index (the
+    // parent), so every prefix of this order is closed under parents
+    std::vector<int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
+
+    const double t1 = cost.t(1);
+    double best_value = 1.0; // no draft: one token for one single-token pass
+    int32_t best_n = 0;
+    double gain = 1.0;
+    for (int32_t k = 0; k < n; k++) {
+        gain += probs[order[k]];
+        const double value = gain / (cost.t(2 + k) / t1);
+        if (value > best_value) {
+            best_value = value;
+            best_n = k + 1;
+        }
+    }
+    std::vector<bool> keep(n, false);
+    for (int32_t k = 0; k < best_n; k++) {
+        keep[order[k]] = true;
+    }
+    return tree_limit_leaves(tree_keep(tree, keep), tree_node_probs_subset(probs, keep), max_leaves);
+}
+
+draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves) {
+    const int32_t n = tree.size();
+    std::vector<bool> keep(n, true);
+    // one sequence id per leaf: drop the least likely leaves while there are too many
+    while (true) {
+        std::vector<bool> has_child(n, false);
+        for (int32_t i = 0; i < n; i++) {
+            if (keep[i] && tree.nodes[i].parent >= 0) has_child[tree.nodes[i].parent] = true;
+        }
+        int32_t n_leaves = 0, worst = -1;
+        for (int32_t i = 0; i < n; i++) {
+            if (keep[i] && !has_child[i]) {
+                n_leaves++;
+                if (worst < 0 || probs[i] <= probs[worst]) worst = i; // ties: the later leaf goes
+            }
+        }
+        if (n_leaves <= max_leaves || worst < 0) break;
+        keep[worst] = false;
+    }
+    return tree_keep(tree, keep);
+}
+
+} // namespace editspec

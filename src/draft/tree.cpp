@@ -1,0 +1,87 @@
+// Draft tree: candidates of several drafters merged on shared prefixes.
+#include "editspec/draft.h"
+
+namespace editspec {
+
+const char * draft_source_name(uint8_t source) {
+    switch (source) {
+        case DRAFT_SOURCE_LOOKUP:    return "lookup";
+        case DRAFT_SOURCE_REUSE:     return "reuse";
+        case DRAFT_SOURCE_COPY:      return "copy";
+        case DRAFT_SOURCE_RETRIEVAL: return "retrieval";
+        case DRAFT_SOURCE_MODEL:     return "model";
+        case DRAFT_SOURCE_TEST:      return "test";
+        default:                     return "unknown";
+    }
+}
+
+int32_t draft_tree::find_child(int32_t parent, llama_token token) const {
+    // children always follow their parent, so start the scan there
+    for (int32_t i = parent + 1; i < (int32_t) nodes.size(); i++) {
+        if (nodes[i].parent == parent && nodes[i].token == token) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int32_t draft_tree::add(int32_t parent, llama_token token, uint8_t source, float p_draft) {
+    const int32_t c = find_child(parent, token);
+    if (c >= 0) {
+        return c;
+    }
+    nodes.push_back({token, parent, source, p_draft});
+    return (int32_t) nodes.size() - 1;
+}
+
+int32_t draft_tree::add_path(int32_t parent, std::span<const llama_token> tokens, uint8_t source, int32_t max_nodes,
+                             std::span<const float> p_draft) {
+    int32_t cur = parent;
+    for (size_t i = 0; i < tokens.size(); i++) {
+        const int32_t c = find_child(cur, tokens[i]);
+        if (c >= 0) {
+            cur = c;
+            continue;
+        }
+        if ((int32_t) nodes.size() >= max_nodes) {
+            break;
+        }
+        nodes.push_back({tokens[i], cur, source, i < p_draft.size() ? p_draft[i] : NAN});
+        cur = (int32_t) nodes.size() - 1;
+    }
+    return cur;
+}
+
+int32_t draft_tree::depth(int32_t i) const {
+    int32_t d = 0;
+    for (; i >= 0; i = nodes[i].parent) {
+        d++;
+    }
+    return d;
+}
+
+std::vector<llama_token> draft_tree::path_to(int32_t i) const {
+    std::vector<llama_token> out;
+    for (; i >= 0; i = nodes[i].parent) {
+        out.push_back(nodes[i].token);
+    }
+    return std::vector<llama_token>(out.rbegin(), out.rend());
+}
+
+std::vector<int32_t> draft_tree::leaves() const {
+    std::vector<bool> has_child(nodes.size(), false);
+    for (const draft_node & n : nodes) {
+        if (n.parent >= 0) {
+            has_child[n.parent] = true;
+        }
+    }
+    std::vector<int32_t> out;
+    for (int32_t i = 0; i < (int32_t) nodes.size(); i++) {
+        if (!has_child[i]) {
+            out.push_back(i);
+        }
+    }
+    return out;
+}
+
+} // namespace editspec

@@ -1,0 +1,158 @@
+// Context (KV cache + compute) and batch owners over libllama.
+#include "editspec/engine.h"
+#include "editspec/log.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace editspec {
+
+// ----------------------------------------------------------------------------
+// batch
+
+batch::batch(int32_t n_tokens_max, int32_t n_seq_max)
+    : b_(llama_batch_init(n_tokens_max, 0, n_seq_max)), n_tokens_max_(n_tokens_max), n_seq_max_(n_seq_max) {
+    b_.n_tokens = 0;
+}
+
+batch::~batch() {
+    llama_batch_free(b_);
+}
+
+bool batch::add(llama_token token, llama_pos pos, std::span<const llama_seq_id> seq_ids, bool logits) {
+    if (b_.n_tokens >= n_tokens_max_ || (int32_t) seq_ids.size() > n_seq_max_ || seq_ids.empty()) {
+        return false;
+    }
+    const int32_t i = b_.n_tokens;
+    b_.token[i] = token;
+    b_.pos[i] = pos;
+    b_.n_seq_id[i] = (int32_t) seq_ids.size();
+    for (size_t s = 0; s < seq_ids.size(); s++) {
+        b_.seq_id[i][s] = seq_ids[s];
+    }
+    b_.logits[i] = logits ? 1 : 0;
+    b_.n_tokens++;
+    return true;
+}
+
+// ----------------------------------------------------------------------------
+// context
+
+std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error) {
+    engine_init();
+    auto fail = [&](const std::string & msg) -> std::unique_ptr<context> {
+        if (error) *error = msg;
+        return nullptr;
+    };
+    if (p.n_ctx < 0 || p.n_ctx > (1 << 24)) {
+        return fail("context size " + std::to_string(p.n_ctx) + " out of range [0, 16777216]");
+    }
+    if (p.n_seq_max < 1 || p.n_seq_max > 256) {
+        return fail("n_seq_max " + std::to_string(p.n_seq_max) + " out of range [1, 256]");
+    }
+    if (p.n_batch < 1 || p.n_ubatch < 1) {
+        return fail("batch sizes must be positive (n_batch " + std::to_string(p.n_batch) + ", n_ubatch " +
+                    std::to_string(p.n_ubatch) + ")");
+    }
+    if (p.n_threads < 0 || p.n_threads > 1024) {
+        return fail("thread count " + std::to_string(p.n_threads) + " out of range [0, 1024]");
+    }
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = p.n_ctx;
+    cp.n_batch = p.n_batch;
+    cp.n_ubatch = std::min(p.n_ubatch, p.n_batch);
+    cp.n_seq_max = p.n_seq_max;
+    const int32_t n_threads = p.n_threads > 0 ? p.n_threads : (int32_t) std::max(1u, std::thread::hardware_concurrency());
+    cp.n_threads = n_threads;
+    cp.n_threads_batch = n_threads;
+    cp.flash_attn_type = p.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.kv_unified = p.kv_unified;
+    cp.type_k = p.type_k;
+    cp.type_v = p.type_v;
+    cp.no_perf = true;
+    cp.embeddings = false;
+
+    std::unique_ptr<context> c(new context(m));
+    c->ctx_ = llama_init_from_model(m.get(), cp);
+    if (!c->ctx_) {
+        return fail("failed to create a context for '" + m.path() + "' (n_ctx " + std::to_string(p.n_ctx) +
+                    "); EDITSPEC_LOG=info shows libllama's reason");
+    }
+    c->n_vocab_ = m.facts().n_vocab;
+    c->params_ = p;
+    return c;
+}
+
+context::~context() {
+    if (ctx_) {
+        llama_free(ctx_);
+    }
+}
+
+bool context::decode(const batch & b) {
+    if (b.size() == 0) {
+        return true;
+    }
+    const int32_t ret = llama_decode(ctx_, b.get());
+    if (ret != 0) {
+        ES_LOG_ERROR("%s: llama_decode failed with status %d (%d tokens; 1 = no KV slot, context full)\n",
+                     __func__, ret, b.size());
+        return false;
+    }
+    return true;
+}
+
+const float * context::logits(int32_t i) const {
+    return llama_get_logits_ith(ctx_, i);
+}
+
+bool context::kv_rm(llama_seq_id seq, llama_pos p0, llama_pos p1) {
+    return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, p1);
+}
+
+void context::kv_add(llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) {
+    llama_memory_seq_add(llama_get_memory(ctx_), seq, p0, p1, delta);
+}
+
+void context::kv_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    llama_memory_seq_cp(llama_get_memory(ctx_), src, dst, p0, p1);
+}
+
+void context::kv_keep(llama_seq_id seq) {
+    llama_memory_seq_keep(llama_get_memory(ctx_), seq);
+}
+
+void context::kv_clear() {
+    llama_memory_clear(llama_get_memory(ctx_), true);
+}
+
+llama_pos context::kv_pos_max(llama_seq_id seq) const {
+    return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq);
+}
+
+bool context::can_shift() const {
+    return llama_memory_can_shift(llama_get_memory(ctx_));
+}
+
+int32_t context::n_ctx() const { return (int32_t) llama_n_ctx(ctx_); }
+int32_t context::n_batch() const { return (int32_t) llama_n_batch(ctx_); }
+int32_t context::n_seq_max() const { return (int32_t) llama_n_seq_max(ctx_); }
+int32_t context::n_threads() const { return llama_n_threads(ctx_); }
+
+bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq) {
+    const int32_t n = (int32_t) tokens.size();
+    const int32_t chunk = std::min(ctx.n_batch(), b.capacity());
+    for (int32_t i0 = 0; i0 < n; i0 += chunk) {
+        b.clear();
+        const int32_t i1 = std::min(n, i0 + chunk);
+        for (int32_t i = i0; i < i1; i++) {
+            b.add(tokens[i], pos0 + i, {seq}, i == n - 1);
+        }
+        if (!ctx.decode(b)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace editspec

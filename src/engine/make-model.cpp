@@ -1,0 +1,691 @@
+// make-model: random-weight GGUF models with real shapes and tokenizers (see make-model.h).
+//
+// File layout, written in one pass:
+//
+//   [ header: KV metadata + tensor infos, padded ]  <- gguf_get_meta_data of a no_alloc context
+//   [ token_embd.weight ][pad][ blk.0.attn_norm.weight ][pad] ... [ output.weight ][pad]
+//
+// Each tensor is generated in chunks of rows; a chunk's values come from its own RNG stream keyed
+// by (seed, tensor name, chunk index), so threads can take chunks in any order and the bytes stay
+// the same. Chunks are grouped in slabs of <= 64 MB that are written one after the other.
+#include "editspec/make-model.h"
+#include "editspec/log.h"
+
+#include "gguf.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace editspec {
+
+// ----------------------------------------------------------------------------
+// built-in shapes
+
+static std::vector<model_shape_token> qwen25_added_tokens() {
+    // Qwen2.5 tokenizer_config.json added_tokens_decoder, ids 151646..151664. The llama.cpp
+    // vocabulary file is Qwen1.5's, which has [PAD<id>] there. Types as convert_hf_to_gguf.py
+    // gives them: "<|...|>" looks special -> CONTROL, the rest USER_DEFINED.
+    const char * names[] = {
+        "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
+        "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+        "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+        "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+    };
+    std::vector<model_shape_token> out;
+    int32_t id = 151646;
+    for (const char * n : names) {
+        const bool control = n[1] == '|';
+        out.push_back({id++, n, control ? LLAMA_TOKEN_TYPE_CONTROL : LLAMA_TOKEN_TYPE_USER_DEFINED});
+    }
+    return out;
+}
+
+static std::vector<model_shape> shapes_build() {
+    std::vector<model_shape> v;
+
+    model_shape ds;  // deepseek-ai/deepseek-coder-1.3b-base config.json
+    ds.name = "deepseek-coder-1.3b";
+    ds.arch = "llama";
+    ds.vocab = "deepseek-coder";
+    ds.source = "deepseek-ai/deepseek-coder-1.3b-base";
+    ds.n_vocab = 32256;
+    ds.n_layer = 24;
+    ds.n_embd = 2048;
+    ds.n_ff = 5504;
+    ds.n_head = 16;
+    ds.n_head_kv = 16;
+    ds.n_ctx_train = 16384;
+    ds.rope_freq_base = 100000.0f;
+    ds.rope_scaling = LLAMA_ROPE_SCALING_TYPE_LINEAR;
+    ds.rope_scaling_factor = 4.0f;
+    ds.rms_eps = 1e-6f;
+
+    // a few MB, used by every test: deepseek-coder's tokenizer, rope and norms at toy width
+    model_shape tiny = ds;
+    tiny.name = "tiny";
+    tiny.source = "deepseek-coder-1.3b at toy size";
+    tiny.n_layer = 2;
+    tiny.n_embd = 64;
+    tiny.n_ff = 192;
+    tiny.n_head = 4;
+    tiny.n_head_kv = 4;
+    v.push_back(tiny);
+
+    model_shape qw;  // Qwen/Qwen2.5-Coder-1.5B config.json
+    qw.name = "qwen2.5-coder-1.5b";
+    qw.arch = "qwen2";
+    qw.vocab = "qwen2";
+    qw.source = "Qwen/Qwen2.5-Coder-1.5B";
+    qw.n_vocab = 151936;  // the embedding's rows: 151665 tokens padded
+    qw.n_layer = 28;
+    qw.n_embd = 1536;
+    qw.n_ff = 8960;
+    qw.n_head = 12;
+    qw.n_head_kv = 2;
+    qw.n_ctx_train = 32768;
+    qw.rope_freq_base = 1000000.0f;
+    qw.rms_eps = 1e-6f;
+    qw.qkv_bias = true;
+    qw.tied_output = true;
+    qw.add_bos = 0;
+    qw.tokens = qwen25_added_tokens();
+
+    model_shape tq = qw;
+    tq.name = "tiny-qwen2";
+    tq.source = "qwen2.5-coder-1.5b at toy size";
+    tq.n_layer = 2;
+    tq.n_embd = 64;
+    tq.n_ff = 192;
+    tq.n_head = 4;
+    tq.n_head_kv = 2;
+    v.push_back(tq);
+
+    v.push_back(ds);
+
+    model_shape ds7 = ds;  // deepseek-ai/deepseek-coder-6.7b-base config.json
+    ds7.name = "deepseek-coder-6.7b";
+    ds7.source = "deepseek-ai/deepseek-coder-6.7b-base";
+    ds7.n_layer = 32;
+    ds7.n_embd = 4096;
+    ds7.n_ff = 11008;
+    ds7.n_head = 32;
+    ds7.n_head_kv = 32;
+    v.push_back(ds7);
+
+    v.push_back(qw);
+    return v;
+}
+
+const std::vector<model_shape> & model_shapes() {
+    static const std::vector<model_shape> shapes = shapes_build();
+    return shapes;
+}
+
+const model_shape * model_shape_find(const std::string & name) {
+    for (const model_shape & s : model_shapes()) {
+        if (s.name == name) {
+            return &s;
+        }
+    }
+    return nullptr;
+}
+
+bool model_shape_validate(const model_shape & s, std::string * error) {
+    auto fail = [&](const std::string & msg) {
+        if (error) *error = "shape '" + s.name + "': " + msg;
+        return false;
+    };
+    if (s.arch != "llama" && s.arch != "qwen2") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2)");
+    }
+    if (s.vocab.empty() || s.vocab.find('/') != std::string::npos) {
+        return fail("vocab '" + s.vocab + "' must name a ggml-vocab-<vocab>.gguf file");
+    }
+    if (s.n_layer == 0 || s.n_layer > 512) {
+        return fail("n_layer " + std::to_string(s.n_layer) + " out of range [1, 512]");
+    }
+    if (s.n_embd == 0 || s.n_ff == 0 || s.n_ctx_train == 0) {
+        return fail("n_embd, n_ff and n_ctx_train must be > 0 (got " + std::to_string(s.n_embd) + ", " +
+                    std::to_string(s.n_ff) + ", " + std::to_string(s.n_ctx_train) + ")");
+    }
+    if (s.n_head == 0 || s.n_embd % s.n_head != 0 || (s.n_embd / s.n_head) % 2 != 0) {
+        return fail("n_head " + std::to_string(s.n_head) + " must divide n_embd " + std::to_string(s.n_embd) +
+                    " into heads of even size (rope)");
+    }
+    if (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
+        return fail("n_head_kv " + std::to_string(s.n_head_kv) + " must divide n_head " + std::to_string(s.n_head));
+    }
+    if (s.n_vocab > (uint32_t) INT32_MAX) {
+        return fail("n_vocab " + std::to_string(s.n_vocab) + " too large");
+    }
+    if (!(s.rope_freq_base > 0.0f) || !(s.rms_eps > 0.0f)) {
+        return fail("rope_freq_base and rms_eps must be > 0");
+    }
+    if (s.rope_scaling != LLAMA_ROPE_SCALING_TYPE_NONE && s.rope_scaling != LLAMA_ROPE_SCALING_TYPE_LINEAR) {
+        return fail("rope_scaling " + std::to_string((int) s.rope_scaling) + " not supported (none, linear)");
+    }
+    if (s.rope_scaling == LLAMA_ROPE_SCALING_TYPE_LINEAR && !(s.rope_scaling_factor > 0.0f)) {
+        return fail("rope_scaling_factor " + std::to_string(s.rope_scaling_factor) + " must be > 0");
+    }
+    for (const model_shape_token & t : s.tokens) {
+        if (t.id < 0 || (s.n_vocab > 0 && (uint32_t) t.id >= s.n_vocab) || t.text.empty()) {
+            return fail("token override " + std::to_string(t.id) + " '" + t.text + "' out of range or empty");
+        }
+    }
+    return true;
+}
+
+ggml_type make_model_type_from_name(const std::string & name) {
+    if (name == "f32")  return GGML_TYPE_F32;
+    if (name == "f16")  return GGML_TYPE_F16;
+    if (name == "q8_0") return GGML_TYPE_Q8_0;
+    if (name == "q4_0") return GGML_TYPE_Q4_0;
+    return GGML_TYPE_COUNT;
+}
+
+// ----------------------------------------------------------------------------
+// tensor plan: name, shape, type and init of every tensor, in file order
+
+enum init_kind { INIT_CONST, INIT_NORMAL };
+
+struct tensor_plan {
+    std::string name;
+    int64_t   ne0;      // elements per row (the input dimension of a matrix)
+    int64_t   ne1;      // rows, 1 for vectors
+    int       n_dims;
+    ggml_type type;
+    init_kind init;
+    float     scale;    // INIT_NORMAL: std; INIT_CONST: the value
+};
+
+// Init: approximately as trained models start, with two changes found by measuring greedy output
+// on tiny to 24-layer shapes (distinct tokens in 96, next token of contexts with the same end):
+// - attn_output at 0.3x: random attention is near-uniform, and at full scale its context average
+//   swamps the current token, so greedy output settles into a loop of one token (also on the 1.3B)
+// - output_norm scales logits to std LOGIT_STD, tied or not: top-1 probability ~0.4 with the
+//   DeepSeek vocabulary instead of a flat 0.001, so sampling is not uniform noise
+constexpr float LOGIT_STD = 5.0f;
+
+static std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, ggml_type type) {
+    const int64_t n_embd    = s.n_embd;
+    const int64_t n_embd_kv = (int64_t) s.n_embd / s.n_head * s.n_head_kv;
+    const int64_t n_ff      = s.n_ff;
+
+    std::vector<tensor_plan> v;
+    // 1-D tensors stay F32; a row size the block size does not divide falls back to F16, as
+    // llama-quantize does
+    auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1, float std) {
+        ggml_type t = ne0 % ggml_blck_size(type) == 0 ? type : GGML_TYPE_F16;
+        v.push_back({name, ne0, ne1, 2, t, INIT_NORMAL, std});
+    };
+    auto vec = [&](const std::string & name, int64_t ne0, init_kind init, float scale) {
+        v.push_back({name, ne0, 1, 1, GGML_TYPE_F32, init, scale});
+    };
+    auto lecun = [](int64_t fan_in) { return 1.0f / std::sqrt((float) fan_in); };
+
+    const float std_embd = 0.02f;
+    const float std_out  = s.tied_output ? std_embd : lecun(n_embd);
+
+    mat("token_embd.weight", n_embd, n_vocab, std_embd);
+    for (uint32_t il = 0; il < s.n_layer; il++) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
+        mat(p + "attn_q.weight", n_embd, n_embd, lecun(n_embd));
+        mat(p + "attn_k.weight", n_embd, n_embd_kv, lecun(n_embd));
+        mat(p + "attn_v.weight", n_embd, n_embd_kv, lecun(n_embd));
+        if (s.qkv_bias) {
+            vec(p + "attn_q.bias", n_embd, INIT_NORMAL, 0.02f);
+            vec(p + "attn_k.bias", n_embd_kv, INIT_NORMAL, 0.02f);
+            vec(p + "attn_v.bias", n_embd_kv, INIT_NORMAL, 0.02f);
+        }
+        mat(p + "attn_output.weight", n_embd, n_embd, 0.3f * lecun(n_embd));
+        vec(p + "ffn_norm.weight", n_embd, INIT_CONST, 1.0f);
+        mat(p + "ffn_gate.weight", n_embd, n_ff, lecun(n_embd));
+        mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));
+        mat(p + "ffn_down.weight", n_ff, n_embd, lecun(n_ff));
+    }
+    // the normed state has RMS 1, so logits = output . (gamma * normed) have std gamma * std_out * sqrt(n_embd)
+    vec("output_norm.weight", n_embd, INIT_CONST, LOGIT_STD / (std_out * std::sqrt((float) n_embd)));
+    if (!s.tied_output) {
+        mat("output.weight", n_embd, n_vocab, std_out);
+    }
+    return v;
+}
+
+static uint64_t tensor_nbytes(const tensor_plan & t) {
+    return ggml_row_size(t.type, t.ne0) * (uint64_t) t.ne1;
+}
+
+uint64_t model_shape_n_params(const model_shape & s) {
+    uint64_t n = 0;
+    for (const tensor_plan & t : tensors_plan(s, s.n_vocab, GGML_TYPE_F32)) {
+        n += (uint64_t) t.ne0 * t.ne1;
+    }
+    return n;
+}
+
+uint64_t model_shape_n_bytes(const model_shape & s, ggml_type type) {
+    uint64_t n = 0;
+    for (const tensor_plan & t : tensors_plan(s, s.n_vocab, type)) {
+        n += GGML_PAD(tensor_nbytes(t), GGUF_DEFAULT_ALIGNMENT);
+    }
+    return n;
+}
+
+// ----------------------------------------------------------------------------
+// random numbers: splitmix64 streams, one per (seed, tensor, chunk)
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash_name(const std::string & s) {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+    for (unsigned char c : s) {
+        h = (h ^ c) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+// n values ~ N(0, std^2), approximated by the sum of four 16-bit uniforms (Irwin-Hall):
+// mean 2, variance 1/3 in units of 65536
+static void fill_normal(float * dst, int64_t n, uint64_t state, float std) {
+    const float scale = std * std::sqrt(3.0f) / 65536.0f;
+    for (int64_t i = 0; i < n; i++) {
+        state += 0x9e3779b97f4a7c15ULL;
+        const uint64_t r = mix64(state);
+        const int64_t sum = (int64_t) (r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48);
+        dst[i] = (float) (sum + 2 - 2 * 65536) * scale;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// metadata
+
+static void kv_copy(gguf_context * dst, const gguf_context * src, int64_t i) {
+    const char * key = gguf_get_key(src, i);
+    const gguf_type type = gguf_get_kv_type(src, i);
+    switch (type) {
+        case GGUF_TYPE_UINT8:   gguf_set_val_u8  (dst, key, gguf_get_val_u8  (src, i)); break;
+        case GGUF_TYPE_INT8:    gguf_set_val_i8  (dst, key, gguf_get_val_i8  (src, i)); break;
+        case GGUF_TYPE_UINT16:  gguf_set_val_u16 (dst, key, gguf_get_val_u16 (src, i)); break;
+        case GGUF_TYPE_INT16:   gguf_set_val_i16 (dst, key, gguf_get_val_i16 (src, i)); break;
+        case GGUF_TYPE_UINT32:  gguf_set_val_u32 (dst, key, gguf_get_val_u32 (src, i)); break;
+        case GGUF_TYPE_INT32:   gguf_set_val_i32 (dst, key, gguf_get_val_i32 (src, i)); break;
+        case GGUF_TYPE_FLOAT32: gguf_set_val_f32 (dst, key, gguf_get_val_f32 (src, i)); break;
+        case GGUF_TYPE_UINT64:  gguf_set_val_u64 (dst, key, gguf_get_val_u64 (src, i)); break;
+        case GGUF_TYPE_INT64:   gguf_set_val_i64 (dst, key, gguf_get_val_i64 (src, i)); break;
+        case GGUF_TYPE_FLOAT64: gguf_set_val_f64 (dst, key, gguf_get_val_f64 (src, i)); break;
+        case GGUF_TYPE_BOOL:    gguf_set_val_bool(dst, key, gguf_get_val_bool(src, i)); break;
+        case GGUF_TYPE_STRING:  gguf_set_val_str (dst, key, gguf_get_val_str (src, i)); break;
+        case GGUF_TYPE_ARRAY: {
+            const gguf_type at = gguf_get_arr_type(src, i);
+            const size_t n = gguf_get_arr_n(src, i);
+            if (at == GGUF_TYPE_STRING) {
+                std::vector<const char *> strs(n);
+                for (size_t j = 0; j < n; j++) {
+                    strs[j] = gguf_get_arr_str(src, i, j);
+                }
+                gguf_set_arr_str(dst, key, strs.data(), n);
+            } else {
+                gguf_set_arr_data(dst, key, at, gguf_get_arr_data(src, i), n);
+            }
+        } break;
+        default: break;
+    }
+}
+
+struct gguf_deleter { void operator()(gguf_context * g) const { gguf_free(g); } };
+using gguf_ptr = std::unique_ptr<gguf_context, gguf_deleter>;
+struct ggml_deleter { void operator()(ggml_context * c) const { ggml_free(c); } };
+using ggml_ptr = std::unique_ptr<ggml_context, ggml_deleter>;
+
+static int32_t ftype_of(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_F16:  return LLAMA_FTYPE_MOSTLY_F16;
+        case GGML_TYPE_Q8_0: return LLAMA_FTYPE_MOSTLY_Q8_0;
+        case GGML_TYPE_Q4_0: return LLAMA_FTYPE_MOSTLY_Q4_0;
+        default:             return LLAMA_FTYPE_ALL_F32;
+    }
+}
+
+// general.*, <arch>.* from the shape, editspec.*, then tokenizer.* from the vocabulary file (with
+// padding and overrides). Sets *n_vocab to the rows of token_embd.
+static gguf_ptr metadata_build(const model_shape & s, const make_model_params & p, const std::string & vocab_path,
+                               int64_t * n_vocab, std::string * error) {
+    gguf_init_params gp = {/*.no_alloc =*/ true, /*.ctx =*/ nullptr};
+    gguf_ptr voc(gguf_init_from_file(vocab_path.c_str(), gp));
+    if (!voc) {
+        *error = "cannot read vocabulary file '" + vocab_path + "' (missing or not GGUF)";
+        return nullptr;
+    }
+    const int64_t k_tokens = gguf_find_key(voc.get(), "tokenizer.ggml.tokens");
+    const int64_t k_types  = gguf_find_key(voc.get(), "tokenizer.ggml.token_type");
+    const int64_t k_scores = gguf_find_key(voc.get(), "tokenizer.ggml.scores");
+    if (k_tokens < 0 || gguf_get_kv_type(voc.get(), k_tokens) != GGUF_TYPE_ARRAY ||
+        gguf_get_arr_type(voc.get(), k_tokens) != GGUF_TYPE_STRING ||
+        (k_types >= 0 && gguf_get_arr_type(voc.get(), k_types) != GGUF_TYPE_INT32) ||
+        (k_scores >= 0 && gguf_get_arr_type(voc.get(), k_scores) != GGUF_TYPE_FLOAT32)) {
+        *error = "vocabulary file '" + vocab_path + "' has no usable tokenizer.ggml.tokens/token_type/scores";
+        return nullptr;
+    }
+    const int64_t n_tok = (int64_t) gguf_get_arr_n(voc.get(), k_tokens);
+    const int64_t n = s.n_vocab == 0 ? n_tok : (int64_t) s.n_vocab;
+    if (n < n_tok) {
+        *error = "shape '" + s.name + "': n_vocab " + std::to_string(n) + " is less than the " +
+                 std::to_string(n_tok) + " tokens of '" + vocab_path + "'";
+        return nullptr;
+    }
+    for (const model_shape_token & t : s.tokens) {
+        if (t.id >= n) {
+            *error = "shape '" + s.name + "': token override id " + std::to_string(t.id) + " >= n_vocab " + std::to_string(n);
+            return nullptr;
+        }
+    }
+    *n_vocab = n;
+
+    gguf_ptr g(gguf_init_empty());
+    gguf_context * c = g.get();
+    const std::string a = s.arch;
+    gguf_set_val_str(c, "general.architecture", a.c_str());
+    gguf_set_val_str(c, "general.name", ("editspec random " + s.name).c_str());
+    gguf_set_val_u32(c, "general.file_type", ftype_of(p.type));
+    gguf_set_val_u32(c, "general.quantization_version", GGML_QNT_VERSION);
+
+    gguf_set_val_u32(c, (a + ".vocab_size").c_str(), (uint32_t) n);
+    gguf_set_val_u32(c, (a + ".context_length").c_str(), s.n_ctx_train);
+    gguf_set_val_u32(c, (a + ".embedding_length").c_str(), s.n_embd);
+    gguf_set_val_u32(c, (a + ".block_count").c_str(), s.n_layer);
+    gguf_set_val_u32(c, (a + ".feed_forward_length").c_str(), s.n_ff);
+    gguf_set_val_u32(c, (a + ".attention.head_count").c_str(), s.n_head);
+    gguf_set_val_u32(c, (a + ".attention.head_count_kv").c_str(), s.n_head_kv);
+    gguf_set_val_f32(c, (a + ".attention.layer_norm_rms_epsilon").c_str(), s.rms_eps);
+    gguf_set_val_f32(c, (a + ".rope.freq_base").c_str(), s.rope_freq_base);
+    gguf_set_val_u32(c, (a + ".rope.dimension_count").c_str(), s.n_embd / s.n_head);
+    if (s.rope_scaling == LLAMA_ROPE_SCALING_TYPE_LINEAR) {
+        gguf_set_val_str(c, (a + ".rope.scaling.type").c_str(), "linear");
+        gguf_set_val_f32(c, (a + ".rope.scaling.factor").c_str(), s.rope_scaling_factor);
+    }
+
+    gguf_set_val_bool(c, "editspec.random_weights", true);
+    gguf_set_val_str(c, "editspec.shape", s.name.c_str());
+    gguf_set_val_u64(c, "editspec.seed", p.seed);
+
+    // tokens, types and scores: the file's, padded with [PAD<id>] as convert_hf_to_gguf.py does
+    // (USER_DEFINED, as in the llama.cpp vocabulary files), then the shape's overrides
+    std::vector<std::string> tokens(n);
+    std::vector<int32_t> types(n, LLAMA_TOKEN_TYPE_USER_DEFINED);
+    std::vector<float> scores(n, -1000.0f);
+    for (int64_t i = 0; i < n; i++) {
+        tokens[i] = i < n_tok ? gguf_get_arr_str(voc.get(), k_tokens, i) : "[PAD" + std::to_string(i) + "]";
+    }
+    if (k_types >= 0) {
+        const int32_t * src = (const int32_t *) gguf_get_arr_data(voc.get(), k_types);
+        std::copy(src, src + std::min<int64_t>(n_tok, gguf_get_arr_n(voc.get(), k_types)), types.begin());
+    }
+    if (k_scores >= 0) {
+        const float * src = (const float *) gguf_get_arr_data(voc.get(), k_scores);
+        std::copy(src, src + std::min<int64_t>(n_tok, gguf_get_arr_n(voc.get(), k_scores)), scores.begin());
+    }
+    for (const model_shape_token & t : s.tokens) {
+        tokens[t.id] = t.text;
+        types[t.id] = t.type;
+    }
+    for (int64_t i = 0; i < gguf_get_n_kv(voc.get()); i++) {
+        const char * key = gguf_get_key(voc.get(), i);
+        if (strncmp(key, "tokenizer.", 10) != 0) {
+            continue;  // the file's general.* and <arch>.* keys describe another model
+        }
+        if (i == k_tokens) {
+            std::vector<const char *> ptrs(n);
+            for (int64_t j = 0; j < n; j++) {
+                ptrs[j] = tokens[j].c_str();
+            }
+            gguf_set_arr_str(c, key, ptrs.data(), n);
+        } else if (i == k_types) {
+            gguf_set_arr_data(c, key, GGUF_TYPE_INT32, types.data(), n);
+        } else if (i == k_scores) {
+            gguf_set_arr_data(c, key, GGUF_TYPE_FLOAT32, scores.data(), n);
+        } else {
+            kv_copy(c, voc.get(), i);
+        }
+    }
+    if (s.add_bos >= 0) {
+        gguf_set_val_bool(c, "tokenizer.ggml.add_bos_token", s.add_bos != 0);
+    }
+    return g;
+}
+
+// ----------------------------------------------------------------------------
+// writing
+
+constexpr int64_t CHUNK_ELEMS = 1 << 16;   // values per RNG stream (whole rows)
+constexpr uint64_t SLAB_BYTES = 64u << 20; // output bytes generated before each write
+
+// temporary file next to the output, removed unless committed
+struct temp_file {
+    std::string path;
+    FILE * f = nullptr;
+    bool committed = false;
+
+    ~temp_file() {
+        if (f) {
+            fclose(f);
+        }
+        if (!path.empty() && !committed) {
+            unlink(path.c_str());
+        }
+    }
+};
+
+// generates rows [row0, row0 + n_rows) of t into dst (n_rows * row size bytes), chunks shared by
+// n_threads threads
+static void slab_generate(const tensor_plan & t, uint64_t stream, int64_t row0, int64_t n_rows, uint8_t * dst,
+                          int n_threads) {
+    const int64_t rows_per_chunk = std::max<int64_t>(1, CHUNK_ELEMS / t.ne0);
+    const size_t row_size = ggml_row_size(t.type, t.ne0);
+    const int64_t c0 = row0 / rows_per_chunk;
+    const int64_t c1 = (row0 + n_rows + rows_per_chunk - 1) / rows_per_chunk;
+    std::atomic<int64_t> next{c0};
+
+    auto work = [&]() {
+        std::vector<float> buf(rows_per_chunk * t.ne0);  // [rows_per_chunk, ne0]
+        for (int64_t ci = next++; ci < c1; ci = next++) {
+            const int64_t r0 = ci * rows_per_chunk;
+            const int64_t nr = std::min(rows_per_chunk, t.ne1 - r0);
+            float * x = t.type == GGML_TYPE_F32 ? (float *) (dst + (r0 - row0) * row_size) : buf.data();
+            if (t.init == INIT_CONST) {
+                std::fill(x, x + nr * t.ne0, t.scale);
+            } else {
+                fill_normal(x, nr * t.ne0, mix64(stream ^ mix64((uint64_t) ci + 1)), t.scale);
+            }
+            uint8_t * out = dst + (r0 - row0) * row_size;
+            if (t.type == GGML_TYPE_F16) {
+                ggml_fp32_to_fp16_row(x, (ggml_fp16_t *) out, nr * t.ne0);
+            } else if (t.type != GGML_TYPE_F32) {
+                ggml_quantize_chunk(t.type, x, out, 0, nr, t.ne0, nullptr);
+            }
+        }
+    };
+    const int n_workers = (int) std::min<int64_t>(n_threads, c1 - c0);
+    std::vector<std::thread> workers;
+    for (int i = 1; i < n_workers; i++) {
+        workers.emplace_back(work);
+    }
+    work();
+    for (auto & w : workers) {
+        w.join();
+    }
+}
+
+bool make_model_from_shape(const model_shape & s, const make_model_params & p, std::string * error) {
+    std::string err;
+    auto done = [&](bool r) {
+        if (!r && error) *error = err;
+        return r;
+    };
+    if (!model_shape_validate(s, &err)) {
+        return done(false);
+    }
+    if (p.type != GGML_TYPE_F32 && p.type != GGML_TYPE_F16 && p.type != GGML_TYPE_Q8_0 && p.type != GGML_TYPE_Q4_0) {
+        err = std::string("type ") + ggml_type_name(p.type) + " not supported (f32, f16, q8_0, q4_0)";
+        return done(false);
+    }
+    if (p.out.empty()) {
+        err = "no output file given";
+        return done(false);
+    }
+    const std::string vocab_dir = p.vocab_dir.empty() ? std::string(EDITSPEC_VOCAB_DIR) : p.vocab_dir;
+    if (vocab_dir.empty()) {
+        err = "no vocabulary folder: this build has no EDITSPEC_VOCAB_DIR, pass one (--vocab-dir)";
+        return done(false);
+    }
+    const std::string vocab_path = vocab_dir + "/ggml-vocab-" + s.vocab + ".gguf";
+
+    int64_t n_vocab = 0;
+    gguf_ptr meta = metadata_build(s, p, vocab_path, &n_vocab, &err);
+    if (!meta) {
+        return done(false);
+    }
+    const std::vector<tensor_plan> plan = tensors_plan(s, n_vocab, p.type);
+
+    // tensor infos need ggml tensors; no_alloc: no data, only shapes and types
+    ggml_init_params ip = {/*.mem_size =*/ ggml_tensor_overhead() * (plan.size() + 1), /*.mem_buffer =*/ nullptr,
+                           /*.no_alloc =*/ true};
+    ggml_ptr tctx(ggml_init(ip));
+    uint64_t total = 0;
+    for (const tensor_plan & t : plan) {
+        ggml_tensor * x = t.n_dims == 1 ? ggml_new_tensor_1d(tctx.get(), t.type, t.ne0)
+                                        : ggml_new_tensor_2d(tctx.get(), t.type, t.ne0, t.ne1);
+        ggml_set_name(x, t.name.c_str());
+        gguf_add_tensor(meta.get(), x);
+        total += GGML_PAD(tensor_nbytes(t), gguf_get_alignment(meta.get()));
+    }
+    const size_t align = gguf_get_alignment(meta.get());
+    std::vector<uint8_t> header(gguf_get_meta_size(meta.get()));
+    gguf_get_meta_data(meta.get(), header.data());
+
+    // a temporary name in the same folder, so the final rename is atomic
+    temp_file tmp;
+    tmp.path = p.out + ".tmp-XXXXXX";
+    const int fd = mkstemp(tmp.path.data());
+    if (fd < 0) {
+        err = "cannot create '" + tmp.path + "' for '" + p.out + "': " + strerror(errno);
+        tmp.path.clear();
+        return done(false);
+    }
+    fchmod(fd, 0644);  // mkstemp makes 0600; a model is for everyone to read
+    tmp.f = fdopen(fd, "wb");
+    if (!tmp.f) {
+        close(fd);
+        err = "cannot open '" + tmp.path + "': " + strerror(errno);
+        return done(false);
+    }
+    auto write_bytes = [&](const void * data, size_t n) {
+        if (fwrite(data, 1, n, tmp.f) != n) {
+            err = "cannot write '" + tmp.path + "': " + strerror(errno);
+            return false;
+        }
+        return true;
+    };
+    auto progress = [&](uint64_t done_bytes) {
+        if (p.on_progress && !p.on_progress(total ? (float) ((double) done_bytes / total) : 1.0f)) {
+            err = "aborted writing '" + p.out + "'";
+            return false;
+        }
+        return true;
+    };
+    if (!progress(0) || !write_bytes(header.data(), header.size())) {
+        return done(false);
+    }
+
+    const int n_threads = p.n_threads > 0 ? p.n_threads : (int) std::max(1u, std::thread::hardware_concurrency());
+    if (p.header_only) {
+        // zeros for every tensor without writing them: a hole on most file systems
+        fflush(tmp.f);
+        if (ftruncate(fd, (off_t) (header.size() + total)) != 0) {
+            err = "cannot extend '" + tmp.path + "': " + strerror(errno);
+            return done(false);
+        }
+    } else {
+        if (p.type != GGML_TYPE_F32 && p.type != GGML_TYPE_F16) {
+            ggml_quantize_init(p.type);  // not thread-safe for every type: once, before the workers
+        }
+        std::vector<uint8_t> slab;
+        const std::vector<uint8_t> zeros(align, 0);
+        uint64_t written = 0;
+        for (const tensor_plan & t : plan) {
+            const size_t row_size = ggml_row_size(t.type, t.ne0);
+            const int64_t rows_per_chunk = std::max<int64_t>(1, CHUNK_ELEMS / t.ne0);
+            const int64_t rows_per_slab = rows_per_chunk * std::max<int64_t>(1, SLAB_BYTES / (rows_per_chunk * row_size));
+            const uint64_t stream = mix64(mix64(p.seed) ^ hash_name(t.name));
+            for (int64_t r0 = 0; r0 < t.ne1; r0 += rows_per_slab) {
+                const int64_t nr = std::min(rows_per_slab, t.ne1 - r0);
+                slab.resize(nr * row_size);
+                slab_generate(t, stream, r0, nr, slab.data(), n_threads);
+                if (!write_bytes(slab.data(), slab.size())) {
+                    return done(false);
+                }
+                written += slab.size();
+                if (!progress(written)) {
+                    return done(false);
+                }
+            }
+            const size_t pad = GGML_PAD(tensor_nbytes(t), align) - tensor_nbytes(t);
+            if (!write_bytes(zeros.data(), pad)) {
+                return done(false);
+            }
+            written += pad;
+        }
+        ES_ASSERT(written == total);
+    }
+    if (fflush(tmp.f) != 0 || fsync(fd) != 0) {
+        err = "cannot write '" + tmp.path + "': " + strerror(errno);
+        return done(false);
+    }
+    const int rc = fclose(tmp.f);
+    tmp.f = nullptr;
+    if (rc != 0) {
+        err = "cannot close '" + tmp.path + "': " + strerror(errno);
+        return done(false);
+    }
+    if (rename(tmp.path.c_str(), p.out.c_str()) != 0) {
+        err = "cannot rename '" + tmp.path + "' to '" + p.out + "': " + strerror(errno);
+        return done(false);
+    }
+    tmp.committed = true;
+    if (p.on_progress) {
+        p.on_progress(1.0f);  // the file is complete: too late to abort
+    }
+    ES_LOG_INFO("%s: wrote %s (%s, %s, %lld tensors, %.1f MB)\n", __func__, p.out.c_str(), s.name.c_str(),
+                ggml_type_name(p.type), (long long) plan.size(), (header.size() + total) / 1e6);
+    return true;
+}
+
+bool make_model(const make_model_params & p, std::string * error) {
+    const model_shape * s = model_shape_find(p.shape);
+    if (!s) {
+        if (error) {
+            std::string names;
+            for (const model_shape & x : model_shapes()) {
+                names += (names.empty() ? "" : ", ") + x.name;
+            }
+            *error = "unknown shape '" + p.shape + "' (known: " + names + ")";
+        }
+        return false;
+    }
+    return make_model_from_shape(*s, p, error);
+}
+
+} // namespace editspec

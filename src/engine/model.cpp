@@ -1,0 +1,177 @@
+// Model loading, tokenizer and model facts over libllama.
+#include "editspec/engine.h"
+#include "editspec/log.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <sys/stat.h>
+
+namespace editspec {
+
+void engine_init() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        log_install_llama_callback();
+        llama_backend_init();
+    });
+}
+
+// GGUF header: magic "GGUF", u32 version, u64 n_tensors, u64 n_kv
+static bool gguf_precheck(const std::string & path, std::string & error) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+        error = "cannot open model file '" + path + "': " + strerror(errno);
+        return false;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        error = "model path '" + path + "' is a directory, expected a GGUF file";
+        return false;
+    }
+    FILE * f = fopen(path.c_str(), "rb");
+    if (!f) {
+        error = "cannot open model file '" + path + "': " + strerror(errno);
+        return false;
+    }
+    char magic[4] = {0};
+    uint32_t version = 0;
+    size_t n = fread(magic, 1, 4, f);
+    size_t nv = fread(&version, sizeof(version), 1, f);
+    fclose(f);
+    if (n < 4 || memcmp(magic, "GGUF", 4) != 0) {
+        error = "'" + path + "' is not a GGUF file (bad magic";
+        char hex[32];
+        snprintf(hex, sizeof(hex), " 0x%02x%02x%02x%02x)", (uint8_t) magic[0], (uint8_t) magic[1],
+                 (uint8_t) magic[2], (uint8_t) magic[3]);
+        error += hex;
+        return false;
+    }
+    if (nv != 1 || version < 2 || version > 3) {
+        error = "'" + path + "': unsupported GGUF version " + std::to_string(version);
+        return false;
+    }
+    return true;
+}
+
+static std::string meta_str(const llama_model * m, const char * key) {
+    char buf[256];
+    int32_t n = llama_model_meta_val_str(m, key, buf, sizeof(buf));
+    return n < 0 ? std::string() : std::string(buf);
+}
+
+model_load_result model_load(const std::string & path, bool vocab_only) {
+    engine_init();
+    model_load_result r;
+    if (!gguf_precheck(path, r.error)) {
+        return r;
+    }
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = vocab_only;
+    mp.n_gpu_layers = 0;
+    llama_model * lm = llama_model_load_from_file(path.c_str(), mp);
+    if (!lm) {
+        r.error = "failed to load model '" + path + "' (truncated or unsupported GGUF; EDITSPEC_LOG=info shows libllama's reason)";
+        return r;
+    }
+    std::unique_ptr<model> m(new model());
+    m->model_ = lm;
+    m->vocab_ = llama_model_get_vocab(lm);
+    m->path_ = path;
+
+    model_facts & f = m->facts_;
+    f.arch = meta_str(lm, "general.architecture");
+    char desc[256];
+    llama_model_desc(lm, desc, sizeof(desc));
+    f.desc = desc;
+    const char * tmpl = llama_model_chat_template(lm, nullptr);
+    f.chat_template = tmpl ? tmpl : "";
+    f.n_vocab = llama_vocab_n_tokens(m->vocab_);
+    f.n_ctx_train = llama_model_n_ctx_train(lm);
+    f.n_layer = llama_model_n_layer(lm);
+    f.n_embd = llama_model_n_embd(lm);
+    f.n_params = vocab_only ? 0 : llama_model_n_params(lm);
+    f.bos = llama_vocab_bos(m->vocab_);
+    f.eos = llama_vocab_eos(m->vocab_);
+    f.eot = llama_vocab_eot(m->vocab_);
+    f.fim_pre = llama_vocab_fim_pre(m->vocab_);
+    f.fim_suf = llama_vocab_fim_suf(m->vocab_);
+    f.fim_mid = llama_vocab_fim_mid(m->vocab_);
+    f.add_bos = llama_vocab_get_add_bos(m->vocab_);
+
+    r.model = std::move(m);
+    return r;
+}
+
+model::~model() {
+    if (model_) {
+        llama_model_free(model_);
+    }
+}
+
+token_vec model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+    // a token is at least one byte, plus room for BOS/EOS
+    token_vec out(text.size() + 4);
+    int32_t n = llama_tokenize(vocab_, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(),
+                               add_special, parse_special);
+    if (n < 0) {
+        out.resize(-n);
+        n = llama_tokenize(vocab_, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(),
+                           add_special, parse_special);
+    }
+    ES_ASSERT(n >= 0);
+    out.resize(n);
+    return out;
+}
+
+std::string model::token_to_piece(llama_token token, bool special) const {
+    char buf[128];
+    int32_t n = llama_token_to_piece(vocab_, token, buf, sizeof(buf), 0, special);
+    if (n < 0) {
+        std::string s(-n, '\0');
+        n = llama_token_to_piece(vocab_, token, s.data(), (int32_t) s.size(), 0, special);
+        s.resize(n < 0 ? 0 : n);
+        return s;
+    }
+    return std::string(buf, n);
+}
+
+std::string model::detokenize(std::span<const llama_token> tokens, bool special) const {
+    std::string s;
+    for (llama_token t : tokens) {
+        s += token_to_piece(t, special);
+    }
+    return s;
+}
+
+bool model::is_eog(llama_token token) const {
+    return llama_vocab_is_eog(vocab_, token);
+}
+
+bool model_vocab_compatible(const model & a, const model & b, std::string * why) {
+    const int32_t na = a.facts().n_vocab;
+    const int32_t nb = b.facts().n_vocab;
+    if (llama_vocab_type(a.vocab()) != llama_vocab_type(b.vocab())) {
+        if (why) *why = "tokenizer types differ";
+        return false;
+    }
+    if (na != nb) {
+        if (why) *why = "vocabulary sizes differ: " + std::to_string(na) + " vs " + std::to_string(nb);
+        return false;
+    }
+    for (int32_t i = 0; i < na; i++) {
+        const char * ta = llama_vocab_get_text(a.vocab(), i);
+        const char * tb = llama_vocab_get_text(b.vocab(), i);
+        if (strcmp(ta, tb) != 0) {
+            if (why) *why = "token " + std::to_string(i) + " differs: '" + ta + "' vs '" + tb + "'";
+            return false;
+        }
+    }
+    if (a.facts().bos != b.facts().bos || a.facts().eos != b.facts().eos) {
+        if (why) *why = "BOS/EOS tokens differ";
+        return false;
+    }
+    return true;
+}
+
+} // namespace editspec

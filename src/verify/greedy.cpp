@@ -1,0 +1,30 @@
+// Greedy verification (lossless): a draft is accepted when it is the target's argmax.
+//
+// The rule of EfficientEdit's Reuse phase (seed 000, eq. 7) and of llama.cpp's speculative
+// examples at temperature 0. With several candidates per node (a tree), at most one child can carry
+// the argmax, so the accepted path is unique and equals what greedy autoregressive decoding would
+// produce token for token.
+#include "editspec/verify.h"
+
+namespace editspec {
+
+int32_t verify_greedy_step(const verify_input & in, const float * logits, std::span<const int32_t> children,
+                           llama_token * target) {
+    const llama_token t = sampling_argmax(logits, in.n_vocab);
+    *target = t;
+    for (int32_t c : children) {
+        if (in.tree->nodes[c].token == t) {
+            return c;
+        }
+    }
+    return -1;
+}
+
+verify_result verify_greedy(const verify_input & in) {
+    sampling_params sp; // temp 0: the walk never draws a coin
+    sp.temp = 0.0f;
+    rng_state unused(0);
+    return verify_walk(in, sp, unused, verify_rule(), false);
+}
+
+} // namespace editspec

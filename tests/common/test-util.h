@@ -1,0 +1,24 @@
+// Shared helpers for the test executables.
+#pragma once
+
+#include "editspec/engine.h"
+
+#include <memory>
+#include <string>
+
+namespace editspec::test {
+
+// the tiny random-weight models made by the ctest fixture (make-test-models)
+const char * tiny_model_path();     // F32 weights
+const char * tiny_model_q8_path();  // Q8_0 weights
+
+// loads a model or fails the calling test with the loader's message
+std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only = false);
+
+// path of llama.cpp's ggml-vocab-<name>.gguf (e.g. "deepseek-coder")
+std::string vocab_path(const std::string & name);
+
+// runs a shell command, returns its exit status; output captured into *out when given
+int run_command(const std::string & cmd, std::string * out = nullptr);
+
+} // namespace editspec::test

@@ -1,0 +1,296 @@
+// The test that matters most: at temperature 0, speculative output equals greedy autoregressive
+// output token for token, whatever the drafts. Flash attention off (design.md §3).
+#include "common/test-util.h"
+#include "editspec/decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace editspec;
+
+namespace {
+
+// Proposes adversarial trees around a known reference continuation (the autoregressive output):
+// right paths, wrong paths, branches, repeats, drafts past EOS and past the context.
+struct adversarial_drafter : drafter_i {
+    const token_vec & ref;      // autoregressive output for this prompt
+    size_t n_prompt = 0;
+    std::mt19937 rng;
+    int32_t mode;               // which kind of draft to make (see propose)
+    int32_t n_vocab;
+    llama_token eos;
+
+    adversarial_drafter(const token_vec & ref, uint32_t seed, int32_t mode, int32_t n_vocab, llama_token eos)
+        : ref(ref), rng(seed), mode(mode), n_vocab(n_vocab), eos(eos) {}
+
+    const char * name() const override { return "adversarial"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token> prompt) override { n_prompt = prompt.size(); }
+    void accept(std::span<const llama_token>) override {}
+
+    llama_token random_token() { return (llama_token) (rng() % n_vocab); }
+
+    // the reference from output position i on, n tokens (EOS and garbage past its end)
+    token_vec truth(size_t i, int32_t n) {
+        token_vec out;
+        for (int32_t k = 0; k < n; k++) {
+            const size_t j = i + k;
+            out.push_back(j < ref.size() ? ref[j] : (j == ref.size() ? eos : random_token()));
+        }
+        return out;
+    }
+
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
+        const size_t i = history.size() - n_prompt; // output tokens so far
+        const int32_t m = mode >= 0 ? mode : (int32_t) (rng() % 8);
+        switch (m) {
+            case 0: // nothing
+                break;
+            case 1: { // all wrong: a random chain
+                token_vec t(1 + rng() % 16);
+                for (auto & x : t) x = random_token();
+                tree.add_path(-1, t, source(), budget);
+                break;
+            }
+            case 2: { // all right, long (runs past EOS and often past the context)
+                tree.add_path(-1, truth(i, 64), source(), budget);
+                break;
+            }
+            case 3: { // right for a while, then wrong
+                token_vec t = truth(i, 1 + rng() % 24);
+                t.back() = (t.back() + 1) % n_vocab;
+                tree.add_path(-1, t, source(), budget);
+                break;
+            }
+            case 4: { // 64 leaves: many wrong siblings at every level, the right one somewhere
+                int32_t parent = -1;
+                const token_vec t = truth(i, 8);
+                for (int32_t d = 0; d < 8 && tree.size() < budget; d++) {
+                    const int32_t right_at = rng() % 8;
+                    int32_t next = -1;
+                    for (int32_t s = 0; s < 8 && tree.size() < budget; s++) {
+                        const llama_token tok = s == right_at ? t[d] : random_token();
+                        const int32_t c = tree.add(parent, tok, source());
+                        if (s == right_at) next = c;
+                    }
+                    if (next < 0) break;
+                    parent = next;
+                }
+                break;
+            }
+            case 5: { // repeated tokens: the last token over and over, and the truth beside it
+                token_vec rep(32, history.back());
+                tree.add_path(-1, rep, source(), budget);
+                tree.add_path(-1, truth(i, 8), source(), budget);
+                break;
+            }
+            case 6: { // depth 64 chain that is right only at odd depths
+                token_vec t = truth(i, 64);
+                for (size_t k = 0; k < t.size(); k += 2) t[k] = random_token();
+                tree.add_path(-1, t, source(), budget);
+                break;
+            }
+            case 7: { // several partly right branches sharing prefixes
+                for (int b = 0; b < 6; b++) {
+                    token_vec t = truth(i, 2 + rng() % 20);
+                    t[rng() % t.size()] = random_token();
+                    tree.add_path(-1, t, source(), budget);
+                }
+                break;
+            }
+        }
+    }
+};
+
+struct spec_fixture : public ::testing::Test {
+    std::unique_ptr<model> m;
+    std::unique_ptr<context> ctx;
+    cost_model flat_cost; // every pass costs the same: the cost model keeps whole trees
+
+    void load(const char * path, int32_t n_ctx = 192) {
+        m = test::load_or_fail(path);
+        ASSERT_TRUE(m);
+        context_params cp;
+        cp.n_ctx = n_ctx;
+        cp.n_threads = 1; // a tiny model gains nothing from threads, and spinning threads stall on a busy machine
+        cp.n_seq_max = 65;
+        cp.n_batch = 512;
+        std::string err;
+        ctx = context_create(*m, cp, &err);
+        ASSERT_TRUE(ctx) << err;
+        flat_cost = cost_model_from_table({1, 512}, {1.0, 1.0});
+    }
+
+    token_vec random_prompt(std::mt19937 & rng) {
+        static const char * words[] = {"def", " x", " =", " return", "(", ")", ":", "\n", "    ", " for", " in",
+                                       " range", " if", " self", ".", " None", " 0", " 1", "+", " import"};
+        std::string s;
+        const int n = 1 + rng() % 30;
+        for (int i = 0; i < n; i++) s += words[rng() % 20];
+        return m->tokenize(s, true, false);
+    }
+
+    void check_lossless(int n_prompts, uint32_t seed) {
+        std::mt19937 rng(seed);
+        for (int p = 0; p < n_prompts; p++) {
+            const token_vec prompt = random_prompt(rng);
+            generate_params gp;
+            gp.n_predict = (p % 5 == 0) ? -1 : 8 + rng() % 48; // -1 runs into the context limit
+            const generate_result ar = generate_ar(*ctx, prompt, gp);
+            ASSERT_NE(ar.stop, STOP_REASON_ERROR) << ar.error;
+
+            adversarial_drafter d(ar.tokens, rng(), -1, m->facts().n_vocab, m->facts().eos);
+            drafter_i * ds[] = {&d};
+            spec_params sp;
+            if (p % 2 == 0) {
+                sp.draft_max = 1 + rng() % 96; // fixed caps, up to trees larger than 64 nodes
+            } else {
+                sp.cost = &flat_cost;
+            }
+            const generate_result spec = generate_spec(*ctx, prompt, gp, sp, ds);
+            ASSERT_NE(spec.stop, STOP_REASON_ERROR) << spec.error << " (prompt " << p << ", draft_max " << sp.draft_max << ")";
+            size_t first_diff = 0;
+            while (first_diff < std::min(spec.tokens.size(), ar.tokens.size()) && spec.tokens[first_diff] == ar.tokens[first_diff]) first_diff++;
+            ASSERT_EQ(spec.tokens, ar.tokens) << "prompt " << p << " draft_max " << sp.draft_max << " first difference at "
+                                              << first_diff << " of " << ar.tokens.size() << " (prompt " << prompt.size() << " tokens)";
+            EXPECT_EQ(spec.stop, ar.stop) << "prompt " << p;
+            EXPECT_LE(spec.target_passes, ar.target_passes);
+        }
+    }
+};
+
+TEST_F(spec_fixture, greedy_lossless_q8_0_random_and_adversarial_drafts) {
+    load(test::tiny_model_q8_path());
+    check_lossless(120, 11);
+}
+
+TEST_F(spec_fixture, greedy_lossless_f32_random_and_adversarial_drafts) {
+    load(test::tiny_model_path());
+    check_lossless(100, 12);
+}
+
+// each draft kind alone, so a failure names the kind
+TEST_F(spec_fixture, greedy_lossless_per_draft_kind) {
+    load(test::tiny_model_q8_path());
+    std::mt19937 rng(5);
+    for (int32_t mode = 0; mode < 8; mode++) {
+        for (int p = 0; p < 6; p++) {
+            const token_vec prompt = random_prompt(rng);
+            generate_params gp;
+            gp.n_predict = 40;
+            const generate_result ar = generate_ar(*ctx, prompt, gp);
+            adversarial_drafter d(ar.tokens, rng(), mode, m->facts().n_vocab, m->facts().eos);
+            drafter_i * ds[] = {&d};
+            spec_params sp;
+            sp.draft_max = 128;
+            const generate_result spec = generate_spec(*ctx, prompt, gp, sp, ds);
+            ASSERT_EQ(spec.tokens, ar.tokens) << "mode " << mode << " prompt " << p;
+            if (mode == 2) {
+                // all-right drafts: the whole output in very few passes
+                EXPECT_LE(spec.target_passes, 3) << "mode 2 prompt " << p;
+            }
+        }
+    }
+}
+
+// a drafter that never proposes: one token per pass, same output
+TEST_F(spec_fixture, empty_drafts_behave_like_autoregressive) {
+    load(test::tiny_model_q8_path());
+    std::mt19937 rng(3);
+    const token_vec prompt = random_prompt(rng);
+    generate_params gp;
+    gp.n_predict = 30;
+    const generate_result ar = generate_ar(*ctx, prompt, gp);
+    adversarial_drafter d(ar.tokens, 1, 0, m->facts().n_vocab, m->facts().eos);
+    drafter_i * ds[] = {&d};
+    spec_params sp;
+    sp.draft_max = 16;
+    const generate_result spec = generate_spec(*ctx, prompt, gp, sp, ds);
+    EXPECT_EQ(spec.tokens, ar.tokens);
+    EXPECT_EQ(spec.target_passes, ar.target_passes);
+    EXPECT_EQ(spec.draft_tokens, 0);
+}
+
+// replay: the reference is the output whatever the model says, and right drafts are accepted
+TEST_F(spec_fixture, replay_follows_the_reference) {
+    load(test::tiny_model_q8_path());
+    const token_vec prompt = m->tokenize("def f(x):\n", true, false);
+    const token_vec ref = m->tokenize("    return x * 2\n", false, false);
+    generate_params gp;
+    gp.n_predict = -1;
+    gp.replay = &ref;
+    const generate_result ar = generate_ar(*ctx, prompt, gp);
+    EXPECT_EQ(ar.tokens, ref);
+    EXPECT_EQ(ar.stop, STOP_REASON_EOG);
+    adversarial_drafter d(ref, 1, 2, m->facts().n_vocab, m->facts().eos);
+    drafter_i * ds[] = {&d};
+    spec_params sp;
+    sp.draft_max = 64;
+    const generate_result spec = generate_spec(*ctx, prompt, gp, sp, ds);
+    EXPECT_EQ(spec.tokens, ref);
+    EXPECT_EQ(spec.target_passes, 1); // one pass accepts everything, EOS included
+}
+
+// logits of every tree node equal the logits of decoding that node's path linearly
+TEST_F(spec_fixture, tree_node_logits_equal_linear_decoding) {
+    load(test::tiny_model_path());
+    const int32_t n_vocab = m->facts().n_vocab;
+    const token_vec prompt = m->tokenize("import os\nprint(os.getcwd())\n", true, false);
+    std::mt19937 rng(9);
+    draft_tree tree;
+    for (int b = 0; b < 12; b++) {
+        token_vec t(1 + rng() % 6);
+        for (auto & x : t) x = 100 + rng() % 5; // few distinct tokens: many shared prefixes
+        tree.add_path(-1, t, DRAFT_SOURCE_TEST, 64);
+    }
+    const std::vector<int32_t> leaves = tree.leaves();
+    ASSERT_GT(leaves.size(), 2u);
+
+    // tree pass, laid out as generate_spec does
+    ctx->kv_clear();
+    batch b(256, 65);
+    ASSERT_TRUE(context_prefill(*ctx, b, token_vec(prompt.begin(), prompt.end() - 1), 0, 0));
+    const llama_pos n_past = (llama_pos) prompt.size() - 1;
+    std::vector<std::vector<llama_seq_id>> seqs(tree.size());
+    std::vector<llama_seq_id> root = {0};
+    for (size_t j = 0; j < leaves.size(); j++) {
+        const llama_seq_id s = (llama_seq_id) j + 1;
+        root.push_back(s);
+        ctx->kv_cp(0, s, -1, -1);
+        for (int32_t i = leaves[j]; i >= 0; i = tree.nodes[i].parent) seqs[i].push_back(s);
+    }
+    b.clear();
+    b.add(prompt.back(), n_past, root, true);
+    for (int32_t i = 0; i < tree.size(); i++) {
+        b.add(tree.nodes[i].token, n_past + tree.depth(i), seqs[i], true);
+    }
+    ASSERT_TRUE(ctx->decode(b));
+    std::vector<std::vector<float>> tree_logits;
+    for (int32_t i = 0; i <= tree.size(); i++) {
+        const float * l = ctx->logits(i);
+        tree_logits.emplace_back(l, l + n_vocab);
+    }
+    // each node's path, one token at a time, in a fresh cache
+    for (int32_t i = 0; i < tree.size(); i++) {
+        token_vec path(prompt.begin(), prompt.end());
+        const token_vec p = tree.path_to(i);
+        path.insert(path.end(), p.begin(), p.end());
+        ctx->kv_clear();
+        batch one(1, 1);
+        for (size_t k = 0; k < path.size(); k++) {
+            one.clear();
+            one.add(path[k], (llama_pos) k, {0}, true);
+            ASSERT_TRUE(ctx->decode(one));
+        }
+        const float * l = ctx->logits(0);
+        double num = 0, den = 0;
+        for (int32_t v = 0; v < n_vocab; v++) {
+            num += (l[v] - tree_logits[1 + i][v]) * (l[v] - tree_logits[1 + i][v]);
+            den += (double) l[v] * l[v];
+        }
+        EXPECT_LT(std::sqrt(num / den), 1e-3) << "node " << i;
+    }
+}
+
+} // namespace
