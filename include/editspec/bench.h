@@ -22,6 +22,7 @@ namespace editspec {
 
 struct bench_params {
     std::string model_path;
+    std::string draft_model_path; // the "sd" drafter's model (--draft-model), "" = none
     std::string dataset_path;
     dataset_task task = DATASET_TASK_EDIT;
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first

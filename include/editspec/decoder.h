@@ -44,6 +44,10 @@ struct spec_params {
     int32_t tree_max  = 256;      // most nodes drafters may offer per pass (cost-model mode)
     const cost_model * cost = nullptr; // required when draft_max == 0
     accept_stats * stats = nullptr;    // running statistics to use and update (null: per request)
+    // lossless policies verify only the tree's likeliest chain, whose logits are bit-identical to
+    // one-token-at-a-time decoding; false verifies whole trees (faster on some drafts, but greedy
+    // output may then differ from autoregressive output at near-ties)
+    bool exact = true;
     // per node: may a lossy policy apply here (e.g. only to generated edit content); null = everywhere
     std::function<bool(const draft_node &)> lossy_ok;
 };
@@ -69,6 +73,9 @@ draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> &
 
 // depth-first preorder, children by descending probability: the likeliest path comes first
 draft_tree tree_order_dfs(const draft_tree & tree, const std::vector<float> & probs);
+
+// the first chain of a depth-first tree: node 0, its first child, that node's first child, ...
+draft_tree tree_first_chain(const draft_tree & tree);
 
 // keeps the first n nodes (insertion order keeps parents first)
 draft_tree tree_truncate(const draft_tree & tree, int32_t n);

@@ -4,6 +4,13 @@
 //   ar                      autoregressive, one token per pass (the reference)
 //   lookup                  prompt lookup, llama.cpp's ngram-simple defaults (n = 12, m = 48)
 //   lookup-longest          prompt lookup, longest match n = 12 .. 1, m = 48
+//   sd                      a draft model (--draft-model) drafts gamma = 7 tokens greedily
+//   none                    a drafter that never proposes (the speculative loop's overhead)
+//   reuse                   EfficientEdit's Reuse: the original code (edit requests only), re-synced
+//                           after each edit (reuse.h)
+//   efficientedit           Reuse, plus the draft model (--draft-model) in the Generate phase only
+//                           (after a rejection until Reuse re-syncs); policy entropy by default,
+//                           applied to the draft model's nodes only (method_lossy_ok)
 //   a+b                     several drafters merged into one tree (first named, first placed)
 //   NAME@N                  fixed cap of N draft tokens per pass instead of the cost model
 //   NAME:POLICY             acceptance policy (greedy, sampling, topk, entropy, direct)
@@ -14,10 +21,12 @@
 //     editspec::method_make_drafters(ms, {}, ds, &err);
 #pragma once
 
+#include "editspec/draft-model.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
 #include "editspec/verify.h"
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,6 +47,9 @@ struct method_spec {
 // what a request offers the drafters
 struct method_inputs {
     std::span<const llama_token> original; // the code being edited (Reuse), empty otherwise
+    const model * target      = nullptr;   // the target model ("sd": its vocabulary is checked)
+    const model * draft_model = nullptr;   // "sd": the draft model (--draft-model), null = none
+    draft_model_params draft_params;       // "sd": gamma, the draft context, threads
 };
 
 // names a method may combine with "+"
@@ -48,5 +60,9 @@ bool method_parse(const std::string & text, method_spec & out, std::string * err
 // one fresh drafter per name in spec.drafters (drafters hold per-request state)
 bool method_make_drafters(const method_spec & spec, const method_inputs & in,
                           std::vector<std::unique_ptr<drafter_i>> & out, std::string * error);
+
+// spec_params::lossy_ok for the method: null for a lossless policy (unused); efficientedit: the
+// draft model's nodes only; otherwise every node but Reuse's (verified greedily, seed 000 §III-A)
+std::function<bool(const draft_node &)> method_lossy_ok(const method_spec & spec);
 
 } // namespace editspec

@@ -149,6 +149,17 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     std::string err;
     auto ctx = context_create(m, cp, &err);
     if (!ctx) return fail(err);
+    // the draft model, loaded once; each "sd" drafter gets its own context on it
+    model_load_result dr;
+    if (!p.draft_model_path.empty()) {
+        dr = model_load(p.draft_model_path);
+        if (!dr.model) return fail(dr.error);
+        std::string why;
+        if (!model_vocab_compatible(m, *dr.model, &why)) {
+            return fail("draft model '" + p.draft_model_path + "' cannot draft for target '" + p.model_path +
+                        "': vocabularies differ (" + why + ")");
+        }
+    }
 
     cost_model cost;
     if (need_cost) {
@@ -200,12 +211,17 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
             } else {
                 method_inputs in;
                 in.original = bp.original;
+                in.target = &m;
+                in.draft_model = dr.model.get();
+                in.draft_params.n_ctx = p.n_ctx;
+                in.draft_params.n_threads = p.threads;
                 std::vector<std::unique_ptr<drafter_i>> owned;
                 if (!method_make_drafters(ms, in, owned, error)) return false;
                 std::vector<drafter_i *> ds;
                 for (auto & d : owned) ds.push_back(d.get());
                 spec_params sp;
                 sp.verify.policy = ms.policy;
+                sp.lossy_ok = method_lossy_ok(ms);
                 sp.draft_max = ms.draft_max;
                 sp.cost = ms.draft_max == 0 ? &cost : nullptr;
                 sp.stats = &stats[k];

@@ -65,6 +65,7 @@ command cmd_bench_add(CLI::App & app) {
     auto o = std::make_shared<bench_opts>();
     CLI::App * sub = app.add_subcommand("bench", "benchmark decoding methods A/B on a dataset (results.json, report.md, speedup.svg)");
     sub->add_option("-m,--model", o->p.model_path, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
+    sub->add_option("--draft-model", o->p.draft_model_path, "GGUF draft model with the target's vocabulary (method 'sd')");
     sub->add_option("--dataset", o->p.dataset_path, "dataset JSONL file or folder (CanItEdit, HumanEval, MT-Redundant, EditEval)")->required();
     sub->add_option("--task", o->task, "edit | complete | chat")->capture_default_str();
     sub->add_option("--methods", o->methods,

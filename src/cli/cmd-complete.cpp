@@ -1,6 +1,8 @@
 // editspec complete: continue a prompt with the model, printing text (or one JSON object).
 #include "cli/commands.h"
+#include "editspec/decoder.h"
 #include "editspec/generate.h"
+#include "editspec/methods.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,8 @@ namespace {
 
 struct complete_opts {
     std::string model;
+    std::string draft_model;    // --draft-model: drafts for the "sd" drafter
+    std::string method = "ar";  // --method: see methods.h
     std::string prompt;
     std::string file;
     int32_t n_predict = 128;
@@ -66,15 +70,32 @@ int run_complete(const complete_opts & o) {
     if (o.n_ctx < 16 || o.n_ctx > (1 << 20)) {
         return fail_input(cmd, "--ctx-size " + std::to_string(o.n_ctx) + " out of range [16, 1048576]");
     }
+    method_spec ms;
+    if (!method_parse(o.method, ms, &error)) {
+        return fail_input(cmd, error);
+    }
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     model_load_result lr = model_load(model_path);
     if (!lr.model) {
         return fail_input(cmd, lr.error);
     }
+    model_load_result dr;
+    if (!o.draft_model.empty()) {
+        dr = model_load(o.draft_model);
+        if (!dr.model) {
+            return fail_input(cmd, dr.error);
+        }
+        std::string why;
+        if (!model_vocab_compatible(*lr.model, *dr.model, &why)) {
+            return fail_input(cmd, "draft model '" + o.draft_model + "' cannot draft for target '" + model_path +
+                                       "': vocabularies differ (" + why + ")");
+        }
+    }
     context_params cp;
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.threads;
     cp.flash_attn = o.flash_attn;
+    cp.n_seq_max = ms.is_ar() ? 1 : 65; // speculative trees: one sequence per leaf, up to 64 leaves
     auto ctx = context_create(*lr.model, cp, &error);
     if (!ctx) {
         return fail_runtime(cmd, error);
@@ -92,7 +113,33 @@ int run_complete(const complete_opts & o) {
             return true;
         };
     }
-    generate_result r = generate_ar(*ctx, tokens, gp);
+    generate_result r;
+    if (ms.is_ar()) {
+        r = generate_ar(*ctx, tokens, gp);
+    } else {
+        method_inputs in;
+        in.target = lr.model.get();
+        in.draft_model = dr.model.get();
+        in.draft_params.n_ctx = o.n_ctx;
+        in.draft_params.n_threads = o.threads;
+        std::vector<std::unique_ptr<drafter_i>> owned;
+        if (!method_make_drafters(ms, in, owned, &error)) {
+            return fail_input(cmd, error);
+        }
+        std::vector<drafter_i *> ds;
+        for (auto & d : owned) ds.push_back(d.get());
+        cost_model cost;
+        if (ms.draft_max == 0 && !cost_model_get(*ctx, cost, &error)) {
+            return fail_runtime(cmd, error);
+        }
+        spec_params sp;
+        // sampling at --temp > 0 unless a policy was named: greedy verification would ignore --temp
+        sp.verify.policy = (!ms.policy_set && o.temp > 0.0f) ? VERIFY_POLICY_SAMPLING : ms.policy;
+        sp.verify.sampling = gp.sampling;
+        sp.draft_max = ms.draft_max;
+        sp.cost = ms.draft_max == 0 ? &cost : nullptr;
+        r = generate_spec(*ctx, tokens, gp, sp, ds);
+    }
     if (r.stop == STOP_REASON_ERROR) {
         return fail_input(cmd, r.error);
     }
@@ -110,7 +157,11 @@ int run_complete(const complete_opts & o) {
             {"model", model_path},
             {"threads", ctx->n_threads()},
             {"flash_attn", o.flash_attn},
-            {"method", "ar"},
+            {"method", ms.name},
+            {"draft_model", o.draft_model},
+            {"draft_tokens", r.draft_tokens},
+            {"accepted", r.accepted},
+            {"draft_ms", r.draft_ms},
         };
         printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
@@ -125,6 +176,11 @@ command cmd_complete_add(CLI::App & app) {
     auto o = std::make_shared<complete_opts>();
     CLI::App * sub = app.add_subcommand("complete", "continue a prompt (greedy by default)");
     sub->add_option("-m,--model", o->model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
+    sub->add_option("--method", o->method,
+                    "decoding method: ar, lookup, lookup-longest, sd (draft model), a+b (one tree), NAME@N (fixed cap), "
+                    "NAME:POLICY")
+        ->capture_default_str();
+    sub->add_option("--draft-model", o->draft_model, "GGUF draft model with the target's vocabulary (method 'sd')");
     auto * p = sub->add_option("-p,--prompt", o->prompt, "prompt text");
     auto * f = sub->add_option("-f,--file", o->file, "read the prompt from a file");
     p->excludes(f);

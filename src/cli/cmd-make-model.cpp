@@ -3,10 +3,12 @@
 #include "cli/commands.h"
 #include "editspec/make-model.h"
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sys/stat.h>
@@ -21,7 +23,7 @@ struct make_model_opts {
     std::string out;
     std::string type = "f16";
     std::string vocab_dir = EDITSPEC_VOCAB_DIR;
-    uint64_t seed = 1;
+    std::string seed = "1"; // parsed here: CLI11 would wrap "-3" to 2^64-3
     int32_t threads = 0;
     bool list = false;
     bool header_only = false;
@@ -111,6 +113,16 @@ int run_make_model(const make_model_opts & o) {
     if (o.out.empty()) {
         return fail_input(cmd, "--out is required");
     }
+    uint64_t seed = 0;
+    {
+        const char * s = o.seed.c_str();
+        char * end = nullptr;
+        errno = 0;
+        seed = strtoull(s, &end, 10);
+        if (o.seed.empty() || !isdigit((unsigned char) s[0]) || *end != '\0' || errno == ERANGE) {
+            return fail_input(cmd, "--seed '" + o.seed + "' is not an integer in [0, 2^64)");
+        }
+    }
     if (o.threads < 0 || o.threads > 1024) {
         return fail_input(cmd, "--threads " + std::to_string(o.threads) + " out of range [0, 1024]");
     }
@@ -131,7 +143,7 @@ int run_make_model(const make_model_opts & o) {
     p.out = o.out;
     p.vocab_dir = o.vocab_dir;
     p.type = type;
-    p.seed = o.seed;
+    p.seed = seed;
     p.n_threads = o.threads;
     p.header_only = o.header_only;
 
@@ -174,7 +186,7 @@ int run_make_model(const make_model_opts & o) {
     }
     printf("wrote %s: %s, %s, %s parameters, %s, seed %llu, %.1f s\n", o.out.c_str(), shape->name.c_str(),
            o.type.c_str(), format_count(model_shape_n_params(*shape)).c_str(), format_bytes(n_bytes).c_str(),
-           (unsigned long long) o.seed, secs);
+           (unsigned long long) seed, secs);
     return 0;
 }
 
@@ -187,7 +199,7 @@ command cmd_make_model_add(CLI::App & app) {
     sub->add_option("-s,--shape", o->shape, "shape name (--list shows them)");
     sub->add_option("-o,--out", o->out, "output GGUF file (replaced if it exists)");
     sub->add_option("--type", o->type, "matrix type: f32, f16, q8_0, q4_0 (1-D tensors stay f32)")->capture_default_str();
-    sub->add_option("--seed", o->seed, "random seed; the same seed gives the same bytes")->capture_default_str();
+    sub->add_option("--seed", o->seed, "random seed in [0, 2^64); the same seed gives the same bytes")->capture_default_str();
     sub->add_option("--vocab-dir", o->vocab_dir, "folder of llama.cpp's ggml-vocab-*.gguf files")->capture_default_str();
     sub->add_option("-t,--threads", o->threads, "threads generating weights (0 = all cores)")->capture_default_str();
     sub->add_flag("--list", o->list, "list the shapes with parameter counts and sizes for --type");

@@ -19,6 +19,7 @@ command cmd_complete_add(CLI::App & app);
 command cmd_make_model_add(CLI::App & app);
 command cmd_bench_add(CLI::App & app);
 command cmd_cost_add(CLI::App & app);
+command cmd_edit_add(CLI::App & app);
 
 // "editspec <cmd>: error: <msg>" on stderr; returns 2
 int fail_input(const char * cmd, const std::string & msg);

@@ -87,6 +87,13 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     const int32_t tree_cap = std::min(sp.draft_max > 0 ? sp.draft_max : sp.tree_max, (ctx.n_batch() - 1) / 2);
 
     static const bool debug = std::getenv("EDITSPEC_DECODE_DEBUG") != nullptr;
+    // Exact greedy verification checks one chain. A node off the tree's first chain attends to
+    // its ancestors across the cells of earlier siblings; those masked cells shift the order of
+    // the attention sums, so its logits can differ in the last bits from decoding its path alone
+    // (and a quantized model can turn that into a different argmax). Its parent's logits are
+    // exact, so accepting it would give the same token as the bonus token of the chain without
+    // it: in exact mode a tree is no better than its likeliest chain (docs/exactness.md).
+    const bool chain_only = sp.exact && !verify_policy_is_lossy(sp.verify.policy);
     accept_stats local_stats;
     accept_stats & stats = sp.stats ? *sp.stats : local_stats;
 
@@ -146,6 +153,9 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
             max_depth = std::min<int32_t>(max_depth, gp.n_predict - (int32_t) r.tokens.size() - 1);
         }
         tree = tree_limit_depth(tree, std::max(0, max_depth));
+        if (chain_only) {
+            tree = tree_first_chain(tree_order_dfs(tree, tree_node_probs(tree, stats)));
+        }
         const std::vector<float> probs = tree_node_probs(tree, stats);
         if (sp.draft_max > 0) {
             tree = tree_truncate(tree, sp.draft_max);
@@ -227,6 +237,13 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
             }
             ES_LOG_INFO("spec: n_past %d pending %d nodes %d leaves %zu accepted %d token %d margin %.3g\n", n_past,
                         n_pending, n_nodes, leaves.size(), k, vr.token, top1 - top2);
+            if (std::getenv("EDITSPEC_DECODE_DEBUG")[0] == '2') {
+                std::string t;
+                for (const draft_node & nd : tree.nodes) t += std::to_string(nd.token) + ":" + std::to_string(nd.parent) + " ";
+                std::string a;
+                for (int32_t x : vr.accepted) a += std::to_string(x) + " ";
+                ES_LOG_INFO("spec: tree %s\nspec: accepted %s\n", t.c_str(), a.c_str());
+            }
         }
 
         // ---- statistics: every node whose parent was accepted was tested

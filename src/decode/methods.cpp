@@ -1,14 +1,24 @@
 // Method names → drafters, sizing and acceptance policy.
 #include "editspec/methods.h"
 #include "editspec/lookup.h"
+#include "editspec/reuse.h"
 
 #include <algorithm>
 #include <sstream>
 
 namespace editspec {
 
+// never proposes: measures the speculative loop's own overhead against plain decoding
+struct null_drafter : drafter_i {
+    const char * name() const override { return "none"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token>) override {}
+    void propose(std::span<const llama_token>, draft_tree &, int32_t) override {}
+    void accept(std::span<const llama_token>) override {}
+};
+
 const std::vector<std::string> & method_drafter_names() {
-    static const std::vector<std::string> names = {"lookup", "lookup-longest"};
+    static const std::vector<std::string> names = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd"};
     return names;
 }
 
@@ -48,6 +58,9 @@ bool method_parse(const std::string & text, method_spec & out, std::string * err
     std::stringstream ss(body);
     std::string part;
     while (std::getline(ss, part, '+')) {
+        if (part == "efficientedit" && !ms.policy_set) {
+            ms.policy = VERIFY_POLICY_ENTROPY; // seed 000 §III-B; applies to the draft model's nodes only
+        }
         const auto & known = method_drafter_names();
         if (std::find(known.begin(), known.end(), part) == known.end()) {
             std::string list;
@@ -75,12 +88,55 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
             lookup_params lp;
             lp.mode = LOOKUP_MODE_LONGEST;
             out.push_back(std::make_unique<lookup_drafter>(lp));
+        } else if (name == "sd") {
+            if (!in.draft_model || !in.target) {
+                if (error) *error = !in.draft_model ? "method 'sd' needs --draft-model" : "method 'sd' needs the target model";
+                return false;
+            }
+            std::unique_ptr<model_drafter> d = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error);
+            if (!d) return false;
+            out.push_back(std::move(d));
+        } else if (name == "none") {
+            out.push_back(std::make_unique<null_drafter>());
+        } else if (name == "reuse" || name == "efficientedit") {
+            if (in.original.empty()) {
+                if (error) *error = "drafter '" + name + "' needs the original code (an edit request), and there is none";
+                return false;
+            }
+            auto reuse = std::make_unique<reuse_drafter>(in.original);
+            if (name == "reuse") {
+                out.push_back(std::move(reuse));
+                continue;
+            }
+            // EfficientEdit: Reuse, and the draft model only in the Generate phase
+            if (!in.draft_model || !in.target) {
+                if (error) *error = "method '" + spec.name + "' needs a draft model (--draft-model)";
+                return false;
+            }
+            std::string why;
+            auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, &why);
+            if (!sd) {
+                if (error) *error = "efficientedit: " + why;
+                return false;
+            }
+            out.push_back(std::make_unique<reuse_phase_drafter>(std::move(reuse), std::move(sd)));
         } else {
             if (error) *error = "no drafter named '" + name + "'";
             return false;
         }
     }
     return true;
+}
+
+std::function<bool(const draft_node &)> method_lossy_ok(const method_spec & spec) {
+    if (!verify_policy_is_lossy(spec.policy)) {
+        return nullptr;
+    }
+    if (std::find(spec.drafters.begin(), spec.drafters.end(), "efficientedit") != spec.drafters.end()) {
+        return [](const draft_node & nd) { return nd.source == DRAFT_SOURCE_MODEL; };
+    }
+    // Reuse's drafts are verified greedily (seed 000 §III-A, eq. 7)
+    return [](const draft_node & nd) { return nd.source != DRAFT_SOURCE_REUSE; };
 }
 
 } // namespace editspec

@@ -94,6 +94,14 @@ draft_tree tree_order_dfs(const draft_tree & tree, const std::vector<float> & pr
     return out;
 }
 
+draft_tree tree_first_chain(const draft_tree & tree) {
+    draft_tree out;
+    for (int32_t i = 0; i < tree.size() && tree.nodes[i].parent == i - 1; i++) {
+        out.nodes.push_back(tree.nodes[i]);
+    }
+    return out;
+}
+
 draft_tree tree_truncate(const draft_tree & tree, int32_t n) {
     draft_tree out;
     out.nodes.assign(tree.nodes.begin(), tree.nodes.begin() + std::min(n, tree.size()));

@@ -233,9 +233,58 @@ TEST_F(spec_fixture, replay_follows_the_reference) {
 }
 
 // logits of every tree node equal the logits of decoding that node's path linearly
+void check_tree_logits(const model & m, context & ctx, const draft_tree & tree, const token_vec & prompt, double tol) {
+    const int32_t n_vocab = m.facts().n_vocab;
+    const std::vector<int32_t> leaves = tree.leaves();
+
+    // tree pass, laid out as generate_spec does
+    ctx.kv_clear();
+    batch b(512, 65);
+    ASSERT_TRUE(context_prefill(ctx, b, token_vec(prompt.begin(), prompt.end() - 1), 0, 0));
+    const llama_pos n_past = (llama_pos) prompt.size() - 1;
+    std::vector<std::vector<llama_seq_id>> seqs(tree.size());
+    std::vector<llama_seq_id> root = {0};
+    for (size_t j = 0; j < leaves.size(); j++) {
+        const llama_seq_id s = (llama_seq_id) j + 1;
+        root.push_back(s);
+        ctx.kv_cp(0, s, -1, -1);
+        for (int32_t i = leaves[j]; i >= 0; i = tree.nodes[i].parent) seqs[i].push_back(s);
+    }
+    b.clear();
+    b.add(prompt.back(), n_past, root, true);
+    for (int32_t i = 0; i < tree.size(); i++) {
+        ASSERT_TRUE(b.add(tree.nodes[i].token, n_past + tree.depth(i), seqs[i], true));
+    }
+    ASSERT_TRUE(ctx.decode(b));
+    std::vector<std::vector<float>> tree_logits;
+    for (int32_t i = 0; i <= tree.size(); i++) {
+        const float * l = ctx.logits(i);
+        tree_logits.emplace_back(l, l + n_vocab);
+    }
+    // each node's path, one token at a time, in a fresh cache
+    for (int32_t i = 0; i < tree.size(); i++) {
+        token_vec path(prompt.begin(), prompt.end());
+        const token_vec p = tree.path_to(i);
+        path.insert(path.end(), p.begin(), p.end());
+        ctx.kv_clear();
+        batch one(1, 1);
+        for (size_t k = 0; k < path.size(); k++) {
+            one.clear();
+            one.add(path[k], (llama_pos) k, {0}, true);
+            ASSERT_TRUE(ctx.decode(one));
+        }
+        const float * l = ctx.logits(0);
+        double num = 0, den = 0;
+        for (int32_t v = 0; v < n_vocab; v++) {
+            num += (l[v] - tree_logits[1 + i][v]) * (l[v] - tree_logits[1 + i][v]);
+            den += (double) l[v] * l[v];
+        }
+        EXPECT_LE(std::sqrt(num / den), tol) << "node " << i << " depth " << tree.depth(i);
+    }
+}
+
 TEST_F(spec_fixture, tree_node_logits_equal_linear_decoding) {
     load(test::tiny_model_path());
-    const int32_t n_vocab = m->facts().n_vocab;
     const token_vec prompt = m->tokenize("import os\nprint(os.getcwd())\n", true, false);
     std::mt19937 rng(9);
     draft_tree tree;
@@ -244,53 +293,46 @@ TEST_F(spec_fixture, tree_node_logits_equal_linear_decoding) {
         for (auto & x : t) x = 100 + rng() % 5; // few distinct tokens: many shared prefixes
         tree.add_path(-1, t, DRAFT_SOURCE_TEST, 64);
     }
-    const std::vector<int32_t> leaves = tree.leaves();
-    ASSERT_GT(leaves.size(), 2u);
+    ASSERT_GT(tree.leaves().size(), 2u);
+    check_tree_logits(*m, *ctx, tree, prompt, 1e-3);
+}
 
-    // tree pass, laid out as generate_spec does
-    ctx->kv_clear();
-    batch b(256, 65);
-    ASSERT_TRUE(context_prefill(*ctx, b, token_vec(prompt.begin(), prompt.end() - 1), 0, 0));
-    const llama_pos n_past = (llama_pos) prompt.size() - 1;
-    std::vector<std::vector<llama_seq_id>> seqs(tree.size());
-    std::vector<llama_seq_id> root = {0};
-    for (size_t j = 0; j < leaves.size(); j++) {
-        const llama_seq_id s = (llama_seq_id) j + 1;
-        root.push_back(s);
-        ctx->kv_cp(0, s, -1, -1);
-        for (int32_t i = leaves[j]; i >= 0; i = tree.nodes[i].parent) seqs[i].push_back(s);
-    }
-    b.clear();
-    b.add(prompt.back(), n_past, root, true);
-    for (int32_t i = 0; i < tree.size(); i++) {
-        b.add(tree.nodes[i].token, n_past + tree.depth(i), seqs[i], true);
-    }
-    ASSERT_TRUE(ctx->decode(b));
-    std::vector<std::vector<float>> tree_logits;
-    for (int32_t i = 0; i <= tree.size(); i++) {
-        const float * l = ctx->logits(i);
-        tree_logits.emplace_back(l, l + n_vocab);
-    }
-    // each node's path, one token at a time, in a fresh cache
-    for (int32_t i = 0; i < tree.size(); i++) {
-        token_vec path(prompt.begin(), prompt.end());
-        const token_vec p = tree.path_to(i);
-        path.insert(path.end(), p.begin(), p.end());
-        ctx->kv_clear();
-        batch one(1, 1);
-        for (size_t k = 0; k < path.size(); k++) {
-            one.clear();
-            one.add(path[k], (llama_pos) k, {0}, true);
-            ASSERT_TRUE(ctx->decode(one));
+// 8 levels of 8 siblings (57 leaves): every node sees exactly its own path (F32: rounding-level
+// rounding only), and the first chain is bit-identical (Q8_0)
+TEST_F(spec_fixture, wide_tree_node_logits_equal_linear_decoding) {
+    std::mt19937 rng(4);
+    draft_tree tree;
+    int32_t parent = -1;
+    for (int d = 0; d < 8 && tree.size() < 64; d++) {
+        int32_t next = -1;
+        for (int s = 0; s < 8 && tree.size() < 64; s++) {
+            const int32_t c = tree.add(parent, 100 + rng() % 30000, DRAFT_SOURCE_TEST);
+            if (s == 3) next = c;
         }
-        const float * l = ctx->logits(0);
-        double num = 0, den = 0;
-        for (int32_t v = 0; v < n_vocab; v++) {
-            num += (l[v] - tree_logits[1 + i][v]) * (l[v] - tree_logits[1 + i][v]);
-            den += (double) l[v] * l[v];
-        }
-        EXPECT_LT(std::sqrt(num / den), 1e-3) << "node " << i;
+        parent = next;
     }
+    ASSERT_GT(tree.leaves().size(), 50u);
+    // the decoder lays trees out depth-first: deeper nodes come before later shallow siblings
+    accept_stats stats;
+    const draft_tree dfs = tree_order_dfs(tree, tree_node_probs(tree, stats));
+    load(test::tiny_model_path());
+    const token_vec prompt = m->tokenize("def f(x):\n    return x", true, false);
+    check_tree_logits(*m, *ctx, tree, prompt, 1e-3);
+    check_tree_logits(*m, *ctx, dfs, prompt, 1e-3);
+    load(test::tiny_model_q8_path());
+    check_tree_logits(*m, *ctx, tree_first_chain(dfs), prompt, 0.0);
+}
+
+TEST_F(spec_fixture, first_chain_is_exact_later_siblings_need_not_be) {
+    load(test::tiny_model_q8_path());
+    const token_vec prompt = {32013, 327, 207, 15, 207, 15, 3160};
+    draft_tree small;
+    small.add_path(-1, token_vec{16257, 24568}, DRAFT_SOURCE_TEST, 8);
+    small.add_path(-1, token_vec{16257, 23687}, DRAFT_SOURCE_TEST, 8);
+    check_tree_logits(*m, *ctx, tree_first_chain(small), prompt, 0.0);
+    draft_tree swapped;
+    swapped.add_path(-1, token_vec{16257, 23687}, DRAFT_SOURCE_TEST, 8);
+    check_tree_logits(*m, *ctx, tree_first_chain(swapped), prompt, 0.0);
 }
 
 } // namespace

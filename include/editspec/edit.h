@@ -1,0 +1,58 @@
+// Code editing: the edit prompt, the model's answer turned back into code, and a unified diff.
+//
+//     std::string prompt = editspec::edit_prompt(model, "Rename x to count.", code);
+//     token_vec p = model.tokenize(prompt, true, editspec::edit_prompt_parse_special(model));
+//     ... generate (method reuse+lookup-longest: method_inputs.original = edit_original_tokens(model, code))
+//     std::string edited = editspec::edit_extract_code(result.text);
+//     fputs(editspec::edit_unified_diff(code, edited, "a/f.py", "b/f.py").c_str(), stdout);
+//
+// The prompt format (training data for the draft and target models is rendered exactly so):
+//
+//   a model with a chat template: chat_render(model, {{"user", U}}) with
+//       U = INSTRUCTION + "\n\n```\n" + CODE + ["\n" unless CODE ends in "\n"] + "```"
+//     and the answer expected as the edited code, perhaps inside a ``` fence, then end of turn.
+//
+//   otherwise the plain edit template (edit_prompt_plain), byte for byte:
+//       "### Instruction:\n" + INSTRUCTION + "\n### Original code:\n" + CODE + "\n### Edited code:\n"
+//     followed in training data by EDITED_CODE and the EOS token (nothing else: no fence, no
+//     trailing text). INSTRUCTION and CODE are inserted verbatim (CODE's own final newline, if
+//     any, stays, so a file ending in "\n" gives a blank line before "### Edited code:").
+//     The prompt is tokenized with BOS (add_special) and without parsing special tokens.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include "editspec/engine.h"
+
+#include <string>
+#include <vector>
+
+namespace editspec {
+
+// the plain template above, independent of any model
+std::string edit_prompt_plain(const std::string & instruction, const std::string & code);
+
+// the prompt for this model: its chat template when it has one, else edit_prompt_plain
+std::string edit_prompt(const model & m, const std::string & instruction, const std::string & code);
+
+// true when edit_prompt(m, ...) used a chat template, whose special tokens must be parsed
+bool edit_prompt_parse_special(const model & m);
+
+// the tokens of the code being edited, as Reuse drafts them (no BOS, no special tokens)
+token_vec edit_original_tokens(const model & m, const std::string & code);
+
+// The edited code in a model's answer: when the first non-blank line opens a code fence ("```" or
+// "```python"), the text between it and the last closing "```" line (or the end); otherwise the
+// answer unchanged.
+//   "```python\nx = 1\n```\nDone." -> "x = 1\n"
+//   "x = 1\n"                       -> "x = 1\n"
+std::string edit_extract_code(const std::string & answer);
+
+// Unified diff of two texts by lines (Myers' O((N+M)D) algorithm after trimming the common head and
+// tail), `context` lines around each change, headers "--- name_a" / "+++ name_b". Empty when the
+// texts are equal. A last line without "\n" is marked "\ No newline at end of file", as GNU diff
+// does, so `patch` applies the result exactly.
+std::string edit_unified_diff(const std::string & a, const std::string & b, const std::string & name_a,
+                              const std::string & name_b, int32_t context = 3);
+
+} // namespace editspec

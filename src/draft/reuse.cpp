@@ -1,0 +1,302 @@
+// EfficientEdit's Reuse drafter: the original code as the draft, a pointer that follows the
+// output, re-synchronisation by suffix matching after an edit.
+//
+// ref: Zhu et al., "EfficientEdit" (seed 000) §III-A; their code, efficienedit/speculative_sampling.py
+//      find_suffix_and_return_remaining (gamma = 7, first occurrence in the remaining original)
+#include "editspec/reuse.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+namespace editspec {
+
+const char * reuse_sync_name(reuse_sync rule) {
+    switch (rule) {
+        case REUSE_SYNC_PAPER:    return "paper";
+        case REUSE_SYNC_LONGEST:  return "longest";
+        case REUSE_SYNC_K_DOWN:   return "k-down";
+        case REUSE_SYNC_NEAREST:  return "nearest";
+        case REUSE_SYNC_BRANCHES: return "branches";
+        default:                  return "unknown";
+    }
+}
+
+bool reuse_sync_from_name(const std::string & name, reuse_sync * out) {
+    for (reuse_sync r : {REUSE_SYNC_PAPER, REUSE_SYNC_LONGEST, REUSE_SYNC_K_DOWN, REUSE_SYNC_NEAREST,
+                         REUSE_SYNC_BRANCHES}) {
+        if (name == reuse_sync_name(r)) {
+            *out = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+reuse_params reuse_params_for(reuse_sync rule) {
+    reuse_params p;
+    p.sync = rule;
+    switch (rule) {
+        case REUSE_SYNC_PAPER:  p.k_min = 7; p.k_max = 7; break;
+        case REUSE_SYNC_K_DOWN: p.k_min = 2; p.k_max = 8; break;
+        default:                p.k_min = 1; p.k_max = 64; break;
+    }
+    return p;
+}
+
+// ----------------------------------------------------------------------------
+// re-sync
+
+namespace {
+
+struct match_t {
+    int32_t e; // continuation starts at original[e]
+    int32_t k; // matched tokens before e
+};
+
+// every e in [1, n) with k(e) >= 1, ascending e; k capped at k_max
+std::vector<match_t> suffix_matches(std::span<const llama_token> history, std::span<const llama_token> original,
+                                    int32_t k_max) {
+    std::vector<match_t> out;
+    const int32_t n = (int32_t) original.size();
+    const int32_t L = (int32_t) history.size();
+    if (L == 0 || k_max < 1) {
+        return out;
+    }
+    const llama_token last = history[L - 1];
+    for (int32_t e = 1; e < n; e++) {
+        if (original[e - 1] != last) {
+            continue;
+        }
+        const int32_t cap = std::min({k_max, e, L});
+        int32_t k = 1;
+        while (k < cap && original[e - 1 - k] == history[L - 1 - k]) {
+            k++;
+        }
+        out.push_back({e, k});
+    }
+    return out;
+}
+
+// largest k >= k_min; ties: the first e >= p, else the last e < p (the nearest before p)
+int32_t pick_longest(const std::vector<match_t> & ms, int32_t p, int32_t k_min) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < (int32_t) ms.size(); i++) {
+        const match_t & m = ms[i];
+        if (m.k < k_min) continue;
+        if (best < 0 || m.k > ms[best].k) {
+            best = i;
+            continue;
+        }
+        if (m.k < ms[best].k) continue;
+        // tie: ascending e, so m.e > ms[best].e
+        const bool best_after = ms[best].e >= p;
+        if (!best_after) best = i; // a later one is nearer p (or at/after it)
+    }
+    return best;
+}
+
+} // namespace
+
+std::vector<reuse_candidate> reuse_sync_candidates(std::span<const llama_token> history,
+                                                   std::span<const llama_token> original, int32_t p,
+                                                   const reuse_params & params) {
+    std::vector<reuse_candidate> out;
+    const std::vector<match_t> ms = suffix_matches(history, original, params.k_max);
+    if (ms.empty()) {
+        return out;
+    }
+    const int32_t k_min = std::max(1, params.k_min);
+    switch (params.sync) {
+        case REUSE_SYNC_PAPER: {
+            // the whole k-token match inside original[p ..]: e - k >= p
+            for (const match_t & m : ms) {
+                if (m.k >= k_min && m.e - m.k >= p) {
+                    out.push_back({m.e, m.k});
+                    break;
+                }
+            }
+            break;
+        }
+        case REUSE_SYNC_LONGEST: {
+            const int32_t i = pick_longest(ms, p, k_min);
+            if (i >= 0) out.push_back({ms[i].e, ms[i].k});
+            break;
+        }
+        case REUSE_SYNC_K_DOWN: {
+            int32_t k_best = 0;
+            for (const match_t & m : ms) k_best = std::max(k_best, m.k);
+            if (k_best < k_min) break;
+            for (const match_t & m : ms) {
+                if (m.k >= k_best) {
+                    out.push_back({m.e, m.k});
+                    break;
+                }
+            }
+            break;
+        }
+        case REUSE_SYNC_NEAREST:
+        case REUSE_SYNC_BRANCHES: {
+            int32_t near = -1;
+            for (int32_t i = 0; i < (int32_t) ms.size(); i++) {
+                if (ms[i].e >= p && ms[i].k >= k_min) {
+                    near = i;
+                    break;
+                }
+            }
+            const int32_t lon = pick_longest(ms, p, k_min);
+            const int32_t first = near >= 0 ? near : lon;
+            if (first >= 0) out.push_back({ms[first].e, ms[first].k});
+            if (params.sync == REUSE_SYNC_NEAREST) break;
+            if (lon >= 0 && lon != first) out.push_back({ms[lon].e, ms[lon].k});
+            // then by k descending, nearest to p first
+            std::vector<int32_t> rest;
+            for (int32_t i = 0; i < (int32_t) ms.size(); i++) {
+                if (i != first && i != lon && ms[i].k >= k_min) rest.push_back(i);
+            }
+            std::stable_sort(rest.begin(), rest.end(), [&](int32_t a, int32_t b) {
+                if (ms[a].k != ms[b].k) return ms[a].k > ms[b].k;
+                return std::abs(ms[a].e - p) < std::abs(ms[b].e - p);
+            });
+            for (int32_t i : rest) {
+                if ((int32_t) out.size() >= params.n_branch) break;
+                out.push_back({ms[i].e, ms[i].k});
+            }
+            if ((int32_t) out.size() > params.n_branch) out.resize(std::max(1, params.n_branch));
+            break;
+        }
+    }
+    return out;
+}
+
+// ----------------------------------------------------------------------------
+// the drafter
+
+reuse_drafter::reuse_drafter(std::span<const llama_token> original, const reuse_params & params)
+    : original_(original.begin(), original.end()), params_(params) {}
+
+void reuse_drafter::begin(std::span<const llama_token> prompt) {
+    p_ = 0;
+    synced_ = true;
+    live_.clear();
+    live_resync_ = false;
+}
+
+void reuse_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
+    live_.clear();
+    live_resync_ = false;
+    const int32_t n = (int32_t) original_.size();
+    if (budget <= 0 || n == 0) {
+        return;
+    }
+    std::vector<reuse_candidate> cands;
+    if (synced_) {
+        if (p_ < n) cands.push_back({p_, 0});
+    } else {
+        cands = reuse_sync_candidates(history, original_, p_, params_);
+        live_resync_ = !cands.empty();
+        n_resyncs += live_resync_ ? 1 : 0;
+    }
+    if (cands.empty()) {
+        return;
+    }
+    // the budget is shared: the first candidate gets the remainder
+    const int32_t n_c   = (int32_t) cands.size();
+    const int32_t share = std::max(1, budget / n_c);
+    const int64_t end_nodes = std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
+    for (int32_t c = 0; c < n_c; c++) {
+        const int32_t want = c == 0 ? std::max(share, budget - share * (n_c - 1)) : share;
+        int32_t len = std::min({want, params_.m_max, n - cands[c].pos});
+        if (!synced_ && params_.resync_len > 0) {
+            len = std::min<int64_t>(len, (int64_t) params_.resync_len << std::min(cands[c].k - 1, 20));
+        }
+        if (len <= 0) continue;
+        const int64_t max_nodes = std::min<int64_t>((int64_t) tree.size() + len, end_nodes);
+        tree.add_path(-1, std::span<const llama_token>(original_).subspan(cands[c].pos, len), DRAFT_SOURCE_REUSE,
+                      (int32_t) max_nodes);
+        live_.push_back(cands[c]);
+    }
+    n_proposals += live_.empty() ? 0 : 1;
+}
+
+void reuse_drafter::accept(std::span<const llama_token> accepted) {
+    const int32_t n = (int32_t) original_.size();
+    std::vector<reuse_candidate> cands = live_;
+    if (cands.empty() && synced_) {
+        cands.push_back({p_, 0}); // no proposal this pass (no budget): keep following the original
+    }
+    const bool was_resync = live_resync_;
+    live_.clear();
+    live_resync_ = false;
+    if (cands.empty() || accepted.empty()) {
+        return;
+    }
+    // how far each candidate's continuation was committed
+    int32_t best = 0, best_j = -1;
+    for (int32_t c = 0; c < (int32_t) cands.size(); c++) {
+        int32_t j = 0;
+        while (j < (int32_t) accepted.size() && cands[c].pos + j < n && original_[cands[c].pos + j] == accepted[j]) {
+            j++;
+        }
+        if (j > best_j) {
+            best_j = j;
+            best = c;
+        }
+    }
+    if (was_resync && best_j > 0) {
+        n_resync_ok++;
+    }
+    if (best_j == (int32_t) accepted.size()) {
+        synced_ = true;
+        p_ = cands[best].pos + best_j;
+        return;
+    }
+    // a committed token left the original: an edit starts at pos + j
+    if (synced_) {
+        n_edits++;
+    }
+    synced_ = false;
+    if (best_j > 0 || !was_resync) {
+        p_ = cands[best].pos + best_j;
+    }
+    // a re-sync whose first token was rejected leaves the edit point where it was
+}
+
+// ----------------------------------------------------------------------------
+// Reuse, else Generate
+
+reuse_phase_drafter::reuse_phase_drafter(std::unique_ptr<reuse_drafter> reuse, std::unique_ptr<drafter_i> generate)
+    : reuse_(std::move(reuse)), generate_(std::move(generate)) {}
+
+void reuse_phase_drafter::begin(std::span<const llama_token> prompt) {
+    reuse_->begin(prompt);
+    generate_->begin(prompt);
+}
+
+void reuse_phase_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
+    if (budget <= 0) {
+        return;
+    }
+    if (reuse_->synced()) {
+        const int32_t before = tree.size();
+        reuse_->propose(history, tree, budget);
+        if (tree.size() > before) {
+            return;
+        }
+    }
+    // Generate phase: the draft model first, then Reuse's re-sync candidates as siblings
+    const int32_t before = tree.size();
+    generate_->propose(history, tree, budget);
+    n_generate += tree.size() > before ? 1 : 0;
+    const int32_t left = budget - (tree.size() - before);
+    if (!reuse_->synced() && left > 0) {
+        reuse_->propose(history, tree, left);
+    }
+}
+
+void reuse_phase_drafter::accept(std::span<const llama_token> accepted) {
+    reuse_->accept(accepted);
+    generate_->accept(accepted);
+}
+
+} // namespace editspec

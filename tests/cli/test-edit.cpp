@@ -1,0 +1,426 @@
+// editspec edit (src/cli/cmd-edit.cpp, src/decode/edit.cpp): the prompt format, code extraction,
+// the unified diff checked with patch(1), the command on a temp file with the tiny model, and the
+// test that matters most: greedy reuse / reuse+lookup / efficientedit:greedy output equals
+// autoregressive output on CanItEdit edit prompts. Flash attention off, one thread.
+#include "common/test-util.h"
+#include "editspec/dataset.h"
+#include "editspec/decoder.h"
+#include "editspec/edit.h"
+#include "editspec/methods.h"
+#include "editspec/reuse.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+using namespace editspec;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path & p) {
+    std::ifstream f(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+void write_text(const fs::path & p, const std::string & s) { std::ofstream(p, std::ios::binary) << s; }
+
+std::string quote(const std::string & s) { return "'" + s + "'"; } // no quotes in our paths
+
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        char tmpl[] = "/tmp/editspec-test-edit-XXXXXX";
+        path = mkdtemp(tmpl);
+    }
+    ~temp_dir() { fs::remove_all(path); }
+    std::vector<std::string> names() const {
+        std::vector<std::string> out;
+        for (const auto & e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
+        std::sort(out.begin(), out.end());
+        return out;
+    }
+};
+
+// applies `diff` to a copy of `a` with patch(1); the patched text
+std::string apply_patch(const std::string & a, const std::string & diff) {
+    temp_dir d;
+    write_text(d.path / "f", a);
+    write_text(d.path / "p", diff);
+    std::string out;
+    const int rc = test::run_command("patch -s --no-backup-if-mismatch " + quote((d.path / "f").string()) + " < " +
+                                         quote((d.path / "p").string()) + " 2>&1",
+                                     &out);
+    EXPECT_EQ(rc, 0) << out << "\n--- diff:\n" << diff;
+    return read_text(d.path / "f");
+}
+
+const char * bin() { return EDITSPEC_BIN; }
+std::string model_arg() { return std::string(" -m ") + quote(test::tiny_model_q8_path()) + " -t 1"; }
+
+const std::string sample_code = "def add(a, b):\n    return a + b\n\n\nprint(add(1, 2))\n";
+
+} // namespace
+
+// ----------------------------------------------------------------------------
+// prompt and answer
+
+TEST(edit_prompt, plain_template_byte_for_byte) {
+    // the training-data format (edit.h): verbatim instruction and code, the code's own newline kept
+    EXPECT_EQ(edit_prompt_plain("Rename x.", "x = 1\n"),
+              "### Instruction:\nRename x.\n### Original code:\nx = 1\n\n### Edited code:\n");
+    EXPECT_EQ(edit_prompt_plain("I", "y"), "### Instruction:\nI\n### Original code:\ny\n### Edited code:\n");
+    // the tiny model has no chat template: edit_prompt is the plain one
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    EXPECT_FALSE(edit_prompt_parse_special(*m));
+    EXPECT_EQ(edit_prompt(*m, "I", "y"), edit_prompt_plain("I", "y"));
+    EXPECT_EQ(edit_original_tokens(*m, "x = 1\n"), m->tokenize("x = 1\n", false, false)); // no BOS
+}
+
+TEST(edit_extract_code, strips_a_wrapping_fence_only) {
+    // a fenced answer: the text between the opening line and the last closing fence
+    EXPECT_EQ(edit_extract_code("```python\nx = 1\n```\nDone."), "x = 1\n");
+    EXPECT_EQ(edit_extract_code("\n\n```\nx = 1\ny\n```"), "x = 1\ny\n");
+    // an inner ``` line (a docstring with markdown) stays: the last fence closes
+    EXPECT_EQ(edit_extract_code("```\na\n```\nb\n```\n"), "a\n```\nb\n");
+    // no closing fence: the rest
+    EXPECT_EQ(edit_extract_code("```py\nx = 1\n"), "x = 1\n");
+    // not wrapped: unchanged, even with a fence further down
+    EXPECT_EQ(edit_extract_code("x = 1\n```\n"), "x = 1\n```\n");
+    EXPECT_EQ(edit_extract_code(""), "");
+}
+
+// ----------------------------------------------------------------------------
+// unified diff
+
+TEST(edit_unified_diff, format_of_one_change) {
+    // one changed line among 9: three lines of context each side, GNU's header and ranges
+    std::string a, b;
+    for (int i = 1; i <= 9; i++) {
+        a += "l" + std::to_string(i) + "\n";
+        b += (i == 5 ? std::string("L5") : "l" + std::to_string(i)) + "\n";
+    }
+    EXPECT_EQ(edit_unified_diff(a, b, "a/f", "b/f"),
+              "--- a/f\n+++ b/f\n@@ -2,7 +2,7 @@\n l2\n l3\n l4\n-l5\n+L5\n l6\n l7\n l8\n");
+    EXPECT_EQ(edit_unified_diff(a, a, "a/f", "b/f"), ""); // equal: no diff at all
+}
+
+TEST(edit_unified_diff, edge_ranges) {
+    // insertion into an empty file: "-0,0"; one-line ranges omit the count; no newline at EOF
+    EXPECT_EQ(edit_unified_diff("", "x\n", "a", "b"), "--- a\n+++ b\n@@ -0,0 +1 @@\n+x\n");
+    EXPECT_EQ(edit_unified_diff("x\n", "x", "a", "b"),
+              "--- a\n+++ b\n@@ -1 +1 @@\n-x\n+x\n\\ No newline at end of file\n");
+    // an insertion after line 2 of 2: the empty old range names line 2
+    EXPECT_EQ(edit_unified_diff("a\nb\n", "a\nb\nc\n", "a", "b"), "--- a\n+++ b\n@@ -1,2 +1,3 @@\n a\n b\n+c\n");
+}
+
+TEST(edit_unified_diff, patch_applies_random_edits) {
+    // random line edits (insert, delete, replace, runs of them, missing final newline): patch(1)
+    // turns a into b exactly, and changes 7+ lines apart get separate hunks
+    std::mt19937 rng(7);
+    for (int t = 0; t < 60; t++) {
+        std::vector<std::string> la;
+        const int n = rng() % 40;
+        for (int i = 0; i < n; i++) la.push_back("line " + std::to_string(rng() % 12)); // repeats on purpose
+        std::vector<std::string> lb = la;
+        const int edits = 1 + rng() % 5;
+        for (int e = 0; e < edits; e++) {
+            const int pos = lb.empty() ? 0 : rng() % (lb.size() + 1);
+            switch (rng() % 3) {
+                case 0: lb.insert(lb.begin() + pos, "new " + std::to_string(rng() % 100)); break;
+                case 1: if (pos < (int) lb.size()) lb.erase(lb.begin() + pos); break;
+                case 2: if (pos < (int) lb.size()) lb[pos] = "changed " + std::to_string(rng() % 100); break;
+            }
+        }
+        auto join = [&](const std::vector<std::string> & v, bool final_nl) {
+            std::string s;
+            for (size_t i = 0; i < v.size(); i++) s += v[i] + (i + 1 < v.size() || final_nl ? "\n" : "");
+            return s;
+        };
+        const std::string a = join(la, rng() % 4 != 0), b = join(lb, rng() % 4 != 0);
+        const std::string d = edit_unified_diff(a, b, "a/f", "b/f");
+        if (a == b) {
+            EXPECT_TRUE(d.empty());
+            continue;
+        }
+        EXPECT_EQ(apply_patch(a, d), b) << "case " << t << "\n" << d;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the command
+
+TEST(edit_cli, json_parses_with_statistics) {
+    temp_dir d;
+    write_text(d.path / "f.py", sample_code);
+    std::string out;
+    const int rc = test::run_command(std::string(bin()) + " edit" + model_arg() + " -f " +
+                                         quote((d.path / "f.py").string()) + " -i 'Rename add to plus.' -n 24 --json",
+                                     &out);
+    ASSERT_EQ(rc, 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["method"], "reuse+lookup-longest"); // the default
+    EXPECT_EQ(j["tokens"], 24);                      // the random model never stops early
+    EXPECT_TRUE(j["code"].is_string());
+    EXPECT_GE(j["target_passes"].get<int>(), 1);
+    EXPECT_GT(j["tokens_per_pass"].get<double>(), 0.0);
+    EXPECT_TRUE(j["by_source"].is_object());
+    for (const char * k : {"prompt_tokens", "gen_ms", "tokens_per_s", "draft_tokens", "accepted", "stop", "model"}) {
+        EXPECT_TRUE(j.contains(k)) << k;
+    }
+    EXPECT_EQ(read_text(d.path / "f.py"), sample_code); // not --in-place: untouched
+    EXPECT_EQ(d.names(), (std::vector<std::string>{"f.py"}));
+}
+
+TEST(edit_cli, in_place_and_diff) {
+    // the same greedy edit three ways: the printed code, --in-place's file (backup FILE.orig, no
+    // temp files left), --diff's patch applied to the original. (Not --json's "code": the random
+    // model's bytes are not always UTF-8, and JSON replaces those.)
+    temp_dir d;
+    const fs::path f = d.path / "f.py";
+    write_text(f, sample_code);
+    fs::permissions(f, fs::perms(0640));
+    const std::string base = std::string(bin()) + " edit" + model_arg() + " -f " + quote(f.string()) +
+                             " -i 'Rename add to plus.' -n 16 --method reuse+lookup-longest@8";
+    std::string code;
+    ASSERT_EQ(test::run_command(base, &code), 0) << code;
+
+    std::string diff;
+    ASSERT_EQ(test::run_command(base + " --diff", &diff), 0) << diff;
+    EXPECT_EQ(diff.rfind("--- a/" + f.string() + "\n+++ b/" + f.string() + "\n@@ ", 0), 0u) << diff;
+    EXPECT_EQ(apply_patch(sample_code, diff), code);
+
+    std::string out;
+    ASSERT_EQ(test::run_command(base + " --in-place", &out), 0) << out;
+    EXPECT_TRUE(out.empty()); // nothing on stdout
+    EXPECT_EQ(read_text(f), code);
+    EXPECT_EQ(read_text(d.path / "f.py.orig"), sample_code);
+    EXPECT_EQ(d.names(), (std::vector<std::string>{"f.py", "f.py.orig"}));
+    EXPECT_EQ(fs::status(f).permissions() & fs::perms::all, fs::perms(0640)); // mode kept
+}
+
+TEST(edit_cli, stdin_prints_the_code) {
+    // no -f: the code comes from stdin, the edited code goes to stdout, as with -f
+    temp_dir d;
+    write_text(d.path / "in.py", sample_code);
+    std::string out, out_f;
+    const std::string base = std::string(bin()) + " edit" + model_arg() + " -i 'Add a docstring.' -n 12";
+    ASSERT_EQ(test::run_command(base + " < " + quote((d.path / "in.py").string()), &out), 0);
+    ASSERT_EQ(test::run_command(base + " -f " + quote((d.path / "in.py").string()), &out_f), 0);
+    EXPECT_FALSE(out.empty());
+    EXPECT_EQ(out, out_f);
+}
+
+TEST(edit_cli, bad_input_exits_2_and_writes_nothing) {
+    temp_dir d;
+    const fs::path f = d.path / "f.py";
+    write_text(f, sample_code);
+    std::string big;
+    for (int i = 0; i < 200; i++) big += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
+    write_text(d.path / "big.py", big);
+    write_text(d.path / "empty.py", "");
+    const std::string e = std::string(bin()) + " edit" + model_arg();
+    struct case_t { const char * why; std::string args; };
+    const std::vector<case_t> cases = {
+        {"missing file", " -f " + quote((d.path / "nope.py").string()) + " -i x"},
+        {"empty instruction", " -f " + quote(f.string()) + " -i '  ' --in-place"},
+        {"no instruction", " -f " + quote(f.string())},
+        {"prompt over the context", " -f " + quote((d.path / "big.py").string()) + " -i x -c 256 --in-place"},
+        {"empty file", " -f " + quote((d.path / "empty.py").string()) + " -i x --in-place"},
+        {"unknown method", " -f " + quote(f.string()) + " -i x --method nope --in-place"},
+        {"efficientedit without a draft model", " -f " + quote(f.string()) + " -i x --method efficientedit --in-place"},
+        {"--in-place without a file", " -i x --in-place < " + quote(f.string())},
+        {"missing model", " -m /nonexistent.gguf -f " + quote(f.string()) + " -i x"},
+    };
+    for (const case_t & c : cases) {
+        std::string out;
+        const int rc = test::run_command(e + c.args + " 2>&1", &out);
+        EXPECT_EQ(rc, 2) << c.why << ": " << out;
+        // one line on stderr (CLI11's own usage errors may add a hint line)
+        EXPECT_LE(std::count(out.begin(), out.end(), '\n'), 2) << c.why << ": " << out;
+    }
+    // nothing was written: the inputs as they were, no backups or temp files
+    EXPECT_EQ(read_text(f), sample_code);
+    EXPECT_EQ(read_text(d.path / "big.py"), big);
+    EXPECT_EQ(d.names(), (std::vector<std::string>{"big.py", "empty.py", "f.py"}));
+}
+
+// ----------------------------------------------------------------------------
+// lossless: greedy speculative output equals autoregressive output on edit prompts
+
+namespace {
+
+struct edit_case {
+    std::string id;
+    token_vec prompt;
+    token_vec original;
+};
+
+struct lossless_fixture : public ::testing::Test {
+    static void SetUpTestSuite() {
+        m = test::load_or_fail(test::tiny_model_q8_path()).release();
+        ASSERT_TRUE(m);
+        context_params cp;
+        cp.n_ctx = 2048;
+        cp.n_threads = 1; // spinning threads stall on a busy 2-core machine
+        cp.n_seq_max = 65;
+        std::string err;
+        ctx = context_create(*m, cp, &err).release();
+        ASSERT_TRUE(ctx) << err;
+        std::vector<dataset_item> items;
+        ASSERT_TRUE(dataset_load(std::string(EDITSPEC_DATASETS) + "/canitedit/normalized.jsonl", DATASET_KIND_AUTO,
+                                 items, &err))
+            << err;
+        for (const dataset_item & it : items) {
+            edit_case c;
+            c.id = it.id;
+            c.prompt = m->tokenize(edit_prompt(*m, it.instruction, it.context_code), true, false);
+            c.original = edit_original_tokens(*m, it.context_code);
+            if ((int32_t) c.prompt.size() + 64 + 300 > cp.n_ctx) continue; // room for the output and a tree
+            cases.push_back(std::move(c));
+            if (cases.size() == 32) break;
+        }
+    }
+    static void TearDownTestSuite() {
+        delete ctx;
+        delete m;
+    }
+
+    // runs `method` on the prompt; flat cost: the cost model keeps whole trees (long reuse drafts)
+    generate_result run(const std::string & method, const edit_case & c, const token_vec & original,
+                        const generate_params & gp, const model * draft = nullptr) {
+        method_spec ms;
+        std::string err;
+        EXPECT_TRUE(method_parse(method, ms, &err)) << err;
+        method_inputs in;
+        in.original = original;
+        in.target = m;
+        in.draft_model = draft;
+        in.draft_params.n_ctx = 2048;
+        in.draft_params.n_threads = 1;
+        std::vector<std::unique_ptr<drafter_i>> owned;
+        EXPECT_TRUE(method_make_drafters(ms, in, owned, &err)) << err;
+        std::vector<drafter_i *> ds;
+        for (auto & d : owned) ds.push_back(d.get());
+        static const cost_model flat = cost_model_from_table({1, 512}, {1.0, 1.0});
+        spec_params sp;
+        sp.verify.policy = ms.policy;
+        sp.draft_max = ms.draft_max;
+        sp.cost = ms.draft_max == 0 ? &flat : nullptr;
+        sp.lossy_ok = method_lossy_ok(ms);
+        generate_result r = generate_spec(*ctx, c.prompt, gp, sp, ds);
+        EXPECT_NE(r.stop, STOP_REASON_ERROR) << r.error;
+        return r;
+    }
+
+    static inline model * m = nullptr;
+    static inline context * ctx = nullptr;
+    static inline std::vector<edit_case> cases;
+};
+
+} // namespace
+
+TEST_F(lossless_fixture, reuse_methods_equal_ar_on_canitedit) {
+    // the original is the item's code: the random model rarely follows it, so drafts are mostly
+    // rejected at the first token and Reuse re-syncs all the time; fixed caps and the cost model
+    ASSERT_GE(cases.size(), 30u);
+    generate_params gp;
+    gp.n_predict = 64;
+    for (const edit_case & c : cases) {
+        const generate_result ar = generate_ar(*ctx, c.prompt, gp);
+        ASSERT_NE(ar.stop, STOP_REASON_ERROR) << ar.error;
+        for (const char * method : {"reuse", "reuse+lookup", "reuse+lookup-longest@16", "reuse@64"}) {
+            const generate_result r = run(method, c, c.original, gp);
+            EXPECT_EQ(r.tokens, ar.tokens) << c.id << " " << method;
+        }
+    }
+}
+
+TEST_F(lossless_fixture, reuse_accepts_long_drafts_and_stays_lossless) {
+    // the original is the autoregressive output itself with edits (a substitution, a deletion, an
+    // insertion): Reuse's drafts are accepted for long stretches, rejected at each edit, re-synced
+    // after; the output still equals ar's and Reuse's tokens were accepted
+    generate_params gp;
+    gp.n_predict = 64;
+    std::mt19937 rng(11);
+    int64_t reuse_accepted = 0;
+    for (size_t i = 0; i < 8 && i < cases.size(); i++) {
+        const edit_case & c = cases[i];
+        const generate_result ar = generate_ar(*ctx, c.prompt, gp);
+        token_vec orig = ar.tokens;
+        ASSERT_GE(orig.size(), 40u);
+        orig[10 + rng() % 5] = 1000 + (int) (rng() % 1000);                // substitution
+        orig.erase(orig.begin() + 25, orig.begin() + 27);                  // deletion
+        orig.insert(orig.begin() + 35, {(llama_token) 500, (llama_token) 501}); // insertion
+        for (const char * method : {"reuse", "reuse+lookup-longest", "reuse@8"}) {
+            const generate_result r = run(method, c, orig, gp);
+            EXPECT_EQ(r.tokens, ar.tokens) << c.id << " " << method;
+            if (std::string(method) == "reuse") {
+                reuse_accepted += r.by_source[DRAFT_SOURCE_REUSE].n_accepted;
+                EXPECT_LT(r.target_passes, 20) << c.id; // 64 tokens in far fewer passes
+            }
+        }
+    }
+    EXPECT_GT(reuse_accepted, 8 * 40);
+}
+
+TEST_F(lossless_fixture, efficientedit_greedy_equals_ar) {
+    // efficientedit with greedy verification is lossless; with the draft model = the target its
+    // Generate-phase drafts are the target's own tokens, and with the F32 model as draft they differ
+    auto f32 = test::load_or_fail(test::tiny_model_path());
+    ASSERT_TRUE(f32);
+    generate_params gp;
+    gp.n_predict = 48;
+    for (size_t i = 0; i < 6 && i < cases.size(); i++) {
+        const edit_case & c = cases[i];
+        const generate_result ar = generate_ar(*ctx, c.prompt, gp);
+        for (const model * draft : {(const model *) m, (const model *) f32.get()}) {
+            const generate_result r = run("efficientedit:greedy", c, c.original, gp, draft);
+            EXPECT_EQ(r.tokens, ar.tokens) << c.id;
+            if (draft == m) {
+                // the draft model drafts what the target says: many model tokens accepted
+                EXPECT_GT(r.by_source[DRAFT_SOURCE_MODEL].n_accepted, 20) << c.id;
+            }
+        }
+    }
+}
+
+TEST_F(lossless_fixture, efficientedit_entropy_runs_and_is_lossy_on_model_nodes_only) {
+    // the default policy is entropy; lossy_ok lets it judge the draft model's nodes only
+    method_spec ms;
+    std::string err;
+    ASSERT_TRUE(method_parse("efficientedit", ms, &err)) << err;
+    EXPECT_EQ(ms.policy, VERIFY_POLICY_ENTROPY);
+    const auto ok = method_lossy_ok(ms);
+    ASSERT_TRUE(ok);
+    EXPECT_TRUE(ok(draft_node{1, -1, DRAFT_SOURCE_MODEL, NAN}));
+    EXPECT_FALSE(ok(draft_node{1, -1, DRAFT_SOURCE_REUSE, NAN}));
+    EXPECT_FALSE(ok(draft_node{1, -1, DRAFT_SOURCE_LOOKUP, NAN}));
+    // other lossy methods: everything but Reuse's nodes; lossless ones need no filter
+    ASSERT_TRUE(method_parse("reuse+lookup:topk", ms, &err));
+    EXPECT_FALSE(method_lossy_ok(ms)(draft_node{1, -1, DRAFT_SOURCE_REUSE, NAN}));
+    EXPECT_TRUE(method_lossy_ok(ms)(draft_node{1, -1, DRAFT_SOURCE_LOOKUP, NAN}));
+    ASSERT_TRUE(method_parse("reuse+lookup", ms, &err));
+    EXPECT_FALSE(method_lossy_ok(ms));
+    // errors: reuse without an original, efficientedit without a draft model
+    method_inputs in;
+    std::vector<std::unique_ptr<drafter_i>> owned;
+    ASSERT_TRUE(method_parse("reuse", ms, &err));
+    EXPECT_FALSE(method_make_drafters(ms, in, owned, &err));
+    EXPECT_NE(err.find("original code"), std::string::npos) << err;
+
+    auto f32 = test::load_or_fail(test::tiny_model_path());
+    ASSERT_TRUE(f32);
+    generate_params gp;
+    gp.n_predict = 32;
+    const generate_result r = run("efficientedit", cases[0], cases[0].original, gp, f32.get());
+    EXPECT_EQ(r.tokens.size(), 32u);
+}

@@ -1,0 +1,106 @@
+"""The model card of a pipeline run (OUT/MODEL_CARD.md), made from the run's own records."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+
+
+def _load(path, default=None):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return default
+
+
+def _pct(x):
+    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "n/a"
+
+
+def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: float) -> str:
+    dd = os.path.join(out, "data")
+    corpus = _load(os.path.join(dd, "corpus.json"), {})
+    es = _load(os.path.join(dd, "edits-stats.json"), {})
+    ts = _load(os.path.join(dd, "tokenize-stats.json"), {})
+    ev = _load(os.path.join(out, "eval", "summary.json"), {})
+    runs = {n: (_load(os.path.join(out, n, "spec.json"), {}), _load(os.path.join(out, n, "done.json"), {}))
+            for n in ("target", "draft", "draft-plain", "draft-edit")}
+    L = []
+    L.append("# editspec's small code models: target and draft\n")
+    L.append(f"Made by `python3 tools/train/run.py --preset {preset} --seed {seed}` (tools/train/README.md) on "
+             f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min.\n")
+    L.append("| file | role | parameters | layers x width | context | tokens seen | training time |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for n, role, fname in (("target", "target", "editspec-target.gguf"), ("draft-edit", "draft (edit-oriented fine-tune)", "editspec-draft.gguf")):
+        s, d = runs[n]
+        m = s.get("model", {})
+        tok = d.get("tokens", 0)
+        secs = d.get("seconds", 0)
+        if n == "draft-edit":
+            d0 = runs["draft"][1]
+            tok += d0.get("tokens", 0)
+            secs += d0.get("seconds", 0)
+        L.append(f"| `{fname}` | {role} | {d.get('params', 0) / 1e6:.1f}M | {m.get('n_layer')} x {m.get('n_embd')} | "
+                 f"{m.get('n_ctx')} | {tok / 1e6:.2f}M | {secs / 60:.0f} min |")
+    L.append("\nBoth are `llama` architecture GGUF (F16 matrices, tied input/output embeddings) with the same "
+             "tokenizer, load in stock llama.cpp and run with `editspec complete` / `editspec edit`.\n")
+    L.append("## Data and licences\n")
+    lic = corpus.get("licence", {})
+    L.append(f"- Code: the CPython standard library sources at `{corpus.get('root')}` ({lic.get('version')}), "
+             f"{len(corpus.get('train', []))} training files and {len(corpus.get('heldout', []))} held-out files "
+             f"(whole modules held out: {', '.join(corpus.get('heldout_groups', []))}). Licence: {lic.get('licence')}.")
+    L.append(f"- Edits: synthetic (instruction, code before, code after) triples made by tools/train/edits.py from "
+             f"functions of those files: {es.get('edits_train')} training edits, {es.get('edits_heldout')} held-out edits "
+             f"(from held-out files only). Kinds: {', '.join(sorted(es.get('train_kinds', {})))}.")
+    L.append("- No evaluation set (CanItEdit, HumanEval, ...) was used for training.\n")
+    v = ts.get("vocab", {})
+    L.append("## Tokenizer\n")
+    L.append(f"Byte-level BPE with {v.get('n_vocab')} tokens trained by the pipeline on the training files "
+             "(llama.cpp pre-tokenizer `gpt-2`, BOS `<|bos|>`, EOS `<|eos|>`). "
+             f"Held-out code: {ts.get('code_heldout', {}).get('bytes', 0) / max(1, ts.get('code_heldout', {}).get('tokens', 1)):.2f} "
+             "bytes per token (DeepSeek-Coder's 32k vocabulary: 3.09). Why not DeepSeek-Coder's: tools/train/README.md.\n")
+    L.append("## Training\n")
+    L.append("| run | init | steps | batch x context | lr | loss weights | tokens | time | tokens/s |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, (s, d) in runs.items():
+        if not s:
+            continue
+        w = s.get("weights", {})
+        wt = ", ".join(f"{k} {v:g}" for k, v in w.items())
+        L.append(f"| {n} | {'draft' if s.get('init') else 'random'} | {s.get('steps')} | {s.get('batch')} x {s.get('model', {}).get('n_ctx')} | "
+                 f"{s.get('lr')} | {wt} | {d.get('tokens', 0) / 1e6:.2f}M | {d.get('seconds', 0) / 60:.1f} min | "
+                 f"{d.get('tokens', 0) / max(1, d.get('seconds', 1)):.0f} |")
+    L.append("\nAdamW (0.9, 0.95), weight decay 0.1 on matrices, warm-up then cosine to 10%, gradient clip 1.0, "
+             "bf16 autocast (fp32 weights), one thread per run, the two pre-trainings side by side on the two cores. "
+             f"Stage times (s): {json.dumps(timings)}.\n")
+    L.append("## Held-out results\n")
+    ca = ev.get("code_acc", {})
+    L.append("| model | next-token accuracy (held-out files) | cross-entropy (nats/token) |")
+    L.append("| --- | --- | --- |")
+    for n, r in ca.items():
+        L.append(f"| {n} | {_pct(r.get('accuracy'))} | {r.get('nll_nats', 0):.3f} |")
+    e = ev.get("edits", {}).get("target", {})
+    L.append(f"\nHeld-out synthetic edits ({e.get('n')}), target, greedy: exact match {_pct(e.get('exact_match'))}, "
+             f"unchanged lines reproduced {_pct(e.get('unchanged_lines_reproduced'))}. By kind: {json.dumps(e.get('exact_by_kind', {}))}.")
+    es2 = ev.get("edits", {}).get("editspec")
+    if isinstance(es2, dict):
+        L.append(f"Through `editspec edit`: exact match {_pct(es2.get('exact_match'))}, unchanged lines {_pct(es2.get('unchanged_lines_reproduced'))}.")
+    L.append("\nGreedy draft-model speculation, gamma = 7, against the target:\n")
+    L.append("| draft | held-out code: tokens per target pass | accepted per pass | held-out edits: tokens per pass | new-line token accuracy (teacher-forced) |")
+    L.append("| --- | --- | --- | --- | --- |")
+    for n in ("draft", "draft-plain", "draft-edit"):
+        sc = ev.get("spec_code", {}).get(n, {})
+        se = ev.get("spec_edit", {}).get(n, {})
+        tf = ev.get("edit_tf", {}).get(n, {})
+        L.append(f"| {n} | {sc.get('tokens_per_pass', 0):.2f} | {sc.get('accepted_per_pass', 0):.2f} | "
+                 f"{se.get('tokens_per_pass', 0):.2f} | {_pct(tf.get('new_token_acc'))} |")
+    L.append("\n`draft-plain`: fine-tuned with the loss on every answer token; `draft-edit`: EfficientEdit's edit-oriented "
+             "loss (seed 000 eq. 8), only tokens of lines that are new in the edited code; both on the same batches "
+             "(half edit examples, half code windows), from the same pre-trained draft. The reference answers stand in "
+             "for the target's own outputs (the paper's labels) so that the draft can train while the target does.\n")
+    path = os.path.join(out, "MODEL_CARD.md")
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(L) + "\n")
+    os.replace(path + ".tmp", path)
+    return path

@@ -1,0 +1,282 @@
+"""Data stages of the pipeline: corpus split, synthetic edits, tokenizer, tokenized training arrays.
+
+Every function here is deterministic for its arguments (seed included) and writes its outputs to a
+temporary name first, so a stage is either complete or absent.
+
+Edit examples are rendered exactly as `editspec edit` prompts a model without a chat template
+(include/editspec/edit.h, edit_prompt_plain) and ended with EOS:
+
+    <BOS>### Instruction:\\n{instruction}\\n### Original code:\\n{before}\\n### Edited code:\\n{after}<EOS>
+
+Each token of an example gets a kind, from which the trainer's loss weights are made:
+
+    KIND_PROMPT    0   BOS and the prompt
+    KIND_SAME      1   a token of the answer on a line also in the original code (EfficientEdit's R)
+    KIND_NEW       2   a token of the answer on a line that is new in the edited code (EfficientEdit's G)
+    KIND_EOS       3   the final EOS
+    KIND_CODE      4   plain code (training files)
+    KIND_PAD       5   packing filler, never counted
+
+A token belongs to the line holding its first byte; "new" lines come from a line diff (edits.lines_new).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from collections import Counter, defaultdict
+
+import numpy as np
+
+import corpus
+import edits
+
+KIND_PROMPT, KIND_SAME, KIND_NEW, KIND_EOS, KIND_CODE, KIND_PAD = 0, 1, 2, 3, 4, 5
+
+
+def edit_prompt_render(instruction: str, code: str) -> str:
+    """editspec's plain edit template (src/decode/edit.cpp, edit_prompt_plain), byte for byte"""
+    return "### Instruction:\n" + instruction + "\n### Original code:\n" + code + "\n### Edited code:\n"
+
+
+def _write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _write_jsonl(path, rows):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(x) for x in f if x.strip()]
+
+
+# ----------------------------------------------------------------------------
+# stage: corpus
+
+def stage_corpus(out_dir: str, seed: int, root: str, heldout_frac: float, log=print) -> dict:
+    files = corpus.corpus_collect(root)
+    split = corpus.corpus_split(files, seed, heldout_frac)
+    man = {
+        "root": root, "seed": seed, "heldout_frac": heldout_frac, "licence": corpus.corpus_licence(root),
+        "train": [f.__dict__ for f in split["train"]], "heldout": [f.__dict__ for f in split["heldout"]],
+        "heldout_groups": sorted({f.group for f in split["heldout"]}),
+    }
+    _write_json(os.path.join(out_dir, "corpus.json"), man)
+    log(f"corpus: {len(files)} files, {sum(f.n_bytes for f in files) / 1e6:.1f} MB; held out "
+        f"{len(split['heldout'])} files ({sum(f.n_bytes for f in split['heldout']) / 1e6:.2f} MB) in "
+        f"{len(man['heldout_groups'])} groups")
+    return man
+
+
+# ----------------------------------------------------------------------------
+# stage: edits
+
+RARE_KINDS = ["remove_parameter", "loop_to_comprehension", "comprehension_to_loop", "change_constant", "add_validation"]
+COMMON_KINDS = [k for k in edits.EDIT_KINDS if k not in RARE_KINDS]
+
+
+EDIT_MAX_CHARS = 1450   # prompt + answer; ~3.1 bytes per token keeps an example under 512 tokens
+
+
+def _function_edits(files, root, seed, per_function, log, tag):
+    """per function: every applicable rare kind, plus `per_function` random common kinds; examples whose
+    rendered text is longer than EDIT_MAX_CHARS are left out (they would not fit the context)"""
+    out = []
+    n_fn = 0
+    for i, f in enumerate(files):
+        src = open(os.path.join(root, f["path"]), encoding="utf-8").read()
+        for fn in edits.functions_extract(src, f["path"]):
+            n_fn += 1
+            rng = random.Random(f"{seed}:{fn.path}:{fn.qualname}")
+            kinds = RARE_KINDS + rng.sample(COMMON_KINDS, per_function)
+            kinds = [k for k in edits.EDIT_KINDS if k in kinds]
+            for e in edits.edits_for_function(fn, rng, kinds):
+                if len(edit_prompt_render(e.instruction, e.before)) + len(e.after) > EDIT_MAX_CHARS:
+                    continue
+                out.append({"kind": e.kind, "instruction": e.instruction, "before": e.before, "after": e.after,
+                            "path": e.path, "qualname": e.qualname})
+        if log and (i + 1) % 200 == 0:
+            log(f"edits ({tag}): {i + 1}/{len(files)} files, {n_fn} functions, {len(out)} edits")
+    return out, n_fn
+
+
+def stage_edits(out_dir: str, seed: int, n_heldout: int, max_train: int, log=print) -> dict:
+    man = json.load(open(os.path.join(out_dir, "corpus.json")))
+    root = man["root"]
+    train, n_fn_train = _function_edits(man["train"], root, seed, 2, log, "train")
+    held, n_fn_held = _function_edits(man["heldout"], root, seed, 2, log, "heldout")
+    # training: cap each kind so common kinds do not drown the rare ones, then shuffle
+    rng = random.Random(f"{seed}:edits:train")
+    by_kind = defaultdict(list)
+    for e in train:
+        by_kind[e["kind"]].append(e)
+    cap = max_train // len(edits.EDIT_KINDS)
+    train_sel = []
+    for k in edits.EDIT_KINDS:
+        xs = by_kind[k]
+        rng.shuffle(xs)
+        train_sel.extend(xs[:cap])
+    # fill up to max_train from the common kinds' leftovers
+    rest = [e for k in edits.EDIT_KINDS for e in by_kind[k][cap:]]
+    rng.shuffle(rest)
+    train_sel.extend(rest[:max(0, max_train - len(train_sel))])
+    rng.shuffle(train_sel)
+    # held-out: round-robin over kinds, one edit per function at most
+    rng = random.Random(f"{seed}:edits:heldout")
+    hk = defaultdict(list)
+    for e in held:
+        hk[e["kind"]].append(e)
+    for k in hk:
+        rng.shuffle(hk[k])
+    held_sel, used_fn = [], set()
+    n_want = n_heldout + n_heldout // 10   # spares: tokenize keeps the first n_heldout that fit the context
+    while len(held_sel) < n_want and any(hk.values()):
+        for k in edits.EDIT_KINDS:
+            while hk.get(k):
+                e = hk[k].pop()
+                key = (e["path"], e["qualname"])
+                if key in used_fn:
+                    continue
+                used_fn.add(key)
+                held_sel.append(e)
+                break
+            if len(held_sel) >= n_want:
+                break
+    for i, e in enumerate(held_sel):
+        e["id"] = f"heldout-{i:04d}"
+    _write_jsonl(os.path.join(out_dir, "edits-train.jsonl"), train_sel)
+    _write_jsonl(os.path.join(out_dir, "edits-heldout.jsonl"), held_sel)
+    stats = {"functions_train": n_fn_train, "functions_heldout": n_fn_held, "edits_train_all": len(train),
+             "edits_train": len(train_sel), "edits_heldout": len(held_sel),
+             "train_kinds": Counter(e["kind"] for e in train_sel), "heldout_kinds": Counter(e["kind"] for e in held_sel)}
+    _write_json(os.path.join(out_dir, "edits-stats.json"), stats)
+    log(f"edits: {len(train_sel)} training edits (of {len(train)}) from {n_fn_train} functions; "
+        f"{len(held_sel)} held-out edits from {n_fn_held} functions")
+    return stats
+
+
+# ----------------------------------------------------------------------------
+# stage: tokenizer
+
+def stage_tokenizer(out_dir: str, kind: str, n_vocab: int, vocab_dir: str, log=print) -> str:
+    path = os.path.join(out_dir, "tokenizer.gguf")
+    if kind == "deepseek-coder":
+        import shutil
+        src = os.path.join(vocab_dir, "ggml-vocab-deepseek-coder.gguf")
+        shutil.copyfile(src, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        log(f"tokenizer: DeepSeek-Coder's vocabulary ({src})")
+        return path
+    import bpe
+    man = json.load(open(os.path.join(out_dir, "corpus.json")))
+    texts = [open(os.path.join(man["root"], f["path"]), encoding="utf-8").read() for f in man["train"]]
+    # the edit instructions are English the code lacks: include the training edits' instructions
+    texts += [e["instruction"] for e in read_jsonl(os.path.join(out_dir, "edits-train.jsonl"))]
+    texts.append(edit_prompt_render("", ""))
+    merges = bpe.bpe_train(texts, n_vocab, log=log)
+    bpe.bpe_save_vocab_gguf(path, merges)
+    log(f"tokenizer: BPE, {n_vocab} tokens, trained on {sum(map(len, texts)) / 1e6:.1f} MB")
+    return path
+
+
+# ----------------------------------------------------------------------------
+# stage: tokenize
+
+def _tokenize(tool, vocab, texts, path_jsonl, path_bin):
+    _write_jsonl(path_jsonl, [{"text": t} for t in texts])
+    r = subprocess.run([tool, "-v", vocab, "-i", path_jsonl, "-o", path_bin], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"tokenize failed: {r.stderr}")
+    docs = []
+    raw = open(path_bin, "rb").read()
+    off = 0
+    while off < len(raw):
+        n = int(np.frombuffer(raw, np.uint32, 1, off)[0])
+        off += 4
+        t = np.frombuffer(raw, np.int32, n, off).copy()
+        off += 4 * n
+        s = np.frombuffer(raw, np.uint32, n, off).copy()
+        off += 4 * n
+        docs.append((t, s))
+    os.remove(path_jsonl)
+    return docs, r.stderr.strip()
+
+
+def vocab_special(vocab_gguf: str) -> dict:
+    from model import gguf_import
+    gguf = gguf_import()
+    r = gguf.GGUFReader(vocab_gguf)
+
+    def get(k, d=None):
+        f = r.fields.get(k)
+        return f.contents() if f is not None else d
+    n = len(r.fields["tokenizer.ggml.tokens"].data)
+    return {"n_vocab": n, "bos": int(get("tokenizer.ggml.bos_token_id")), "eos": int(get("tokenizer.ggml.eos_token_id")),
+            "pad": int(get("tokenizer.ggml.padding_token_id", get("tokenizer.ggml.eos_token_id"))),
+            "add_bos": bool(get("tokenizer.ggml.add_bos_token", True))}
+
+
+def stage_tokenize(out_dir: str, tool: str, n_ctx: int, n_heldout: int, log=print) -> dict:
+    vocab = os.path.join(out_dir, "tokenizer.gguf")
+    sp = vocab_special(vocab)
+    man = json.load(open(os.path.join(out_dir, "corpus.json")))
+    tmp = os.path.join(out_dir, "tok.tmp.jsonl")
+    stats = {"vocab": sp}
+    dtype = np.uint16 if sp["n_vocab"] <= 65535 else np.int32
+    # code: train and held-out files, each document BOS + tokens
+    for split in ("train", "heldout"):
+        texts = [open(os.path.join(man["root"], f["path"]), encoding="utf-8").read() for f in man[split]]
+        docs, msg = _tokenize(tool, vocab, texts, tmp, os.path.join(out_dir, f"code-{split}.bin"))
+        stream = np.concatenate([np.concatenate([[sp["bos"]], t]) for t, _ in docs]).astype(dtype)
+        np.save(os.path.join(out_dir, f"code-{split}.npy"), stream)
+        stats[f"code_{split}"] = {"files": len(docs), "tokens": int(stream.size), "bytes": sum(len(t.encode()) for t in texts)}
+        log(f"tokenize: code {split}: {msg}")
+    # edits: BOS + prompt + after + EOS, with kinds; examples longer than n_ctx + 1 tokens are dropped
+    for split in ("train", "heldout"):
+        rows = read_jsonl(os.path.join(out_dir, f"edits-{split}.jsonl"))
+        prompts = [edit_prompt_render(e["instruction"], e["before"]) for e in rows]
+        docs, msg = _tokenize(tool, vocab, [p + e["after"] for p, e in zip(prompts, rows)], tmp,
+                              os.path.join(out_dir, f"edits-{split}.bin"))
+        toks, kinds, offs, keep = [], [], [0], []
+        n_drop = 0
+        for i, ((t, s), p, e) in enumerate(zip(docs, prompts, rows)):
+            if t.size + 2 > n_ctx + 1:
+                n_drop += 1
+                continue
+            if split == "heldout" and len(keep) >= n_heldout:
+                break
+            k = np.full(t.size, KIND_SAME, np.uint8)
+            pb = len(p.encode())
+            k[s < pb] = KIND_PROMPT
+            line_starts = [pb]
+            for ln in e["after"].splitlines(keepends=True):
+                line_starts.append(line_starts[-1] + len(ln.encode()))
+            new = set(edits.lines_new(e["before"], e["after"]))
+            line_of = np.searchsorted(np.array(line_starts), s, side="right") - 1
+            for j in range(t.size):
+                if s[j] >= pb and line_of[j] in new:
+                    k[j] = KIND_NEW
+            toks.append(np.concatenate([[sp["bos"]], t, [sp["eos"]]]))
+            kinds.append(np.concatenate([[KIND_PROMPT], k, [KIND_EOS]]).astype(np.uint8))
+            offs.append(offs[-1] + toks[-1].size)
+            keep.append(i)
+        np.savez(os.path.join(out_dir, f"edits-{split}.npz"), tokens=np.concatenate(toks).astype(dtype),
+                 kinds=np.concatenate(kinds), offsets=np.array(offs, np.int64), rows=np.array(keep, np.int64))
+        ntok = int(offs[-1])
+        kc = Counter(np.concatenate(kinds).tolist())
+        stats[f"edits_{split}"] = {"examples": len(keep), "dropped_too_long": n_drop, "tokens": ntok,
+                                   "tokens_new": int(kc[KIND_NEW]), "tokens_same": int(kc[KIND_SAME]),
+                                   "tokens_prompt": int(kc[KIND_PROMPT])}
+        log(f"tokenize: edits {split}: {len(keep)} examples ({n_drop} longer than {n_ctx} tokens dropped), {ntok} tokens; {msg}")
+    _write_json(os.path.join(out_dir, "tokenize-stats.json"), stats)
+    return stats

@@ -1,0 +1,184 @@
+"""Held-out evaluation of the trained models, through stock llama.cpp (editspec-train-eval) and editspec.
+
+    python3 tools/train/evaluate.py --out OUT [--eval-bin build/train/bin/editspec-train-eval]
+                                    [--editspec build/bin/editspec] [--threads 1]
+
+Reads OUT/data (held-out code and edits), OUT/target/model.gguf, OUT/draft-plain/model.gguf,
+OUT/draft-edit/model.gguf (and OUT/draft/model.gguf, the draft before fine-tuning) and writes
+OUT/eval/summary.json with:
+
+  code_acc.{target,draft,...}   greedy next-token accuracy on the held-out files (all of them), llama.cpp
+  spec_code.{draft-edit,...}    greedy draft-model speculation (gamma 7) against the target on held-out
+                                code: tokens per target pass (accepted + 1) and accepted per pass
+  edits.target                  200 held-out synthetic edits, greedy: exact match, unchanged lines reproduced
+  edits.editspec                the same through `editspec edit` (when the binary has the subcommand)
+  spec_edit.{draft-plain,draft-edit}  draft-model speculation on the held-out edits (the target's answers)
+  edit_tf.{...}                 teacher-forced accuracy on the held-out edits' new-line tokens (torch)
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data  # noqa: E402
+import edits  # noqa: E402
+
+
+def run_json(cmd, log):
+    t = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    log(f"eval: {os.path.basename(cmd[0])} {cmd[1]} {os.path.basename(cmd[3])}: {time.time() - t:.0f} s")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def lines_unchanged_reproduced(before: str, after: str, got: str) -> tuple[int, int]:
+    """(reference lines that are not new and that `got` reproduces in order, reference lines that are not new)"""
+    ref = after.splitlines(keepends=True)
+    new = set(edits.lines_new(before, after))
+    same_idx = [i for i in range(len(ref)) if i not in new]
+    sm = difflib.SequenceMatcher(a=got.splitlines(keepends=True), b=ref, autojunk=False)
+    matched = set()
+    for blk in sm.get_matching_blocks():
+        matched.update(range(blk.b, blk.b + blk.size))
+    return sum(1 for i in same_idx if i in matched), len(same_idx)
+
+
+def edit_scores(rows, outs) -> dict:
+    exact = rep = tot = 0
+    by_kind = {}
+    for e, o in zip(rows, outs):
+        ok = o == e["after"]
+        exact += ok
+        r, t = lines_unchanged_reproduced(e["before"], e["after"], o)
+        rep += r
+        tot += t
+        k = by_kind.setdefault(e["kind"], [0, 0])
+        k[0] += ok
+        k[1] += 1
+    return {"n": len(rows), "exact_match": exact / max(1, len(rows)), "unchanged_lines_reproduced": rep / max(1, tot),
+            "exact_by_kind": {k: f"{v[0]}/{v[1]}" for k, v in sorted(by_kind.items())}}
+
+
+def editspec_has_edit(editspec: str) -> bool:
+    if not editspec or not os.path.exists(editspec):
+        return False
+    r = subprocess.run([editspec, "edit", "--help"], capture_output=True, text=True)
+    return r.returncode == 0
+
+
+def edits_via_editspec(editspec, model, rows, threads, tmpdir, log):
+    outs = []
+    t = time.time()
+    for i, e in enumerate(rows):
+        f = os.path.join(tmpdir, "before.py")
+        with open(f, "w") as fh:
+            fh.write(e["before"])
+        r = subprocess.run([editspec, "edit", "-m", model, "-f", f, "-i", e["instruction"], "-t", str(threads), "--json"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"editspec edit failed on {e['id']}: {r.stderr[-1000:]}")
+        j = json.loads(r.stdout)
+        outs.append(j.get("code", j.get("text", "")))
+        if (i + 1) % 50 == 0:
+            log(f"eval: editspec edit {i + 1}/{len(rows)} ({time.time() - t:.0f} s)")
+    return outs
+
+
+def teacher_forced(ckpt_path, data_dir, n_ctx) -> dict:
+    import numpy as np
+    import torch
+    from model import llama, model_config
+    ck = torch.load(ckpt_path, map_location="cpu")
+    net = llama(model_config(**ck["config"]))
+    net.load_state_dict(ck["model"])
+    net.eval()
+    z = np.load(os.path.join(data_dir, "edits-heldout.npz"))
+    tok, kinds, off = z["tokens"].astype(np.int64), z["kinds"], z["offsets"]
+    c = {"new": [0, 0], "same": [0, 0]}
+    with torch.no_grad():
+        for i in range(len(off) - 1):
+            x = torch.from_numpy(tok[off[i]:off[i + 1]])[None]
+            k = kinds[off[i] + 1:off[i + 1]]
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                lg = net(x[:, :-1])
+            ok = (lg.float()[0].argmax(-1) == x[0, 1:]).numpy()
+            for name, kk in (("new", data.KIND_NEW), ("same", data.KIND_SAME)):
+                c[name][0] += int(ok[k == kk].sum())
+                c[name][1] += int((k == kk).sum())
+    return {f"{n}_token_acc": v[0] / max(1, v[1]) for n, v in c.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--eval-bin", required=True)
+    ap.add_argument("--editspec", default="")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--spec-prompts", type=int, default=100)
+    ap.add_argument("--spec-gen", type=int, default=128)
+    ap.add_argument("--max-edits", type=int, default=200)
+    a = ap.parse_args()
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    out, dd = a.out, os.path.join(a.out, "data")
+    ev_dir = os.path.join(out, "eval")
+    os.makedirs(ev_dir, exist_ok=True)
+    E, th = a.eval_bin, str(a.threads)
+    models = {n: os.path.join(out, n, "model.gguf") for n in ("target", "draft", "draft-plain", "draft-edit")}
+    models = {n: p for n, p in models.items() if os.path.exists(p)}
+    res = {"models": models}
+    code_bin = os.path.join(dd, "code-heldout.bin")
+
+    res["code_acc"] = {n: run_json([E, "acc", "-m", p, "-t", code_bin, "--ctx", "512", "--threads", th], log) for n, p in models.items()}
+
+    res["spec_code"] = {}
+    for n in ("draft", "draft-plain", "draft-edit"):
+        if n in models:
+            res["spec_code"][n] = run_json([E, "spec", "-m", models["target"], "-d", models[n], "-t", code_bin, "--gamma", "7",
+                                            "--prompt-len", "128", "--gen", str(a.spec_gen), "--n-prompts", str(a.spec_prompts),
+                                            "--threads", th], log)
+
+    import numpy as np
+    keep = np.load(os.path.join(dd, "edits-heldout.npz"))["rows"]   # the held-out edits that fit the context
+    allrows = data.read_jsonl(os.path.join(dd, "edits-heldout.jsonl"))
+    rows = [allrows[i] for i in keep][:a.max_edits]
+    prompts = os.path.join(ev_dir, "edit-prompts.jsonl")
+    data._write_jsonl(prompts, [{"text": data.edit_prompt_render(e["instruction"], e["before"])} for e in rows])
+    gen_out = os.path.join(ev_dir, "edits-target.jsonl")
+    r = run_json([E, "spec", "-m", models["target"], "-p", prompts, "--gamma", "7", "--gen", "640", "--n-prompts", "0",
+                  "-o", gen_out, "--threads", th] + (["-d", models["draft-edit"]] if "draft-edit" in models else []), log)
+    outs = [json.loads(x)["text"] for x in open(gen_out)]
+    res["edits"] = {"target": {**edit_scores(rows, outs), "generation": r}}
+    for n in ("draft-plain", "draft-edit"):
+        if n in models:
+            res.setdefault("spec_edit", {})[n] = run_json([E, "spec", "-m", models["target"], "-d", models[n], "-p", prompts,
+                                                           "--gamma", "7", "--gen", "640", "--n-prompts", "0", "--threads", th], log)
+    if editspec_has_edit(a.editspec):
+        outs2 = edits_via_editspec(a.editspec, models["target"], rows, a.threads, ev_dir, log)
+        res["edits"]["editspec"] = {**edit_scores(rows, outs2), "same_as_eval_tool": sum(x == y for x, y in zip(outs, outs2)) / max(1, len(rows))}
+    else:
+        res["edits"]["editspec"] = "not available (build/bin/editspec has no 'edit' subcommand)"
+
+    res["edit_tf"] = {}
+    for n in ("target", "draft", "draft-plain", "draft-edit"):
+        ck = os.path.join(out, n, "ckpt.pt")
+        if os.path.exists(ck):
+            res["edit_tf"][n] = teacher_forced(ck, dd, 512)
+    data._write_json(os.path.join(ev_dir, "summary.json"), res)
+    log("eval: " + json.dumps({"code_acc": {k: round(v["accuracy"], 4) for k, v in res["code_acc"].items()},
+                               "spec_code_tokens_per_pass": {k: round(v["tokens_per_pass"], 3) for k, v in res["spec_code"].items()},
+                               "edits_exact": res["edits"]["target"]["exact_match"],
+                               "edits_unchanged_lines": res["edits"]["target"]["unchanged_lines_reproduced"],
+                               "spec_edit_tokens_per_pass": {k: round(v["tokens_per_pass"], 3) for k, v in res.get("spec_edit", {}).items()},
+                               "edit_tf": res["edit_tf"]}))
+
+
+if __name__ == "__main__":
+    main()

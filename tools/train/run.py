@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""The training pipeline, end to end, in one command (see tools/train/README.md).
+
+    python3 tools/train/run.py --preset full  --seed 1 --out build/train-out      # the shipped models, <= 2 h on 2 cores
+    python3 tools/train/run.py --preset smoke --seed 1 --out build/train-smoke    # minutes: checks every stage
+    python3 tools/train/run.py ... --ship     # also copy the GGUFs and the model card to models/
+
+Stages, each cached in OUT (a stage whose stamp matches its inputs is skipped; training resumes from
+its last checkpoint):
+
+    build      cmake tools/train -> build/train/bin/editspec-train-{tokenize,eval,bench-opt}   (-j1)
+    corpus     the standard library files, split by module into train / held-out      data/corpus.json
+    edits      synthetic edits from the functions of both splits                        data/edits-*.jsonl
+    tokenizer  BPE trained on the training files (or DeepSeek-Coder's vocabulary)      data/tokenizer.gguf
+    tokenize   llama.cpp tokenizes everything; edit tokens get their kinds             data/*.npy, *.npz
+    target     pre-train the target (code + edits)                                      target/
+    draft      pre-train the draft (same data)                     runs beside target   draft/
+    finetune   the draft fine-tuned twice on the same data: plain (answer tokens) and
+               edit-oriented (EfficientEdit eq. 8: new-line tokens only)               draft-plain/ draft-edit/
+    eval       held-out metrics through llama.cpp and editspec                          eval/summary.json
+    card       the model card                                                           MODEL_CARD.md
+
+With --jobs 2 (the default) the two pre-trainings run at the same time, one thread each, then the two
+fine-tunings; every process uses one thread (torch, OpenBLAS and OpenMP pinned to 1).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+# ----------------------------------------------------------------------------
+# presets: model shapes, schedules, data sizes
+
+TARGET_SHAPE = {"n_embd": 384, "n_layer": 8, "n_head": 6, "n_head_kv": 6, "n_ff": 1152, "tied": True}
+DRAFT_SHAPE = {"n_embd": 256, "n_layer": 4, "n_head": 4, "n_head_kv": 4, "n_ff": 768, "tied": True}
+
+PRESETS = {
+    # every stage at toy sizes: the pipeline works, the numbers mean nothing
+    "smoke": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 4000, "edits_heldout": 200,
+              "target": {"shape": TARGET_SHAPE, "steps": 60, "batch": 4, "lr": 2e-3, "warmup": 20},
+              "draft": {"shape": DRAFT_SHAPE, "steps": 60, "batch": 4, "lr": 3e-3, "warmup": 20},
+              "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5},
+              "eval": {"spec_prompts": 20, "spec_gen": 64, "max_edits": 40}, "eval_every": 30},
+    # learning curves in ~8 minutes of one core each
+    "short": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
+              "target": {"shape": TARGET_SHAPE, "steps": 300, "batch": 4, "lr": 2e-3, "warmup": 50},
+              "draft": {"shape": DRAFT_SHAPE, "steps": 600, "batch": 4, "lr": 3e-3, "warmup": 50},
+              "finetune": {"steps": 100, "batch": 4, "lr": 1e-3, "warmup": 10},
+              "eval": {"spec_prompts": 50, "spec_gen": 128, "max_edits": 200}, "eval_every": 100},
+    # the shipped models (steps set from the throughput measured on this machine: README.md)
+    "full": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
+             "target": {"shape": TARGET_SHAPE, "steps": 3400, "batch": 4, "lr": 2e-3, "warmup": 100},
+             "draft": {"shape": DRAFT_SHAPE, "steps": 4400, "batch": 4, "lr": 3e-3, "warmup": 100},
+             "finetune": {"steps": 800, "batch": 4, "lr": 1e-3, "warmup": 50},
+             "eval": {"spec_prompts": 100, "spec_gen": 128, "max_edits": 200}, "eval_every": 400},
+}
+
+WEIGHTS_PRETRAIN = {"prompt": 0.0, "same": 1.0, "new": 1.0, "eos": 1.0, "code": 1.0}
+WEIGHTS_PLAIN = {"prompt": 0.0, "same": 1.0, "new": 1.0, "eos": 1.0, "code": 1.0}
+WEIGHTS_EDIT = {"prompt": 0.0, "same": 0.0, "new": 1.0, "eos": 0.0, "code": 1.0}
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def ensure_python():
+    """re-run under Debian's python3 when this interpreter has no torch (pyenv shims come first on PATH)"""
+    try:
+        import torch  # noqa: F401
+        import numpy  # noqa: F401
+        return
+    except ImportError:
+        pass
+    if os.path.realpath(sys.executable) != os.path.realpath(DEBIAN_PYTHON) and os.path.exists(DEBIAN_PYTHON):
+        os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON] + sys.argv)
+    missing = [p for p in ("python3-torch", "libopenblas0-pthread")
+               if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True).stdout.find("ok installed") < 0]
+    sys.exit(f"run: torch is missing: install Debian's packages first: apt-get install -y --no-install-recommends {' '.join(missing)}")
+
+
+def llama_prefix() -> str:
+    p = os.environ.get("LLAMA_PREFIX")
+    if p:
+        return p
+    r = subprocess.run([os.path.join(ROOT, "scripts", "setup-llama.sh")], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"run: scripts/setup-llama.sh failed:\n{r.stderr}")
+    return r.stdout.strip().splitlines()[-1]
+
+
+def env_one_thread(gguf_py: str) -> dict:
+    e = dict(os.environ)
+    e.update({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "EDITSPEC_GGUF_PY": gguf_py,
+              "PYTHONHASHSEED": "0"})
+    return e
+
+
+def src_hash(*names) -> str:
+    """hash of pipeline source files: a stage's key includes the code that makes its output"""
+    h = hashlib.sha256()
+    for n in names:
+        h.update(open(os.path.join(HERE, n), "rb").read())
+    return h.hexdigest()[:16]
+
+
+def key_of(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class stages:
+    def __init__(self, out: str):
+        self.out = out
+
+    def done(self, name: str, key: str) -> bool:
+        p = os.path.join(self.out, f"stage-{name}.json")
+        return os.path.exists(p) and json.load(open(p)).get("key") == key
+
+    def mark(self, name: str, key: str, info: dict | None = None):
+        p = os.path.join(self.out, f"stage-{name}.json")
+        with open(p + ".tmp", "w") as f:
+            json.dump({"key": key, "time": time.strftime("%Y-%m-%d %H:%M:%S"), **(info or {})}, f, indent=1)
+        os.replace(p + ".tmp", p)
+
+
+def cpu_has_bf16() -> bool:
+    try:
+        return "avx512_bf16" in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+def train_spec(name, out, data_dir, seed, preset, role, init="", weights=None, seed_offset=0):
+    p = PRESETS[preset]
+    r = p[role] if role in ("target", "draft") else p["finetune"]
+    shape = p["target" if role == "target" else "draft"]["shape"]
+    return {
+        "name": name, "data": data_dir, "out": os.path.join(out, name), "seed": seed + seed_offset,
+        "model": {**shape, "n_vocab": p["n_vocab"], "n_ctx": p["n_ctx"]}, "init": init,
+        "steps": r["steps"], "batch": r["batch"], "lr": r["lr"], "warmup": r["warmup"], "lr_min_frac": 0.1,
+        "weight_decay": 0.1, "p_edit": 0.5, "weights": weights or WEIGHTS_PRETRAIN,
+        "eval_every": p["eval_every"], "ckpt_every": p["eval_every"], "log_every": 20, "threads": 1,
+        "precision": "bf16" if cpu_has_bf16() else "fp32", "ftype": "f16",
+    }
+
+
+def run_trainings(specs, env, jobs):
+    """runs train.py on each spec, `jobs` at a time, output lines prefixed; raises on failure"""
+    pending = list(specs)
+    running = []
+    while pending or running:
+        while pending and len(running) < jobs:
+            s = pending.pop(0)
+            os.makedirs(s["out"], exist_ok=True)
+            sp = os.path.join(s["out"], "spec.json")
+            with open(sp, "w") as f:
+                json.dump(s, f, indent=1)
+            logf = open(os.path.join(s["out"], "train.log"), "a")
+            pr = subprocess.Popen([sys.executable, os.path.join(HERE, "train.py"), sp], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, bufsize=1)
+            os.set_blocking(pr.stdout.fileno(), False)
+            running.append((s, pr, logf))
+        time.sleep(0.5)
+        for item in list(running):
+            s, pr, logf = item
+            while True:
+                line = pr.stdout.readline()
+                if not line:
+                    break
+                logf.write(line)
+                logf.flush()
+                if "eval step" in line or "done:" in line or "resumed" in line or "parameters" in line or \
+                        any(f"step {k}/" in line for k in range(0, 100000, 100)):
+                    log(line.rstrip())
+            if pr.poll() is not None:
+                rest = pr.stdout.read() or ""
+                logf.write(rest)
+                logf.close()
+                running.remove(item)
+                if pr.returncode != 0:
+                    for pr2 in running:
+                        pr2[1].terminate()
+                    raise RuntimeError(f"training '{s['name']}' failed (exit {pr.returncode}); see {s['out']}/train.log:\n{rest[-3000:]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="full", choices=sorted(PRESETS))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--jobs", type=int, default=2, help="trainings at a time (one thread each)")
+    ap.add_argument("--tokenizer", default="bpe", choices=["bpe", "deepseek-coder"])
+    ap.add_argument("--corpus-root", default="")
+    ap.add_argument("--until", default="", help="stop after this stage")
+    ap.add_argument("--ship", action="store_true", help="copy the GGUFs and the card to models/")
+    a = ap.parse_args()
+    ensure_python()
+    sys.path.insert(0, HERE)
+    t_start = time.time()
+    out = os.path.abspath(a.out or os.path.join(ROOT, "build", f"train-{a.preset}-s{a.seed}"))
+    dd = os.path.join(out, "data")
+    os.makedirs(dd, exist_ok=True)
+    st = stages(out)
+    p = PRESETS[a.preset]
+
+    prefix = llama_prefix()
+    gguf_py = os.path.join(os.path.dirname(prefix), "src", "gguf-py")
+    os.environ["EDITSPEC_GGUF_PY"] = gguf_py
+    env = env_one_thread(gguf_py)
+    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[k] = "1"
+    import data
+    timings = {}
+
+    def timed(name, fn):
+        t = time.time()
+        fn()
+        timings[name] = round(time.time() - t, 1)
+        if a.until == name:
+            log(f"run: stopping after stage {name} (--until)")
+            sys.exit(0)
+
+    # build
+    bdir = os.path.join(ROOT, "build", "train")
+    tools_src = sorted(f for f in os.listdir(HERE) if f.endswith((".cpp", ".txt")))
+    k_build = key_of([prefix] + [hashlib.sha256(open(os.path.join(HERE, f), "rb").read()).hexdigest() for f in tools_src])
+
+    def do_build():
+        if st.done("build", k_build) and os.path.exists(os.path.join(bdir, "bin", "editspec-train-eval")):
+            return
+        log("build: tools/train (cmake, -j1)")
+        subprocess.run(["cmake", "-S", HERE, "-B", bdir, f"-DEDITSPEC_LLAMA_PREFIX={prefix}", "-DCMAKE_BUILD_TYPE=Release"],
+                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "--build", bdir, "-j1"], check=True, stdout=subprocess.DEVNULL)
+        st.mark("build", k_build)
+    timed("build", do_build)
+    tok_tool = os.path.join(bdir, "bin", "editspec-train-tokenize")
+    eval_tool = os.path.join(bdir, "bin", "editspec-train-eval")
+
+    # data stages
+    import corpus
+    root = a.corpus_root or corpus.corpus_root_default()
+    k_corpus = key_of(["corpus", a.seed, root, 0.05, src_hash("corpus.py", "data.py")])
+
+    def do_corpus():
+        if not st.done("corpus", k_corpus):
+            data.stage_corpus(dd, a.seed, root, 0.05, log=log)
+            st.mark("corpus", k_corpus)
+    timed("corpus", do_corpus)
+    k_edits = key_of(["edits", k_corpus, p["edits_heldout"], p["edits_train"], src_hash("edits.py", "data.py")])
+
+    def do_edits():
+        if not st.done("edits", k_edits):
+            data.stage_edits(dd, a.seed, p["edits_heldout"], p["edits_train"], log=log)
+            st.mark("edits", k_edits)
+    timed("edits", do_edits)
+    k_tok = key_of(["tokenizer", k_edits, a.tokenizer, p["n_vocab"], src_hash("bpe.py")])
+
+    def do_tokenizer():
+        if not st.done("tokenizer", k_tok):
+            data.stage_tokenizer(dd, a.tokenizer, p["n_vocab"], os.path.join(prefix, "share", "editspec", "vocab"), log=log)
+            st.mark("tokenizer", k_tok)
+    timed("tokenizer", do_tokenizer)
+    k_tokenize = key_of(["tokenize", k_tok, p["n_ctx"], p["edits_heldout"], src_hash("data.py")])
+
+    def do_tokenize():
+        if not st.done("tokenize", k_tokenize):
+            data.stage_tokenize(dd, tok_tool, p["n_ctx"], p["edits_heldout"], log=log)
+            st.mark("tokenize", k_tokenize)
+    timed("tokenize", do_tokenize)
+    n_vocab = data.vocab_special(os.path.join(dd, "tokenizer.gguf"))["n_vocab"]
+    if n_vocab != p["n_vocab"]:
+        p["n_vocab"] = n_vocab   # DeepSeek-Coder's vocabulary
+
+    # training
+    s_target = train_spec("target", out, dd, a.seed, a.preset, "target")
+    s_draft = train_spec("draft", out, dd, a.seed, a.preset, "draft", seed_offset=1000)
+    k_train_src = src_hash("train.py", "model.py")
+    k_target, k_draft = key_of([k_tokenize, s_target, k_train_src]), key_of([k_tokenize, s_draft, k_train_src])
+
+    def do_pretrain():
+        todo = [s for s, k, n in ((s_target, k_target, "target"), (s_draft, k_draft, "draft")) if not st.done(n, k)]
+        if todo:
+            log(f"train: {', '.join(s['name'] for s in todo)} ({a.jobs} at a time, one thread each)")
+            run_trainings(todo, env, a.jobs)
+        st.mark("target", k_target, json.load(open(os.path.join(out, "target", "done.json"))))
+        st.mark("draft", k_draft, json.load(open(os.path.join(out, "draft", "done.json"))))
+    timed("pretrain", do_pretrain)
+    dck = os.path.join(out, "draft", "ckpt.pt")
+    s_plain = train_spec("draft-plain", out, dd, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_PLAIN, seed_offset=2000)
+    s_edit = train_spec("draft-edit", out, dd, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_EDIT, seed_offset=2000)
+    k_plain, k_edit = key_of([k_draft, s_plain]), key_of([k_draft, s_edit])
+
+    def do_finetune():
+        todo = [s for s, k, n in ((s_plain, k_plain, "draft-plain"), (s_edit, k_edit, "draft-edit")) if not st.done(n, k)]
+        if todo:
+            log(f"finetune: {', '.join(s['name'] for s in todo)}")
+            run_trainings(todo, env, a.jobs)
+        st.mark("draft-plain", k_plain, json.load(open(os.path.join(out, "draft-plain", "done.json"))))
+        st.mark("draft-edit", k_edit, json.load(open(os.path.join(out, "draft-edit", "done.json"))))
+    timed("finetune", do_finetune)
+
+    # evaluation
+    k_eval = key_of([k_target, k_plain, k_edit, p["eval"], src_hash("evaluate.py", "eval.cpp")])
+
+    def do_eval():
+        if st.done("eval", k_eval):
+            return
+        e = p["eval"]
+        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--eval-bin", eval_tool,
+                        "--editspec", os.path.join(ROOT, "build", "bin", "editspec"), "--threads", "1",
+                        "--spec-prompts", str(e["spec_prompts"]), "--spec-gen", str(e["spec_gen"]),
+                        "--max-edits", str(e["max_edits"])], check=True, env=env)
+        st.mark("eval", k_eval)
+    timed("eval", do_eval)
+
+    # model card
+    def do_card():
+        import card
+        card.card_write(out, a.preset, a.seed, timings, time.time() - t_start)
+    timed("card", do_card)
+    if a.ship:
+        mdir = os.path.join(ROOT, "models")
+        os.makedirs(mdir, exist_ok=True)
+        shutil.copyfile(os.path.join(out, "target", "model.gguf"), os.path.join(mdir, "editspec-target.gguf"))
+        shutil.copyfile(os.path.join(out, "draft-edit", "model.gguf"), os.path.join(mdir, "editspec-draft.gguf"))
+        shutil.copyfile(os.path.join(out, "MODEL_CARD.md"), os.path.join(mdir, "MODEL_CARD.md"))
+        log(f"ship: models/editspec-target.gguf, models/editspec-draft.gguf, models/MODEL_CARD.md")
+    log(f"run: done in {(time.time() - t_start) / 60:.1f} min; stage seconds {json.dumps(timings)}; results in {out}")
+
+
+if __name__ == "__main__":
+    main()
