@@ -30,7 +30,7 @@ struct bench_params {
     int32_t limit = 0;            // first N items, 0 = all
     int32_t threads = 0;          // 0 = all cores
     int32_t n_ctx = 4096;         // KV cache per item
-    int32_t n_predict = 512;      // most tokens per item (replay: until the reference's EOS)
+    int32_t n_predict = 0;        // most tokens per item; 0 = 512, or the whole reference with replay
     bool flash_attn = false;
     instruction_kind instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     std::string model_setting;    // label: "shipped model", "real-shape replay", "user model"; "" = derived

@@ -37,6 +37,9 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
 // (~/.cache/editspec/cost/, EDITSPEC_CACHE overrides the root)
 bool cost_model_get(context & ctx, cost_model & out, std::string * error);
 
+// writes cm as the cached model for this context's model file and thread count
+bool cost_model_save(const context & ctx, const cost_model & cm);
+
 std::string cost_model_to_json(const cost_model & cm);
 bool cost_model_from_json(const std::string & text, cost_model & out);
 

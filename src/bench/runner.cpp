@@ -194,7 +194,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     for (size_t i = 0; i < n_items; i++) {
         bench_prompt & bp = prompts[i];
         generate_params gp;
-        gp.n_predict = p.replay ? -1 : p.n_predict;
+        gp.n_predict = p.n_predict > 0 ? p.n_predict : (p.replay ? -1 : 512);
         gp.replay = p.replay ? &bp.reference : nullptr;
         if ((int32_t) bp.prompt.size() + 8 >= ctx->n_ctx()) {
             fprintf(stderr, "bench: skipping %s: prompt is %zu tokens, the context holds %d\n", bp.id.c_str(),

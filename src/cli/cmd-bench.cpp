@@ -31,7 +31,7 @@ int run_bench(bench_opts & o) {
     if (o.p.limit < 0) return fail_input(cmd, "--limit " + std::to_string(o.p.limit) + " must be >= 0");
     if (o.p.threads < 0 || o.p.threads > 1024) return fail_input(cmd, "--threads " + std::to_string(o.p.threads) + " out of range [0, 1024]");
     if (o.p.n_ctx < 64 || o.p.n_ctx > (1 << 20)) return fail_input(cmd, "--ctx-size " + std::to_string(o.p.n_ctx) + " out of range [64, 1048576]");
-    if (o.p.n_predict < 1 || o.p.n_predict > 100000) return fail_input(cmd, "-n " + std::to_string(o.p.n_predict) + " out of range [1, 100000]");
+    if (o.p.n_predict < 0 || o.p.n_predict > 100000) return fail_input(cmd, "-n " + std::to_string(o.p.n_predict) + " out of range [0, 100000]");
     o.p.methods.clear();
     std::stringstream ss(o.methods);
     std::string m;
@@ -75,7 +75,7 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();
     sub->add_option("-t,--threads", o->p.threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("-c,--ctx-size", o->p.n_ctx, "KV cache size in tokens")->capture_default_str();
-    sub->add_option("-n,--n-predict", o->p.n_predict, "most tokens per item without --replay")->capture_default_str();
+    sub->add_option("-n,--n-predict", o->p.n_predict, "most tokens per item (0 = 512; with --replay, the whole reference)")->capture_default_str();
     sub->add_option("--instruction", o->instruction, "CanItEdit instruction: descriptive | lazy")->capture_default_str();
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
     sub->add_flag("--flash-attn", o->p.flash_attn, "flash attention on (not bit-exact: identical_to_ar may turn false)");

@@ -15,6 +15,7 @@ struct cost_opts {
     int32_t reps = 3;
     bool flash_attn = false;
     bool fresh = false;
+    bool save = true;
 };
 
 int run_cost(const cost_opts & o) {
@@ -35,6 +36,7 @@ int run_cost(const cost_opts & o) {
     cost_model cm;
     const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err) : cost_model_get(*ctx, cm, &err);
     if (!ok) return fail_runtime(cmd, err);
+    if (o.fresh && o.save) cost_model_save(*ctx, cm);
     printf("# %s, %d threads, flash attention %s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off");
     printf("%8s %10s %10s %14s\n", "tokens", "ms", "tokens/s", "cost vs 1");
     for (size_t i = 0; i < cm.n.size(); i++) {
@@ -53,7 +55,8 @@ command cmd_cost_add(CLI::App & app) {
     sub->add_option("--max", o->n_max, "largest pass measured, tokens (powers of two up to it)")->capture_default_str();
     sub->add_option("--reps", o->reps, "timed repetitions per size (median)")->capture_default_str();
     sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
-    sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures (not cached)");
+    sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
+    sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");
     return {sub, [o] { return run_cost(*o); }};
 }
 

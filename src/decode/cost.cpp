@@ -139,6 +139,26 @@ static std::string cache_path(const context & ctx) {
     return root + "/cost/" + key.str();
 }
 
+bool cost_model_save(const context & ctx, const cost_model & cm) {
+    const std::string path = cache_path(ctx);
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp);
+        if (!(f << cost_model_to_json(cm))) {
+            ES_LOG_WARN("cost model: could not write %s\n", tmp.c_str());
+            return false;
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        ES_LOG_WARN("cost model: could not save %s\n", path.c_str());
+        return false;
+    }
+    ES_LOG_INFO("cost model: saved %s\n", path.c_str());
+    return true;
+}
+
 bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
     const std::string path = cache_path(ctx);
     {
@@ -157,15 +177,7 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
     if (!cost_model_measure(ctx, out, 256, 3, error)) {
         return false;
     }
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    const std::string tmp = path + ".tmp";
-    std::ofstream f(tmp);
-    if (f << cost_model_to_json(out) && (f.close(), true) && std::rename(tmp.c_str(), path.c_str()) == 0) {
-        ES_LOG_INFO("cost model: saved %s\n", path.c_str());
-    } else {
-        ES_LOG_WARN("cost model: could not save %s\n", path.c_str());
-    }
+    cost_model_save(ctx, out);
     return true;
 }
 

@@ -108,12 +108,13 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         r.error = "prompt decode failed";
         return r;
     }
-    r.prompt_ms = ms_since(t0);
-
-    token_vec history(prompt.begin(), prompt.end());
+    // drafters read the prompt too (a draft model prefills it): prompt time
     for (drafter_i * d : drafters) {
         d->begin(prompt);
     }
+    r.prompt_ms = ms_since(t0);
+
+    token_vec history(prompt.begin(), prompt.end());
     rng_state rng(gp.sampling.seed);
     output_sink sink(m, gp, r);
     auto t1 = clock_type::now();

@@ -1,14 +1,14 @@
 // editspec-train-eval: held-out measurements of trained GGUF models, through stock llama.cpp.
 //
-//     editspec-train-eval acc  -m model.gguf -t tokens.bin [--ctx 512] [--max-tokens N]
+//     editspec-train-eval acc  -m model.gguf -t tokens.bin [--ctx 512] [--stride 256] [--doc-tokens N] [--max-tokens N]
 //     editspec-train-eval dump -m model.gguf -t tokens.bin -o logits.f32 [--ctx 64]
 //     editspec-train-eval spec -m target.gguf [-d draft.gguf] (-t tokens.bin | -p prompts.jsonl)
 //                              [--gamma 7] [--prompt-len 128] [--gen 64] [--n-prompts 50] [-o out.jsonl]
 //
 // acc:  greedy next-token accuracy and mean cross-entropy over documents (tokens.bin as written by
-//       editspec-train-tokenize; each document gets BOS when the model adds one). Windows of --ctx
-//       tokens with stride ctx/2; every token is scored once, with at least ctx/2 tokens of context
-//       (except near a document's start):
+//       editspec-train-tokenize; each document gets BOS when the model adds one; --doc-tokens keeps
+//       the first N tokens of each). Windows of --ctx tokens with --stride (default ctx/2); every token
+//       is scored once, with at least ctx - stride tokens of context (except near a document's start):
 //
 //           doc   B t1 t2 ............................................ tn
 //           win0  [ scored ................. )
@@ -50,7 +50,7 @@ static void log_quiet(ggml_log_level level, const char * text, void *) {
 
 struct eval_args {
     std::string mode, model, draft, tokens, prompts, out;
-    int32_t ctx = 512, max_tokens = 0, gamma = 7, prompt_len = 128, gen = 64, n_prompts = 50, threads = 1;
+    int32_t ctx = 512, max_tokens = 0, doc_tokens = 0, stride = 0, gamma = 7, prompt_len = 128, gen = 64, n_prompts = 50, threads = 1;
 };
 
 // documents of tokens.bin: u32 n | i32 tok[n] | u32 start[n]
@@ -145,7 +145,7 @@ static int run_acc(const eval_args & a) {
     const llama_vocab * vocab = llama_model_get_vocab(m.model);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     const bool add_bos = llama_vocab_get_add_bos(vocab);
-    const int32_t W = a.ctx, S = a.ctx / 2;
+    const int32_t W = a.ctx, S = a.stride > 0 ? std::min(a.stride, a.ctx) : a.ctx / 2;
     int64_t n_scored = 0, n_correct = 0;
     double nll = 0.0;
     for (size_t d = 0; d < docs.size(); ++d) {
@@ -154,6 +154,9 @@ static int run_acc(const eval_args & a) {
             seq.push_back(llama_vocab_bos(vocab));
         }
         seq.insert(seq.end(), docs[d].begin(), docs[d].end());
+        if (a.doc_tokens > 0 && (int32_t) seq.size() > a.doc_tokens + 1) {
+            seq.resize(a.doc_tokens + 1);
+        }
         const int32_t n = (int32_t) seq.size();
         for (int32_t s = 0; s + 1 < n; s += S) {
             const int32_t len = std::min(W, n - s);
@@ -437,6 +440,8 @@ int main(int argc, char ** argv) {
         else if (k == "-o") { a.out = v; }
         else if (k == "--ctx") { a.ctx = atoi(v); }
         else if (k == "--max-tokens") { a.max_tokens = atoi(v); }
+        else if (k == "--doc-tokens") { a.doc_tokens = atoi(v); }
+        else if (k == "--stride") { a.stride = atoi(v); }
         else if (k == "--gamma") { a.gamma = atoi(v); }
         else if (k == "--prompt-len") { a.prompt_len = atoi(v); }
         else if (k == "--gen") { a.gen = atoi(v); }

@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--spec-prompts", type=int, default=100)
     ap.add_argument("--spec-gen", type=int, default=128)
     ap.add_argument("--max-edits", type=int, default=200)
+    ap.add_argument("--doc-tokens", type=int, default=1024, help="score the first N tokens of each held-out file (0 = all)")
     a = ap.parse_args()
     log = lambda s: print(s, flush=True)  # noqa: E731
     out, dd = a.out, os.path.join(a.out, "data")
@@ -136,7 +137,8 @@ def main():
     res = {"models": models}
     code_bin = os.path.join(dd, "code-heldout.bin")
 
-    res["code_acc"] = {n: run_json([E, "acc", "-m", p, "-t", code_bin, "--ctx", "512", "--threads", th], log) for n, p in models.items()}
+    acc_args = ["--ctx", "512", "--stride", "384", "--doc-tokens", str(a.doc_tokens), "--threads", th]
+    res["code_acc"] = {n: run_json([E, "acc", "-m", p, "-t", code_bin] + acc_args, log) for n, p in models.items()}
 
     res["spec_code"] = {}
     for n in ("draft", "draft-plain", "draft-edit"):

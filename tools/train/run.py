@@ -154,13 +154,19 @@ def train_spec(name, out, data_dir, seed, preset, role, init="", weights=None, s
     }
 
 
-def run_trainings(specs, env, jobs):
-    """runs train.py on each spec, `jobs` at a time, output lines prefixed; raises on failure"""
+def run_trainings(specs, env, jobs, deps=None, on_done=None):
+    """runs train.py on each spec, at most `jobs` at a time, a spec only after the specs named in
+    deps[name] have finished; output lines go to OUT/<name>/train.log, the main ones to the console"""
+    deps = deps or {}
     pending = list(specs)
-    running = []
+    running, finished = [], set()
     while pending or running:
-        while pending and len(running) < jobs:
-            s = pending.pop(0)
+        for s in list(pending):
+            if len(running) >= jobs:
+                break
+            if any(d not in finished for d in deps.get(s["name"], [])):
+                continue
+            pending.remove(s)
             os.makedirs(s["out"], exist_ok=True)
             sp = os.path.join(s["out"], "spec.json")
             with open(sp, "w") as f:
@@ -181,7 +187,7 @@ def run_trainings(specs, env, jobs):
                 logf.flush()
                 if "eval step" in line or "done:" in line or "resumed" in line or "parameters" in line or \
                         any(f"step {k}/" in line for k in range(0, 100000, 100)):
-                    log(line.rstrip())
+                    log(line.rstrip()[:300])
             if pr.poll() is not None:
                 rest = pr.stdout.read() or ""
                 logf.write(rest)
@@ -191,6 +197,9 @@ def run_trainings(specs, env, jobs):
                     for pr2 in running:
                         pr2[1].terminate()
                     raise RuntimeError(f"training '{s['name']}' failed (exit {pr.returncode}); see {s['out']}/train.log:\n{rest[-3000:]}")
+                finished.add(s["name"])
+                if on_done:
+                    on_done(s)
 
 
 def main():
@@ -288,27 +297,25 @@ def main():
     k_train_src = src_hash("train.py", "model.py")
     k_target, k_draft = key_of([k_tokenize, s_target, k_train_src]), key_of([k_tokenize, s_draft, k_train_src])
 
-    def do_pretrain():
-        todo = [s for s, k, n in ((s_target, k_target, "target"), (s_draft, k_draft, "draft")) if not st.done(n, k)]
-        if todo:
-            log(f"train: {', '.join(s['name'] for s in todo)} ({a.jobs} at a time, one thread each)")
-            run_trainings(todo, env, a.jobs)
-        st.mark("target", k_target, json.load(open(os.path.join(out, "target", "done.json"))))
-        st.mark("draft", k_draft, json.load(open(os.path.join(out, "draft", "done.json"))))
-    timed("pretrain", do_pretrain)
     dck = os.path.join(out, "draft", "ckpt.pt")
     s_plain = train_spec("draft-plain", out, dd, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_PLAIN, seed_offset=2000)
     s_edit = train_spec("draft-edit", out, dd, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_EDIT, seed_offset=2000)
-    k_plain, k_edit = key_of([k_draft, s_plain]), key_of([k_draft, s_edit])
+    k_plain, k_edit = key_of([k_draft, s_plain, k_train_src]), key_of([k_draft, s_edit, k_train_src])
+    keys = {"target": k_target, "draft": k_draft, "draft-plain": k_plain, "draft-edit": k_edit}
 
-    def do_finetune():
-        todo = [s for s, k, n in ((s_plain, k_plain, "draft-plain"), (s_edit, k_edit, "draft-edit")) if not st.done(n, k)]
+    def do_train():
+        # one thread each; the target runs throughout while the draft, then its two fine-tunings, share the other core
+        todo = [s for s in (s_target, s_draft, s_plain, s_edit) if not st.done(s["name"], keys[s["name"]])]
+        for s in todo:   # a stale run (other key) starts over
+            ck = os.path.join(s["out"], "spec.json")
+            if os.path.exists(ck) and json.load(open(ck)) != s:
+                log(f"train: {s['name']}: settings changed, starting over")
+                shutil.rmtree(s["out"])
         if todo:
-            log(f"finetune: {', '.join(s['name'] for s in todo)}")
-            run_trainings(todo, env, a.jobs)
-        st.mark("draft-plain", k_plain, json.load(open(os.path.join(out, "draft-plain", "done.json"))))
-        st.mark("draft-edit", k_edit, json.load(open(os.path.join(out, "draft-edit", "done.json"))))
-    timed("finetune", do_finetune)
+            log(f"train: {', '.join(s['name'] for s in todo)} ({a.jobs} at a time, one thread each)")
+            run_trainings(todo, env, a.jobs, deps={"draft-plain": ["draft"], "draft-edit": ["draft"]},
+                          on_done=lambda s: st.mark(s["name"], keys[s["name"]], json.load(open(os.path.join(s["out"], "done.json")))))
+    timed("train", do_train)
 
     # evaluation
     k_eval = key_of([k_target, k_plain, k_edit, p["eval"], src_hash("evaluate.py", "eval.cpp")])
