@@ -17,7 +17,7 @@ namespace editspec {
 
 struct cost_model {
     std::vector<int32_t> n;  // [n_points] tokens per pass, ascending, n[0] = 1
-    std::vector<double>  ms; // [n_points] median wall time of that pass, milliseconds
+    std::vector<double>  ms; // [n_points] wall time of that pass (fastest of the repetitions), milliseconds
 
     bool empty() const { return n.empty(); }
     // ms for a pass of n_tokens, linear between measured points, extrapolated past the last
@@ -29,8 +29,8 @@ struct cost_model {
 // a cost model from a table of relative costs (e.g. design.md §4), for replay studies
 cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vector<double> & rel);
 
-// times passes of 1, 2, 4, ... n_max tokens after a 256-token prefix in a spare sequence, reps
-// times each (median); leaves the context's KV cache empty
+// times passes of 1, 2, 4, ... n_max tokens after a 256-token prefix, reps times each (the fastest
+// counts: interference from other processes only adds time); leaves the KV cache empty
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error);
 
 // loads the cached model for this model file and thread count, or measures and caches it

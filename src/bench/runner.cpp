@@ -145,7 +145,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     cp.n_ctx = p.n_ctx;
     cp.n_threads = p.threads;
     cp.flash_attn = p.flash_attn;
-    cp.n_seq_max = 65; // trees of up to 64 leaves
+    cp.n_seq_max = std::min(65, p.n_ctx); // trees of up to 64 leaves
     std::string err;
     auto ctx = context_create(m, cp, &err);
     if (!ctx) return fail(err);

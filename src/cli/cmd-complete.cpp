@@ -95,7 +95,7 @@ int run_complete(const complete_opts & o) {
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.threads;
     cp.flash_attn = o.flash_attn;
-    cp.n_seq_max = ms.is_ar() ? 1 : 65; // speculative trees: one sequence per leaf, up to 64 leaves
+    cp.n_seq_max = ms.is_ar() ? 1 : std::min(65, o.n_ctx); // trees: one sequence per leaf, up to 64 leaves
     auto ctx = context_create(*lr.model, cp, &error);
     if (!ctx) {
         return fail_runtime(cmd, error);

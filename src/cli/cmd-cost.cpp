@@ -53,7 +53,7 @@ command cmd_cost_add(CLI::App & app) {
     sub->add_option("-m,--model", o->model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
     sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("--max", o->n_max, "largest pass measured, tokens (powers of two up to it)")->capture_default_str();
-    sub->add_option("--reps", o->reps, "timed repetitions per size (median)")->capture_default_str();
+    sub->add_option("--reps", o->reps, "timed repetitions per size (the fastest counts)")->capture_default_str();
     sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
     sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");

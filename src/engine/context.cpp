@@ -50,6 +50,10 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     if (p.n_seq_max < 1 || p.n_seq_max > 256) {
         return fail("n_seq_max " + std::to_string(p.n_seq_max) + " out of range [1, 256]");
     }
+    if (p.n_ctx > 0 && p.n_seq_max > p.n_ctx) {
+        // libllama aborts on this instead of returning an error
+        return fail("n_seq_max " + std::to_string(p.n_seq_max) + " exceeds the context size " + std::to_string(p.n_ctx));
+    }
     if (p.n_batch < 1 || p.n_ubatch < 1) {
         return fail("batch sizes must be positive (n_batch " + std::to_string(p.n_batch) + ", n_ubatch " +
                     std::to_string(p.n_ubatch) + ")");

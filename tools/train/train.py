@@ -249,7 +249,9 @@ def main():
     secs = t_prev + time.perf_counter() - t0
     gguf_path = os.path.join(out, "model.gguf")
     model_save_gguf(net, gguf_path, os.path.join(spec["data"], "tokenizer.gguf"), ftype=spec.get("ftype", "f16"),
-                    name=f"editspec-{spec['name']}", extra={"editspec.train.spec": json.dumps(spec, sort_keys=True)})
+                    name=f"editspec-{spec['name']}",
+                    extra={"editspec.train.spec": json.dumps({k: v for k, v in spec.items() if k not in ("out", "data", "init")},
+                                                             sort_keys=True)})
     ev = evaluate(net, spec, held, n_eval_code, n_eval_edits)
     done = {"name": spec["name"], "steps": steps, "tokens": steps * tok_per_step, "seconds": round(secs, 1),
             "params": cfg.n_params(), "gguf": gguf_path, **ev}
