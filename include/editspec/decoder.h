@@ -25,16 +25,22 @@ namespace editspec {
 // accepted is itself accepted. The cost model turns them into expected accepted tokens.
 struct accept_stats {
     static constexpr int32_t n_depth = 64; // depths past this share the last bucket
+    using table = std::array<std::array<std::array<float, n_depth + 1>, DRAFT_CONF_COUNT>, DRAFT_SOURCE_COUNT>;
 
-    std::array<std::array<float, n_depth + 1>, DRAFT_SOURCE_COUNT> reached{};  // [source][depth]
-    std::array<std::array<float, n_depth + 1>, DRAFT_SOURCE_COUNT> accepted{}; // [source][depth]
+    table reached{};  // [source][conf][depth] nodes tested (their parent was accepted)
+    table accepted{}; // [source][conf][depth] of those, accepted
 
     float prior = 0.5f;        // acceptance assumed before any evidence
     float prior_weight = 2.0f; // in observations
+    // while a class has fewer observations at a depth than this, its rate is taken as at least
+    // `optimistic`: a drafter must be tried before its statistics can say it does not pay
+    float explore_min_obs = 8.0f;
+    float optimistic = 0.9f;
 
-    // P(node accepted | parent accepted) for a node of `source` at `depth` (1 = child of the root)
-    float rate(uint8_t source, int32_t depth) const;
-    void record(uint8_t source, int32_t depth, bool was_accepted);
+    // P(node accepted | parent accepted) for a node of `source` and class `conf` at `depth` (1 =
+    // child of the root)
+    float rate(uint8_t source, uint8_t conf, int32_t depth) const;
+    void record(uint8_t source, uint8_t conf, int32_t depth, bool was_accepted);
 };
 
 struct spec_params {

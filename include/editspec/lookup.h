@@ -79,10 +79,15 @@ token_vec lookup_ngram_simple(std::span<const llama_token> history, const lookup
 // One backward scan: O(L * matched length) per call, at most O(L * n_max). Measured on 8k-token
 // histories (tests/draft/test-lookup.cpp, 2 cores): 2-4 us for code-like and random tokens, 15 us
 // for an adversarial history; a target pass takes ~100 ms, so no n-gram index is kept.
-token_vec lookup_longest(std::span<const llama_token> history, const lookup_params & params);
+token_vec lookup_longest(std::span<const llama_token> history, const lookup_params & params,
+                         int32_t * n_matched = nullptr);
 
-// dispatches on params.mode
-token_vec lookup_draft(std::span<const llama_token> history, const lookup_params & params);
+// dispatches on params.mode; *n_matched (when given) gets the length of the matched suffix
+token_vec lookup_draft(std::span<const llama_token> history, const lookup_params & params,
+                       int32_t * n_matched = nullptr);
+
+// confidence class of a draft whose context matched n tokens: 1, 2, 3-4, 5-7, 8-11, 12+ -> 1 .. 6
+uint8_t lookup_conf(int32_t n_matched);
 
 // The drafter: adds lookup_draft(history) under the root as one path, merged with what other
 // drafters already put there; at most `budget` new nodes (tokens shared with existing paths are

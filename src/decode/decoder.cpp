@@ -254,7 +254,7 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
             for (int32_t i = 0; i < n_nodes; i++) {
                 const int32_t p = tree.nodes[i].parent;
                 if (p < 0 || on_path[p]) {
-                    stats.record(tree.nodes[i].source, depth[i], on_path[i]);
+                    stats.record(tree.nodes[i].source, tree.nodes[i].conf, depth[i], on_path[i]);
                     r.by_source[tree.nodes[i].source].n_drafted++;
                     r.by_source[tree.nodes[i].source].n_accepted += on_path[i];
                 }

@@ -8,17 +8,20 @@
 
 namespace editspec {
 
-float accept_stats::rate(uint8_t source, int32_t depth) const {
+float accept_stats::rate(uint8_t source, uint8_t conf, int32_t depth) const {
     const int32_t d = std::min(std::max(depth, 1), n_depth);
-    const float r = reached[source][d];
-    const float a = accepted[source][d];
-    return (a + prior * prior_weight) / (r + prior_weight);
+    const int32_t c = std::min<int32_t>(conf, DRAFT_CONF_COUNT - 1);
+    const float r = reached[source][c][d];
+    const float a = accepted[source][c][d];
+    const float est = (a + prior * prior_weight) / (r + prior_weight);
+    return r < explore_min_obs ? std::max(est, optimistic) : est;
 }
 
-void accept_stats::record(uint8_t source, int32_t depth, bool was_accepted) {
+void accept_stats::record(uint8_t source, uint8_t conf, int32_t depth, bool was_accepted) {
     const int32_t d = std::min(std::max(depth, 1), n_depth);
-    reached[source][d] += 1.0f;
-    accepted[source][d] += was_accepted ? 1.0f : 0.0f;
+    const int32_t c = std::min<int32_t>(conf, DRAFT_CONF_COUNT - 1);
+    reached[source][c][d] += 1.0f;
+    accepted[source][c][d] += was_accepted ? 1.0f : 0.0f;
 }
 
 std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats & stats) {
@@ -30,7 +33,7 @@ std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats &
     for (int32_t i = 0; i < n; i++) {
         const draft_node & nd = tree.nodes[i];
         depth[i] = nd.parent < 0 ? 1 : depth[nd.parent] + 1;
-        rate[i] = stats.rate(nd.source, depth[i]);
+        rate[i] = stats.rate(nd.source, nd.conf, depth[i]);
         child_sum[nd.parent + 1] += rate[i];
     }
     for (int32_t i = 0; i < n; i++) {

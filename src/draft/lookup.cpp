@@ -58,7 +58,7 @@ token_vec lookup_ngram_simple(std::span<const llama_token> history, const lookup
     return draft;
 }
 
-token_vec lookup_longest(std::span<const llama_token> history, const lookup_params & params) {
+token_vec lookup_longest(std::span<const llama_token> history, const lookup_params & params, int32_t * n_matched) {
     token_vec draft;
     const int64_t L     = (int64_t) history.size();
     const int64_t n_max = params.n_max;
@@ -96,22 +96,38 @@ token_vec lookup_longest(std::span<const llama_token> history, const lookup_para
     }
     const int64_t end = std::min(L, best_e + (int64_t) params.m_max);
     draft.assign(h + best_e, h + end);
+    if (n_matched) {
+        *n_matched = (int32_t) best_k;
+    }
     return draft;
 }
 
-token_vec lookup_draft(std::span<const llama_token> history, const lookup_params & params) {
+token_vec lookup_draft(std::span<const llama_token> history, const lookup_params & params, int32_t * n_matched) {
     switch (params.mode) {
-        case LOOKUP_MODE_NGRAM_SIMPLE: return lookup_ngram_simple(history, params);
-        case LOOKUP_MODE_LONGEST:      return lookup_longest(history, params);
-        default:                       return {};
+        case LOOKUP_MODE_NGRAM_SIMPLE:
+            if (n_matched) *n_matched = params.n_max; // ngram-simple matches exactly n tokens
+            return lookup_ngram_simple(history, params);
+        case LOOKUP_MODE_LONGEST:
+            return lookup_longest(history, params, n_matched);
+        default:
+            return {};
     }
+}
+
+uint8_t lookup_conf(int32_t n_matched) {
+    if (n_matched <= 2) return (uint8_t) std::max(1, n_matched);
+    if (n_matched <= 4) return 3;
+    if (n_matched <= 7) return 4;
+    if (n_matched <= 11) return 5;
+    return 6;
 }
 
 void lookup_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
     if (budget <= 0) {
         return;
     }
-    const token_vec draft = lookup_draft(history, params);
+    int32_t n_matched = 0;
+    const token_vec draft = lookup_draft(history, params, &n_matched);
     if (draft.empty()) {
         return;
     }
@@ -119,7 +135,7 @@ void lookup_drafter::propose(std::span<const llama_token> history, draft_tree & 
     n_proposed += (int64_t) draft.size();
     // budget counts new nodes; INT32_MAX-safe
     const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
-    tree.add_path(-1, draft, DRAFT_SOURCE_LOOKUP, max_nodes);
+    tree.add_path(-1, draft, DRAFT_SOURCE_LOOKUP, max_nodes, {}, lookup_conf(n_matched));
 }
 
 } // namespace editspec

@@ -212,8 +212,10 @@ void reuse_drafter::propose(std::span<const llama_token> history, draft_tree & t
         }
         if (len <= 0) continue;
         const int64_t max_nodes = std::min<int64_t>((int64_t) tree.size() + len, end_nodes);
+        // in step with the original: class 7; a re-sync: its match length (1 .. 6)
+        const uint8_t conf = synced_ ? 7 : (uint8_t) std::clamp<int32_t>(cands[c].k, 1, 6);
         tree.add_path(-1, std::span<const llama_token>(original_).subspan(cands[c].pos, len), DRAFT_SOURCE_REUSE,
-                      (int32_t) max_nodes);
+                      (int32_t) max_nodes, {}, conf);
         live_.push_back(cands[c]);
     }
     n_proposals += live_.empty() ? 0 : 1;
