@@ -24,6 +24,7 @@
 #include "editspec/draft-model.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
+#include "editspec/generate.h"
 #include "editspec/verify.h"
 
 #include <functional>
@@ -56,6 +57,17 @@ struct method_inputs {
 const std::vector<std::string> & method_drafter_names();
 
 bool method_parse(const std::string & text, method_spec & out, std::string * error);
+
+// Runs one request with a method: generate_ar for "ar", else generate_spec with fresh drafters,
+// the method's policy (speculative sampling when the request samples and no policy was named),
+// its lossy_ok rule, and either its fixed cap or `cost` (which must then be given). `stats`
+// carries acceptance statistics across requests (null: per request). False with *error set when
+// the drafters cannot be made; decoding errors come back in r.stop / r.error.
+struct accept_stats;
+struct cost_model;
+bool method_generate(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
+                     const method_spec & spec, const method_inputs & in, const cost_model * cost,
+                     accept_stats * stats, generate_result & r, std::string * error);
 
 // one fresh drafter per name in spec.drafters (drafters hold per-request state)
 bool method_make_drafters(const method_spec & spec, const method_inputs & in,

@@ -205,28 +205,14 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
         std::string line;
         for (size_t k = 0; k < specs.size(); k++) {
             const method_spec & ms = specs[k];
+            method_inputs in;
+            in.original = bp.original;
+            in.target = &m;
+            in.draft_model = dr.model.get();
+            in.draft_params.n_ctx = p.n_ctx;
+            in.draft_params.n_threads = p.threads;
             generate_result r;
-            if (ms.is_ar()) {
-                r = generate_ar(*ctx, bp.prompt, gp);
-            } else {
-                method_inputs in;
-                in.original = bp.original;
-                in.target = &m;
-                in.draft_model = dr.model.get();
-                in.draft_params.n_ctx = p.n_ctx;
-                in.draft_params.n_threads = p.threads;
-                std::vector<std::unique_ptr<drafter_i>> owned;
-                if (!method_make_drafters(ms, in, owned, error)) return false;
-                std::vector<drafter_i *> ds;
-                for (auto & d : owned) ds.push_back(d.get());
-                spec_params sp;
-                sp.verify.policy = ms.policy;
-                sp.lossy_ok = method_lossy_ok(ms);
-                sp.draft_max = ms.draft_max;
-                sp.cost = ms.draft_max == 0 ? &cost : nullptr;
-                sp.stats = &stats[k];
-                r = generate_spec(*ctx, bp.prompt, gp, sp, ds);
-            }
+            if (!method_generate(*ctx, bp.prompt, gp, ms, in, &cost, &stats[k], r, error)) return false;
             if (r.stop == STOP_REASON_ERROR) {
                 return fail("item " + bp.id + ", method " + ms.name + ": " + r.error);
             }

@@ -80,16 +80,8 @@ int run_complete(const complete_opts & o) {
         return fail_input(cmd, lr.error);
     }
     model_load_result dr;
-    if (!o.draft_model.empty()) {
-        dr = model_load(o.draft_model);
-        if (!dr.model) {
-            return fail_input(cmd, dr.error);
-        }
-        std::string why;
-        if (!model_vocab_compatible(*lr.model, *dr.model, &why)) {
-            return fail_input(cmd, "draft model '" + o.draft_model + "' cannot draft for target '" + model_path +
-                                       "': vocabularies differ (" + why + ")");
-        }
+    if (!o.draft_model.empty() && !load_draft_model(o.draft_model, *lr.model, model_path, dr, &error)) {
+        return fail_input(cmd, error);
     }
     context_params cp;
     cp.n_ctx = o.n_ctx;
@@ -113,56 +105,18 @@ int run_complete(const complete_opts & o) {
             return true;
         };
     }
+    method_inputs in;
+    in.target = lr.model.get();
+    in.draft_model = dr.model.get();
+    in.draft_params.n_ctx = o.n_ctx;
+    in.draft_params.n_threads = o.threads;
     generate_result r;
-    if (ms.is_ar()) {
-        r = generate_ar(*ctx, tokens, gp);
-    } else {
-        method_inputs in;
-        in.target = lr.model.get();
-        in.draft_model = dr.model.get();
-        in.draft_params.n_ctx = o.n_ctx;
-        in.draft_params.n_threads = o.threads;
-        std::vector<std::unique_ptr<drafter_i>> owned;
-        if (!method_make_drafters(ms, in, owned, &error)) {
-            return fail_input(cmd, error);
-        }
-        std::vector<drafter_i *> ds;
-        for (auto & d : owned) ds.push_back(d.get());
-        cost_model cost;
-        if (ms.draft_max == 0 && !cost_model_get(*ctx, cost, &error)) {
-            return fail_runtime(cmd, error);
-        }
-        spec_params sp;
-        // sampling at --temp > 0 unless a policy was named: greedy verification would ignore --temp
-        sp.verify.policy = (!ms.policy_set && o.temp > 0.0f) ? VERIFY_POLICY_SAMPLING : ms.policy;
-        sp.verify.sampling = gp.sampling;
-        sp.draft_max = ms.draft_max;
-        sp.cost = ms.draft_max == 0 ? &cost : nullptr;
-        r = generate_spec(*ctx, tokens, gp, sp, ds);
-    }
-    if (r.stop == STOP_REASON_ERROR) {
-        return fail_input(cmd, r.error);
+    if (const int status = generate_with_method(cmd, *ctx, tokens, gp, ms, in, r); status != 0) {
+        return status;
     }
     if (o.json) {
-        nlohmann::json j = {
-            {"text", r.text},
-            {"tokens", r.tokens.size()},
-            {"prompt_tokens", r.prompt_tokens},
-            {"prompt_ms", r.prompt_ms},
-            {"gen_ms", r.gen_ms},
-            {"tokens_per_s", r.tokens_per_s()},
-            {"target_passes", r.target_passes},
-            {"tokens_per_pass", r.tokens_per_pass()},
-            {"stop", stop_reason_name(r.stop)},
-            {"model", model_path},
-            {"threads", ctx->n_threads()},
-            {"flash_attn", o.flash_attn},
-            {"method", ms.name},
-            {"draft_model", o.draft_model},
-            {"draft_tokens", r.draft_tokens},
-            {"accepted", r.accepted},
-            {"draft_ms", r.draft_ms},
-        };
+        nlohmann::json j = result_json(r, *ctx, ms);
+        j["draft_model"] = o.draft_model;
         printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         printf("\n");

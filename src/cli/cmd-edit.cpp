@@ -141,16 +141,8 @@ int run_edit(const edit_opts & o) {
     }
     const model & m = *lr.model;
     model_load_result dr;
-    if (!o.draft_model.empty()) {
-        dr = model_load(o.draft_model);
-        if (!dr.model) {
-            return fail_input(cmd, dr.error);
-        }
-        std::string why;
-        if (!model_vocab_compatible(m, *dr.model, &why)) {
-            return fail_input(cmd, "draft model '" + o.draft_model + "' cannot draft for target '" + model_path +
-                                       "': vocabularies differ (" + why + ")");
-        }
+    if (!o.draft_model.empty() && !load_draft_model(o.draft_model, m, model_path, dr, &error)) {
+        return fail_input(cmd, error);
     }
     const token_vec prompt = m.tokenize(edit_prompt(m, o.instruction, code), true, edit_prompt_parse_special(m));
     const token_vec original = edit_original_tokens(m, code);
@@ -172,36 +164,15 @@ int run_edit(const edit_opts & o) {
     // ---- generate (greedy)
     generate_params gp;
     gp.n_predict = o.n_predict != 0 ? o.n_predict : 2 * (int32_t) original.size() + 64;
+    method_inputs in;
+    in.original = original;
+    in.target = &m;
+    in.draft_model = dr.model.get();
+    in.draft_params.n_ctx = o.n_ctx;
+    in.draft_params.n_threads = o.threads;
     generate_result r;
-    if (ms.is_ar()) {
-        r = generate_ar(*ctx, prompt, gp);
-    } else {
-        method_inputs in;
-        in.original = original;
-        in.target = &m;
-        in.draft_model = dr.model.get();
-        in.draft_params.n_ctx = o.n_ctx;
-        in.draft_params.n_threads = o.threads;
-        std::vector<std::unique_ptr<drafter_i>> owned;
-        if (!method_make_drafters(ms, in, owned, &error)) {
-            return fail_input(cmd, error);
-        }
-        std::vector<drafter_i *> ds;
-        for (auto & d : owned) ds.push_back(d.get());
-        cost_model cost;
-        if (ms.draft_max == 0 && !cost_model_get(*ctx, cost, &error)) {
-            return fail_runtime(cmd, error);
-        }
-        spec_params sp;
-        sp.verify.policy = ms.policy;
-        sp.verify.sampling = gp.sampling;
-        sp.draft_max = ms.draft_max;
-        sp.cost = ms.draft_max == 0 ? &cost : nullptr;
-        sp.lossy_ok = method_lossy_ok(ms);
-        r = generate_spec(*ctx, prompt, gp, sp, ds);
-    }
-    if (r.stop == STOP_REASON_ERROR) {
-        return fail_runtime(cmd, r.error);
+    if (const int status = generate_with_method(cmd, *ctx, prompt, gp, ms, in, r); status != 0) {
+        return status;
     }
     const std::string edited = edit_extract_code(r.text);
 
@@ -214,35 +185,11 @@ int run_edit(const edit_opts & o) {
     const std::string name = o.file.empty() ? "stdin" : o.file;
     const std::string diff = o.diff ? edit_unified_diff(code, edited, "a/" + name, "b/" + name) : "";
     if (o.json) {
-        nlohmann::json by_source = nlohmann::json::object();
-        for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
-            if (r.by_source[s].n_drafted == 0) continue;
-            by_source[draft_source_name((uint8_t) s)] = {{"drafted", r.by_source[s].n_drafted},
-                                                         {"accepted", r.by_source[s].n_accepted}};
-        }
-        nlohmann::json j = {
-            {"code", edited},
-            {"text", r.text},
-            {"tokens", r.tokens.size()},
-            {"prompt_tokens", r.prompt_tokens},
-            {"prompt_ms", r.prompt_ms},
-            {"gen_ms", r.gen_ms},
-            {"tokens_per_s", r.tokens_per_s()},
-            {"target_passes", r.target_passes},
-            {"tokens_per_pass", r.tokens_per_pass()},
-            {"stop", stop_reason_name(r.stop)},
-            {"model", model_path},
-            {"threads", ctx->n_threads()},
-            {"flash_attn", o.flash_attn},
-            {"method", ms.name},
-            {"draft_model", o.draft_model},
-            {"draft_tokens", r.draft_tokens},
-            {"accepted", r.accepted},
-            {"draft_ms", r.draft_ms},
-            {"by_source", by_source},
-            {"file", o.file},
-            {"in_place", o.in_place},
-        };
+        nlohmann::json j = result_json(r, *ctx, ms);
+        j["code"] = edited;
+        j["draft_model"] = o.draft_model;
+        j["file"] = o.file;
+        j["in_place"] = o.in_place;
         if (o.diff) j["diff"] = diff;
         printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else if (o.diff) {

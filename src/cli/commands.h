@@ -4,7 +4,11 @@
 // Exit status: 0 ok, 1 runtime failure, 2 bad input (a clear one-line message on stderr).
 #pragma once
 
+#include "editspec/generate.h"
+#include "editspec/methods.h"
+
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 
@@ -28,5 +32,18 @@ int fail_runtime(const char * cmd, const std::string & msg);
 
 // the model used when -m is not given: $EDITSPEC_MODEL, else the shipped default
 std::string default_model_path();
+
+// loads a draft model and checks that it can draft for the target; false with *error naming both
+bool load_draft_model(const std::string & path, const model & target, const std::string & target_path,
+                      model_load_result & out, std::string * error);
+
+// runs the request with the method (measuring or loading the cost model when the method needs it);
+// returns an exit status: 0, or 1/2 after printing the error
+int generate_with_method(const char * cmd, context & ctx, std::span<const llama_token> prompt,
+                         const generate_params & gp, const method_spec & ms, const method_inputs & in,
+                         generate_result & r);
+
+// the statistics every command's --json prints
+nlohmann::json result_json(const generate_result & r, const context & ctx, const method_spec & ms);
 
 } // namespace editspec::cli

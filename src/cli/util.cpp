@@ -1,4 +1,6 @@
 #include "cli/commands.h"
+#include "editspec/cost.h"
+#include "editspec/draft.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +29,70 @@ std::string default_model_path() {
         return shipped;
     }
     return std::string(EDITSPEC_SOURCE_DIR) + "/build/models/default.gguf";
+}
+
+bool load_draft_model(const std::string & path, const model & target, const std::string & target_path,
+                      model_load_result & out, std::string * error) {
+    out = model_load(path);
+    if (!out.model) {
+        if (error) *error = out.error;
+        return false;
+    }
+    std::string why;
+    if (!model_vocab_compatible(target, *out.model, &why)) {
+        if (error) {
+            *error = "draft model '" + path + "' cannot draft for target '" + target_path + "': vocabularies differ (" +
+                     why + ")";
+        }
+        out.model.reset();
+        return false;
+    }
+    return true;
+}
+
+int generate_with_method(const char * cmd, context & ctx, std::span<const llama_token> prompt,
+                         const generate_params & gp, const method_spec & ms, const method_inputs & in,
+                         generate_result & r) {
+    std::string error;
+    cost_model cost;
+    if (!ms.is_ar() && ms.draft_max == 0 && !cost_model_get(ctx, cost, &error)) {
+        return fail_runtime(cmd, error);
+    }
+    if (!method_generate(ctx, prompt, gp, ms, in, &cost, nullptr, r, &error)) {
+        return fail_input(cmd, error);
+    }
+    if (r.stop == STOP_REASON_ERROR) {
+        return fail_input(cmd, r.error);
+    }
+    return 0;
+}
+
+nlohmann::json result_json(const generate_result & r, const context & ctx, const method_spec & ms) {
+    nlohmann::json by_source = nlohmann::json::object();
+    for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+        if (r.by_source[s].n_drafted == 0) continue;
+        by_source[draft_source_name((uint8_t) s)] = {{"drafted", r.by_source[s].n_drafted},
+                                                     {"accepted", r.by_source[s].n_accepted}};
+    }
+    return {
+        {"text", r.text},
+        {"tokens", r.tokens.size()},
+        {"prompt_tokens", r.prompt_tokens},
+        {"prompt_ms", r.prompt_ms},
+        {"gen_ms", r.gen_ms},
+        {"tokens_per_s", r.tokens_per_s()},
+        {"target_passes", r.target_passes},
+        {"tokens_per_pass", r.tokens_per_pass()},
+        {"stop", stop_reason_name(r.stop)},
+        {"model", ctx.owner().path()},
+        {"threads", ctx.n_threads()},
+        {"flash_attn", ctx.params().flash_attn},
+        {"method", ms.name},
+        {"draft_tokens", r.draft_tokens},
+        {"accepted", r.accepted},
+        {"draft_ms", r.draft_ms},
+        {"by_source", by_source},
+    };
 }
 
 } // namespace editspec::cli
