@@ -51,8 +51,8 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
              f"{len(corpus.get('train', []))} training files and {len(corpus.get('heldout', []))} held-out files "
              f"(whole modules held out: {', '.join(corpus.get('heldout_groups', []))}). Licence: {lic.get('licence')}.")
     L.append(f"- Edits: synthetic (instruction, code before, code after) triples made by tools/train/edits.py from "
-             f"functions of those files: {es.get('edits_train')} training edits, {es.get('edits_heldout')} held-out edits "
-             f"(from held-out files only). Kinds: {', '.join(sorted(es.get('train_kinds', {})))}.")
+             f"functions of those files: {ts.get('edits_train', {}).get('examples')} training edits, "
+             f"{ts.get('edits_heldout', {}).get('examples')} held-out edits (from held-out files only). Kinds: {', '.join(sorted(es.get('train_kinds', {})))}.")
     L.append("- No evaluation set (CanItEdit, HumanEval, ...) was used for training.\n")
     v = ts.get("vocab", {})
     L.append("## Tokenizer\n")

@@ -96,6 +96,7 @@ def teacher_forced(ckpt_path, data_dir, n_ctx) -> dict:
     import numpy as np
     import torch
     from model import llama, model_config
+    torch.set_num_threads(1)
     ck = torch.load(ckpt_path, map_location="cpu")
     net = llama(model_config(**ck["config"]))
     net.load_state_dict(ck["model"])
@@ -121,10 +122,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--eval-bin", required=True)
     ap.add_argument("--editspec", default="")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--spec-prompts", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1, help="threads per job")
+    ap.add_argument("--jobs", type=int, default=2, help="jobs at a time")
+    ap.add_argument("--spec-prompts", type=int, default=60)
     ap.add_argument("--spec-gen", type=int, default=128)
     ap.add_argument("--max-edits", type=int, default=200)
+    ap.add_argument("--spec-edits", type=int, default=60, help="held-out edits for draft-model speculation")
     ap.add_argument("--doc-tokens", type=int, default=1024, help="score the first N tokens of each held-out file (0 = all)")
     a = ap.parse_args()
     log = lambda s: print(s, flush=True)  # noqa: E731
@@ -137,46 +140,54 @@ def main():
     res = {"models": models}
     code_bin = os.path.join(dd, "code-heldout.bin")
 
-    acc_args = ["--ctx", "512", "--stride", "384", "--doc-tokens", str(a.doc_tokens), "--threads", th]
-    res["code_acc"] = {n: run_json([E, "acc", "-m", p, "-t", code_bin] + acc_args, log) for n, p in models.items()}
-
-    res["spec_code"] = {}
-    for n in ("draft", "draft-plain", "draft-edit"):
-        if n in models:
-            res["spec_code"][n] = run_json([E, "spec", "-m", models["target"], "-d", models[n], "-t", code_bin, "--gamma", "7",
-                                            "--prompt-len", "128", "--gen", str(a.spec_gen), "--n-prompts", str(a.spec_prompts),
-                                            "--threads", th], log)
-
     import numpy as np
     keep = np.load(os.path.join(dd, "edits-heldout.npz"))["rows"]   # the held-out edits that fit the context
     allrows = data.read_jsonl(os.path.join(dd, "edits-heldout.jsonl"))
     rows = [allrows[i] for i in keep][:a.max_edits]
     prompts = os.path.join(ev_dir, "edit-prompts.jsonl")
     data._write_jsonl(prompts, [{"text": data.edit_prompt_render(e["instruction"], e["before"])} for e in rows])
+
+    # independent jobs, `jobs` at a time (one thread each): (result path, callable)
+    jobs = []
+    acc_args = ["--ctx", "512", "--stride", "384", "--doc-tokens", str(a.doc_tokens), "--threads", th]
     # the target's greedy edits: through `editspec edit` when the binary has it (the official number),
     # else through the eval tool's plain greedy generation (same prompt, same tokens)
     if editspec_has_edit(a.editspec):
-        outs = edits_via_editspec(a.editspec, models["target"], rows, a.threads, ev_dir, log)
-        res["edits"] = {"target": {**edit_scores(rows, outs), "via": "editspec edit"}}
+        def edits_job():
+            outs = edits_via_editspec(a.editspec, models["target"], rows, a.threads, ev_dir, log)
+            return {**edit_scores(rows, outs), "via": "editspec edit", "outs": outs}
     else:
-        gen_out = os.path.join(ev_dir, "edits-target.jsonl")
-        r = run_json([E, "spec", "-m", models["target"], "-p", prompts, "--gen", "512", "--n-prompts", str(len(rows)),
-                      "-o", gen_out, "--threads", th], log)
-        outs = [json.loads(x)["text"] for x in open(gen_out)]
-        res["edits"] = {"target": {**edit_scores(rows, outs), "via": "editspec-train-eval (no editspec edit)", "generation": r}}
-    data._write_jsonl(os.path.join(ev_dir, "edits-target-outputs.jsonl"),
-                      [{"id": e["id"], "kind": e["kind"], "exact": o == e["after"], "output": o} for e, o in zip(rows, outs)])
+        def edits_job():
+            gen_out = os.path.join(ev_dir, "edits-target.jsonl")
+            r = run_json([E, "spec", "-m", models["target"], "-p", prompts, "--gen", "512", "--n-prompts", str(len(rows)),
+                          "-o", gen_out, "--threads", th], log)
+            outs = [json.loads(x)["text"] for x in open(gen_out)]
+            return {**edit_scores(rows, outs), "via": "editspec-train-eval (no editspec edit)", "generation": r, "outs": outs}
+    jobs.append((("edits", "target"), edits_job))
+    for n, p in models.items():
+        jobs.append((("code_acc", n), lambda p=p: run_json([E, "acc", "-m", p, "-t", code_bin] + acc_args, log)))
+    for n in ("draft-plain", "draft-edit", "draft"):
+        if n in models:
+            jobs.append((("spec_code", n), lambda n=n: run_json(
+                [E, "spec", "-m", models["target"], "-d", models[n], "-t", code_bin, "--gamma", "7", "--prompt-len", "128",
+                 "--gen", str(a.spec_gen), "--n-prompts", str(a.spec_prompts), "--threads", th], log)))
     for n in ("draft-plain", "draft-edit"):
         if n in models:
-            res.setdefault("spec_edit", {})[n] = run_json([E, "spec", "-m", models["target"], "-d", models[n], "-p", prompts,
-                                                           "--gamma", "7", "--gen", "512", "--n-prompts", str(len(rows)),
-                                                           "--threads", th], log)
-
-    res["edit_tf"] = {}
+            jobs.append((("spec_edit", n), lambda n=n: run_json(
+                [E, "spec", "-m", models["target"], "-d", models[n], "-p", prompts, "--gamma", "7", "--gen", "512",
+                 "--n-prompts", str(min(a.spec_edits, len(rows))), "--threads", th], log)))
     for n in ("target", "draft", "draft-plain", "draft-edit"):
         ck = os.path.join(out, n, "ckpt.pt")
         if os.path.exists(ck):
-            res["edit_tf"][n] = teacher_forced(ck, dd, 512)
+            jobs.append((("edit_tf", n), lambda ck=ck: teacher_forced(ck, dd, 512)))
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=a.jobs) as ex:
+        futs = [(k, ex.submit(fn)) for k, fn in jobs]
+        for (group, name), f in futs:
+            res.setdefault(group, {})[name] = f.result()
+    outs = res["edits"]["target"].pop("outs")
+    data._write_jsonl(os.path.join(ev_dir, "edits-target-outputs.jsonl"),
+                      [{"id": e["id"], "kind": e["kind"], "exact": o == e["after"], "output": o} for e, o in zip(rows, outs)])
     data._write_json(os.path.join(ev_dir, "summary.json"), res)
     log("eval: " + json.dumps({"code_acc": {k: round(v["accuracy"], 4) for k, v in res["code_acc"].items()},
                                "spec_code_tokens_per_pass": {k: round(v["tokens_per_pass"], 3) for k, v in res["spec_code"].items()},

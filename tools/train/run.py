@@ -50,19 +50,21 @@ PRESETS = {
               "target": {"shape": TARGET_SHAPE, "steps": 60, "batch": 4, "lr": 2e-3, "warmup": 20},
               "draft": {"shape": DRAFT_SHAPE, "steps": 60, "batch": 4, "lr": 3e-3, "warmup": 20},
               "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5},
-              "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8}, "eval_every": 30},
+              "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8, "spec_edits": 8}, "eval_every": 30},
     # learning curves in ~8 minutes of one core each
     "short": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
-              "target": {"shape": TARGET_SHAPE, "steps": 160, "batch": 4, "lr": 2e-3, "warmup": 30},
-              "draft": {"shape": DRAFT_SHAPE, "steps": 320, "batch": 4, "lr": 3e-3, "warmup": 30},
-              "finetune": {"steps": 60, "batch": 4, "lr": 1e-3, "warmup": 10},
-              "eval": {"spec_prompts": 50, "spec_gen": 128, "max_edits": 200}, "eval_every": 40},
-    # the shipped models (steps set from the throughput measured on this machine: README.md)
+              "target": {"shape": TARGET_SHAPE, "steps": 160, "batch": 4, "lr": 1e-3, "warmup": 30},
+              "draft": {"shape": DRAFT_SHAPE, "steps": 320, "batch": 4, "lr": 1.5e-3, "warmup": 30},
+              "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10},
+              "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40},
+    # the shipped models: steps set from the throughput measured here on an idle core (README.md): the
+    # target ~1,690 tokens/s (3800 x 2048 tokens: ~77 min), the draft ~5,000 (7000 x 2048: ~48 min) then
+    # two fine-tunings of 1000 x 2048 (~7 min each) on the other core; data ~3 min, eval ~10 min
     "full": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
-             "target": {"shape": TARGET_SHAPE, "steps": 3400, "batch": 4, "lr": 2e-3, "warmup": 100},
-             "draft": {"shape": DRAFT_SHAPE, "steps": 4400, "batch": 4, "lr": 3e-3, "warmup": 100},
-             "finetune": {"steps": 800, "batch": 4, "lr": 1e-3, "warmup": 50},
-             "eval": {"spec_prompts": 100, "spec_gen": 128, "max_edits": 200}, "eval_every": 400},
+             "target": {"shape": TARGET_SHAPE, "steps": 3800, "batch": 4, "lr": 1e-3, "warmup": 100},
+             "draft": {"shape": DRAFT_SHAPE, "steps": 7000, "batch": 4, "lr": 1.5e-3, "warmup": 100},
+             "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50},
+             "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400},
 }
 
 WEIGHTS_PRETRAIN = {"prompt": 0.0, "same": 1.0, "new": 1.0, "eos": 1.0, "code": 1.0}
@@ -211,6 +213,9 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--jobs", type=int, default=2, help="trainings at a time (one thread each)")
     ap.add_argument("--tokenizer", default="bpe", choices=["bpe", "deepseek-coder"])
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiply every training's steps (e.g. 0.7 on a slower or shared machine); deterministic for a given value")
+    ap.add_argument("--vocab", type=int, default=0, help="BPE vocabulary size (0 = the preset's)")
     ap.add_argument("--corpus-root", default="")
     ap.add_argument("--until", default="", help="stop after this stage")
     ap.add_argument("--ship", action="store_true", help="copy the GGUFs and the card to models/")
@@ -223,6 +228,11 @@ def main():
     os.makedirs(dd, exist_ok=True)
     st = stages(out)
     p = PRESETS[a.preset]
+    if a.vocab:
+        p["n_vocab"] = a.vocab
+    if a.scale != 1.0:
+        for role in ("target", "draft", "finetune"):
+            p[role]["steps"] = max(1, int(round(p[role]["steps"] * a.scale)))
 
     prefix = llama_prefix()
     gguf_py = os.path.join(os.path.dirname(prefix), "src", "gguf-py")
@@ -329,7 +339,8 @@ def main():
         subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--eval-bin", eval_tool,
                         "--editspec", os.path.join(ROOT, "build", "bin", "editspec"), "--threads", "1",
                         "--spec-prompts", str(e["spec_prompts"]), "--spec-gen", str(e["spec_gen"]),
-                        "--max-edits", str(e["max_edits"])], check=True, env=env)
+                        "--max-edits", str(e["max_edits"]), "--spec-edits", str(e["spec_edits"]), "--jobs", str(a.jobs)],
+                       check=True, env=env)
         st.mark("eval", k_eval)
     timed("eval", do_eval)
 
