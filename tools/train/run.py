@@ -88,7 +88,16 @@ def ensure_python():
         os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON] + sys.argv)
     missing = [p for p in ("python3-torch", "libopenblas0-pthread")
                if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True).stdout.find("ok installed") < 0]
-    sys.exit(f"run: torch is missing: install Debian's packages first: apt-get install -y --no-install-recommends {' '.join(missing)}")
+    if missing:
+        # the pipeline installs what it needs from Debian's packages, only where missing
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        print(f"run: installing Debian packages: {' '.join(missing)}", file=sys.stderr)
+        ok = subprocess.run(sudo + ["apt-get", "update", "-qq"]).returncode == 0 and subprocess.run(
+            sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing,
+            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive")).returncode == 0
+        if ok and os.path.exists(DEBIAN_PYTHON):
+            os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON] + sys.argv)
+    sys.exit(f"run: torch is missing and could not be installed: apt-get install -y --no-install-recommends {' '.join(missing)}")
 
 
 def llama_prefix() -> str:
