@@ -71,13 +71,10 @@ int run_complete(const complete_opts & o) {
         return fail_input(cmd, "--ctx-size " + std::to_string(o.n_ctx) + " out of range [16, 1048576]");
     }
     method_spec ms;
-    if (!method_parse(o.method, ms, &error)) {
-        return fail_input(cmd, error);
-    }
-    const std::string model_path = o.model.empty() ? default_model_path() : o.model;
-    model_load_result lr = model_load(model_path);
-    if (!lr.model) {
-        return fail_input(cmd, lr.error);
+    std::string model_path;
+    model_load_result lr;
+    if (const int status = load_method_and_model(cmd, o.method, o.model, ms, model_path, lr); status != 0) {
+        return status;
     }
     model_load_result dr;
     if (!o.draft_model.empty() && !load_draft_model(o.draft_model, *lr.model, model_path, dr, &error)) {

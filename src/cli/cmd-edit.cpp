@@ -128,16 +128,13 @@ int run_edit(const edit_opts & o) {
         return fail_input(cmd, "nothing to edit: " + (o.file.empty() ? std::string("stdin") : "'" + o.file + "'") +
                                    " is empty");
     }
-    method_spec ms;
-    if (!method_parse(o.method, ms, &error)) {
-        return fail_input(cmd, error);
-    }
 
     // ---- models
-    const std::string model_path = o.model.empty() ? default_model_path() : o.model;
-    model_load_result lr = model_load(model_path);
-    if (!lr.model) {
-        return fail_input(cmd, lr.error);
+    method_spec ms;
+    std::string model_path;
+    model_load_result lr;
+    if (const int status = load_method_and_model(cmd, o.method, o.model, ms, model_path, lr); status != 0) {
+        return status;
     }
     const model & m = *lr.model;
     model_load_result dr;

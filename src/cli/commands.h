@@ -33,6 +33,10 @@ int fail_runtime(const char * cmd, const std::string & msg);
 // the model used when -m is not given: $EDITSPEC_MODEL, else the shipped default
 std::string default_model_path();
 
+// parses --method and loads the target (-m, or the default model); returns an exit status
+int load_method_and_model(const char * cmd, const std::string & method, const std::string & model_opt,
+                          method_spec & ms, std::string & model_path, model_load_result & lr);
+
 // loads a draft model and checks that it can draft for the target; false with *error naming both
 bool load_draft_model(const std::string & path, const model & target, const std::string & target_path,
                       model_load_result & out, std::string * error);

@@ -95,4 +95,18 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
     };
 }
 
+int load_method_and_model(const char * cmd, const std::string & method, const std::string & model_opt,
+                          method_spec & ms, std::string & model_path, model_load_result & lr) {
+    std::string error;
+    if (!method_parse(method, ms, &error)) {
+        return fail_input(cmd, error);
+    }
+    model_path = model_opt.empty() ? default_model_path() : model_opt;
+    lr = model_load(model_path);
+    if (!lr.model) {
+        return fail_input(cmd, lr.error);
+    }
+    return 0;
+}
+
 } // namespace editspec::cli

@@ -21,6 +21,27 @@ std::string vocab_path(const std::string & name) {
     return std::string(EDITSPEC_VOCAB_DIR) + "/ggml-vocab-" + name + ".gguf";
 }
 
+std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx) {
+    context_params cp;
+    cp.n_ctx = n_ctx;
+    cp.n_threads = 1;
+    cp.n_seq_max = 65;
+    cp.n_batch = 512;
+    std::string err;
+    auto ctx = context_create(m, cp, &err);
+    EXPECT_TRUE(ctx) << err;
+    return ctx;
+}
+
+token_vec random_code_prompt(const model & m, std::mt19937 & rng) {
+    static const char * words[] = {"def", " x", " =", " return", "(", ")", ":", "\n", "    ", " for", " in",
+                                   " range", " if", " self", ".", " None", " 0", " 1", "+", " import"};
+    std::string s;
+    const int n = 1 + rng() % 30;
+    for (int i = 0; i < n; i++) s += words[rng() % 20];
+    return m.tokenize(s, true, false);
+}
+
 int run_command(const std::string & cmd, std::string * out) {
     FILE * p = popen(cmd.c_str(), "r");
     if (!p) {

@@ -4,6 +4,7 @@
 #include "editspec/engine.h"
 
 #include <memory>
+#include <random>
 #include <string>
 
 namespace editspec::test {
@@ -17,6 +18,13 @@ std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only = 
 
 // path of llama.cpp's ggml-vocab-<name>.gguf (e.g. "deepseek-coder")
 std::string vocab_path(const std::string & name);
+
+// a context for speculative tests: n_ctx tokens, one thread (a tiny model gains nothing from
+// threads, and spinning threads stall on a busy machine), 65 sequences, batches of 512
+std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx);
+
+// a random prompt of 1-30 code-like words, BOS first
+token_vec random_code_prompt(const model & m, std::mt19937 & rng);
 
 // runs a shell command, returns its exit status; output captured into *out when given
 int run_command(const std::string & cmd, std::string * out = nullptr);

@@ -111,25 +111,12 @@ struct spec_fixture : public ::testing::Test {
     void load(const char * path, int32_t n_ctx = 192) {
         m = test::load_or_fail(path);
         ASSERT_TRUE(m);
-        context_params cp;
-        cp.n_ctx = n_ctx;
-        cp.n_threads = 1; // a tiny model gains nothing from threads, and spinning threads stall on a busy machine
-        cp.n_seq_max = 65;
-        cp.n_batch = 512;
-        std::string err;
-        ctx = context_create(*m, cp, &err);
-        ASSERT_TRUE(ctx) << err;
+        ctx = test::make_spec_context(*m, n_ctx);
+        ASSERT_TRUE(ctx);
         flat_cost = cost_model_from_table({1, 512}, {1.0, 1.0});
     }
 
-    token_vec random_prompt(std::mt19937 & rng) {
-        static const char * words[] = {"def", " x", " =", " return", "(", ")", ":", "\n", "    ", " for", " in",
-                                       " range", " if", " self", ".", " None", " 0", " 1", "+", " import"};
-        std::string s;
-        const int n = 1 + rng() % 30;
-        for (int i = 0; i < n; i++) s += words[rng() % 20];
-        return m->tokenize(s, true, false);
-    }
+    token_vec random_prompt(std::mt19937 & rng) { return test::random_code_prompt(*m, rng); }
 
     void check_lossless(int n_prompts, uint32_t seed) {
         std::mt19937 rng(seed);

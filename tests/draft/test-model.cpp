@@ -51,25 +51,12 @@ struct model_fixture : public ::testing::Test {
     void SetUp() override {
         m = test::load_or_fail(test::tiny_model_q8_path());
         ASSERT_TRUE(m);
-        context_params cp;
-        cp.n_ctx = 192;
-        cp.n_threads = 1;
-        cp.n_seq_max = 65;
-        cp.n_batch = 512;
-        std::string err;
-        ctx = context_create(*m, cp, &err);
-        ASSERT_TRUE(ctx) << err;
+        ctx = test::make_spec_context(*m, 192);
+        ASSERT_TRUE(ctx);
         flat_cost = cost_model_from_table({1, 512}, {1.0, 1.0});
     }
 
-    token_vec random_prompt(std::mt19937 & rng) {
-        static const char * words[] = {"def", " x", " =", " return", "(", ")", ":", "\n", "    ", " for", " in",
-                                       " range", " if", " self", ".", " None", " 0", " 1", "+", " import"};
-        std::string s;
-        const int n = 1 + rng() % 30;
-        for (int i = 0; i < n; i++) s += words[rng() % 20];
-        return m->tokenize(s, true, false);
-    }
+    token_vec random_prompt(std::mt19937 & rng) { return test::random_code_prompt(*m, rng); }
 
     struct totals {
         int64_t produced = 0; // tokens per pass numerator: tokens + final EOG
