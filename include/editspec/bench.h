@@ -14,11 +14,19 @@
 
 #include "editspec/dataset.h"
 #include "editspec/generate.h"
+#include "editspec/quality.h"
 
 #include <string>
 #include <vector>
 
 namespace editspec {
+
+// How an edit item becomes a prompt.
+enum bench_layout {
+    BENCH_LAYOUT_AUTO = 0, // raw with --replay (design.md §4), else edit
+    BENCH_LAYOUT_RAW  = 1, // instruction + "\n" + code before (dataset_raw_layout)
+    BENCH_LAYOUT_EDIT = 2, // `editspec edit`'s prompt: the model's chat template or the plain edit template
+};
 
 struct bench_params {
     std::string model_path;
@@ -33,6 +41,9 @@ struct bench_params {
     int32_t n_predict = 0;        // most tokens per item; 0 = 512, or the whole reference with replay
     bool flash_attn = false;
     instruction_kind instruction = INSTRUCTION_KIND_DESCRIPTIVE;
+    bench_layout layout = BENCH_LAYOUT_AUTO;
+    bool run_tests = false;       // run each item's tests on each method's output (not with replay)
+    test_options tests;
     std::string model_setting;    // label: "shipped model", "real-shape replay", "user model"; "" = derived
     bool progress = true;         // item i/N and running speedups on stderr
 };
@@ -49,6 +60,9 @@ struct bench_row {
     double  draft_ms = 0.0;
     bool    eos = false;          // ended at EOS (then it counts as a produced token per pass)
     bool    identical_to_ar = true;
+    double  edit_sim_vs_ar = 1.0; // edit_similarity of the output text to ar's
+    bool    tested = false;       // the item's tests ran on the output
+    bool    passed = false;
     source_stats by_source[8];
 };
 
@@ -66,6 +80,10 @@ struct bench_summary {
     double  mean_accepted_per_pass = 0.0; // tokens produced per target pass, EOS included (design.md §4)
     bool    identical_to_ar = true;       // every item's output equals ar's
     int32_t n_different = 0;              // items whose output differs from ar's
+    double  mean_edit_sim_vs_ar = 1.0;    // over items
+    int32_t tested = 0;                   // items whose tests ran
+    int32_t passed = 0;
+    double  pass_at_1 = 0.0;              // passed / tested (greedy: one sample per item)
     source_stats by_source[8];
 };
 
@@ -78,6 +96,9 @@ struct bench_results {
     std::vector<bench_summary> summary; // one per method, in params.methods order
     std::vector<int32_t> cost_n;   // measured cost model, if any method used it
     std::vector<double>  cost_ms;
+    bench_layout layout = BENCH_LAYOUT_RAW; // the layout used (never AUTO)
+    int32_t reference_tested = 0;  // with run_tests: the dataset's reference solutions, same harness
+    std::vector<std::string> reference_failed; // items whose reference fails here (missing module, ...)
 };
 
 bool bench_run(const bench_params & p, bench_results & out, std::string * error);

@@ -45,6 +45,10 @@ bool write_file(const std::string & path, const std::string & text, std::string 
     return true;
 }
 
+const char * layout_name(bench_layout l) {
+    return l == BENCH_LAYOUT_EDIT ? "edit prompt" : "raw layout";
+}
+
 std::string fmt(const char * f, double v) {
     char buf[64];
     snprintf(buf, sizeof(buf), f, v);
@@ -124,18 +128,38 @@ std::string report_md(const bench_results & res) {
     o << "| model | `" << p.model_path << "` — " << res.model_desc << " |\n";
     o << "| model setting | " << task_setting(p) << " |\n";
     o << "| dataset | `" << p.dataset_path << "` (" << dataset_task_name(p.task) << ", "
-      << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, raw layout) |\n";
+      << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, " << layout_name(res.layout)
+      << ") |\n";
     o << "| items | " << (res.summary.empty() ? 0 : res.summary.front().items) << " |\n";
     o << "| machine | " << res.machine << ", " << (p.threads > 0 ? std::to_string(p.threads) : std::string("all"))
       << " threads, flash attention " << (p.flash_attn ? "on" : "off") << " |\n";
     o << "| started | " << res.started << " |\n\n";
-    o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | identical to ar |\n";
-    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+    const bool tested = p.run_tests && !res.summary.empty() && res.summary.front().tested > 0;
+    o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | identical to ar | edit sim. vs ar |"
+      << (tested ? " pass@1 |" : "") << "\n";
+    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |" << (tested ? " ---: |" : "") << "\n";
     for (const auto & s : res.summary) {
         o << "| " << s.method << " | " << fmt("%.2f", s.tokens_per_s) << " | " << fmt("%.2f×", s.speedup_vs_ar) << " | "
           << fmt("%.2f", s.mean_accepted_per_pass) << " | " << s.target_passes << " | " << s.draft_tokens << " | "
           << s.accepted << " | " << fmt("%.0f", s.draft_ms) << " | "
-          << (s.identical_to_ar ? "yes" : "no (" + std::to_string(s.n_different) + " items differ)") << " |\n";
+          << (s.identical_to_ar ? "yes" : "no (" + std::to_string(s.n_different) + " items differ)") << " | "
+          << fmt("%.3f", s.mean_edit_sim_vs_ar) << " |";
+        if (tested) {
+            o << " " << fmt("%.3f", s.pass_at_1) << " (" << s.passed << "/" << s.tested << ") |";
+        }
+        o << "\n";
+    }
+    if (tested) {
+        o << "\npass@1: the item's own tests on the output (python3, " << fmt("%.0f", p.tests.timeout_s)
+          << " s timeout, no network). The dataset's reference solutions pass on "
+          << res.reference_tested - (int32_t) res.reference_failed.size() << " of " << res.reference_tested
+          << " items under the same harness";
+        if (!res.reference_failed.empty()) {
+            o << " (fail here:";
+            for (const std::string & id : res.reference_failed) o << " " << id;
+            o << ")";
+        }
+        o << ".\n";
     }
     o << "\nSpeedup: summed generation time of `ar` over the method's, same items, same run. Tokens per pass: "
          "tokens produced (EOS included) per target pass.\n";
@@ -148,12 +172,14 @@ std::string report_md(const bench_results & res) {
         for (double ms : res.cost_ms) o << fmt("%.1f", ms) << " | ";
         o << "\n";
     }
-    o << "\n![speedup](speedup.svg)\n\n## Per item\n\n| item | method | tokens | passes | tokens/pass | gen ms | identical |\n"
-         "| --- | --- | ---: | ---: | ---: | ---: | --- |\n";
+    o << "\n![speedup](speedup.svg)\n\n## Per item\n\n| item | method | tokens | passes | tokens/pass | gen ms | identical |"
+      << (tested ? " tests |" : "") << "\n| --- | --- | ---: | ---: | ---: | ---: | --- |" << (tested ? " --- |" : "") << "\n";
     for (const auto & r : res.rows) {
         o << "| " << r.item << " | " << r.method << " | " << r.tokens << " | " << r.target_passes << " | "
           << fmt("%.2f", r.target_passes ? (double) (r.tokens + (r.eos ? 1 : 0)) / r.target_passes : 0.0) << " | "
-          << fmt("%.0f", r.gen_ms) << " | " << (r.identical_to_ar ? "yes" : "**no**") << " |\n";
+          << fmt("%.0f", r.gen_ms) << " | " << (r.identical_to_ar ? "yes" : "**no**") << " |";
+        if (tested) o << (r.tested ? (r.passed ? " pass |" : " fail |") : " — |");
+        o << "\n";
     }
     return o.str();
 }
@@ -176,10 +202,15 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     j["task"] = dataset_task_name(p.task);
     j["instruction"] = p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive";
     j["replay"] = p.replay;
+    j["layout"] = res.layout == BENCH_LAYOUT_EDIT ? "edit" : "raw";
     j["threads"] = p.threads;
     j["flash_attn"] = p.flash_attn;
     j["machine"] = res.machine;
     j["started"] = res.started;
+    if (p.run_tests) {
+        j["tests"] = {{"timeout_s", p.tests.timeout_s}, {"no_network", p.tests.no_network},
+                      {"reference_tested", res.reference_tested}, {"reference_failed", res.reference_failed}};
+    }
     if (!res.cost_n.empty()) j["cost_model"] = {{"n", res.cost_n}, {"ms", res.cost_ms}};
     nlohmann::json methods = nlohmann::json::object();
     for (const auto & s : res.summary) {
@@ -196,6 +227,10 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
             {"gen_ms", s.gen_ms},
             {"identical_to_ar", s.identical_to_ar},
             {"items_differing_from_ar", s.n_different},
+            {"mean_edit_similarity_vs_ar", s.mean_edit_sim_vs_ar},
+            {"tests_run", s.tested},
+            {"tests_passed", s.passed},
+            {"pass_at_1", s.tested > 0 ? nlohmann::json(s.pass_at_1) : nlohmann::json(nullptr)},
             {"by_source", sources_json(s.by_source)},
         };
     }
@@ -206,6 +241,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
             {"item", r.item}, {"method", r.method}, {"prompt_tokens", r.prompt_tokens}, {"tokens", r.tokens},
             {"target_passes", r.target_passes}, {"draft_tokens", r.draft_tokens}, {"accepted", r.accepted},
             {"gen_ms", r.gen_ms}, {"draft_ms", r.draft_ms}, {"eos", r.eos}, {"identical_to_ar", r.identical_to_ar},
+            {"edit_similarity_vs_ar", r.edit_sim_vs_ar},
+            {"tests", r.tested ? nlohmann::json(r.passed ? "pass" : "fail") : nlohmann::json(nullptr)},
             {"by_source", sources_json(r.by_source)},
         });
     }

@@ -1,6 +1,7 @@
 // editspec bench: runs every method on every item A/B in one process.
 #include "editspec/bench.h"
 #include "editspec/decoder.h"
+#include "editspec/edit.h"
 #include "editspec/log.h"
 #include "editspec/methods.h"
 #include "editspec/prompt.h"
@@ -43,7 +44,24 @@ struct bench_prompt {
     token_vec prompt;
     token_vec reference; // replay: the target's output, EOS last
     token_vec original;  // the code being edited (Reuse drafts)
+    const dataset_item * item = nullptr;
 };
+
+// the program an output makes, and the tests that judge it; false when the item has none
+bool program_of(const dataset_item & it, const std::string & output, std::string & code, std::string & tests) {
+    if (it.tests.empty()) return false;
+    if (it.task == DATASET_TASK_EDIT) {
+        code = edit_extract_code(output);
+        tests = it.tests;
+        return true;
+    }
+    if (it.task == DATASET_TASK_COMPLETE) {
+        code = it.context_code + output;
+        tests = it.tests + (it.entry_point.empty() ? "" : "\ncheck(" + it.entry_point + ")\n");
+        return true;
+    }
+    return false;
+}
 
 bench_row row_from(const std::string & item, const std::string & method, const generate_result & r) {
     bench_row row;
@@ -72,7 +90,7 @@ void bench_summarize(bench_results & out) {
     for (const std::string & method : out.params.methods) {
         bench_summary s;
         s.method = method;
-        double ar_ms = 0.0;
+        double ar_ms = 0.0, sim = 0.0;
         int64_t produced = 0;
         for (const bench_row & row : out.rows) {
             if (row.method != method) continue;
@@ -88,6 +106,9 @@ void bench_summarize(bench_results & out) {
                 s.identical_to_ar = false;
                 s.n_different++;
             }
+            sim += row.edit_sim_vs_ar;
+            s.tested += row.tested;
+            s.passed += row.passed;
             for (int k = 0; k < 8; k++) {
                 s.by_source[k].n_drafted += row.by_source[k].n_drafted;
                 s.by_source[k].n_accepted += row.by_source[k].n_accepted;
@@ -98,6 +119,8 @@ void bench_summarize(bench_results & out) {
         s.tokens_per_s = s.gen_ms > 0 ? 1000.0 * s.tokens / s.gen_ms : 0.0;
         s.speedup_vs_ar = s.gen_ms > 0 ? ar_ms / s.gen_ms : 0.0;
         s.mean_accepted_per_pass = s.target_passes > 0 ? (double) produced / s.target_passes : 0.0;
+        s.mean_edit_sim_vs_ar = s.items > 0 ? sim / s.items : 1.0;
+        s.pass_at_1 = s.tested > 0 ? (double) s.passed / s.tested : 0.0;
         out.summary.push_back(s);
     }
 }
@@ -128,6 +151,10 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     if (p.task == DATASET_TASK_CHAT && p.replay) {
         return fail("--replay needs reference outputs; chat datasets have none");
     }
+    if (p.run_tests && p.replay) {
+        return fail("--tests judges the model's own outputs; with --replay every output is the reference");
+    }
+    out.layout = p.layout != BENCH_LAYOUT_AUTO ? p.layout : (p.replay ? BENCH_LAYOUT_RAW : BENCH_LAYOUT_EDIT);
 
     std::vector<dataset_item> items;
     if (!dataset_load(p.dataset_path, DATASET_KIND_AUTO, items, error)) return false;
@@ -185,8 +212,14 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
         const dataset_text text = dataset_raw_layout(it, p.instruction);
         bench_prompt bp;
         bp.id = it.id;
+        bp.item = &it;
         replay_tokenize(m, text, bp.prompt, bp.reference);
-        bp.original = m.tokenize(it.context_code, false, false);
+        if (out.layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
+            const std::string & instr =
+                p.instruction == INSTRUCTION_KIND_LAZY && !it.instruction_lazy.empty() ? it.instruction_lazy : it.instruction;
+            bp.prompt = m.tokenize(edit_prompt(m, instr, it.context_code), true, edit_prompt_parse_special(m));
+        }
+        bp.original = edit_original_tokens(m, it.context_code);
         prompts.push_back(bp);
     }
 
@@ -202,7 +235,16 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
             continue;
         }
         token_vec ar_tokens;
-        std::string line;
+        std::string ar_text, line;
+        std::string code, tests;
+        const bool has_tests = p.run_tests && bp.item && program_of(*bp.item, "", code, tests);
+        if (has_tests) {
+            // the reference solution under the same harness: which items can pass here at all
+            const test_outcome t = run_python_tests(bp.item->reference, tests, p.tests);
+            if (!t.ran) return fail("item " + bp.id + ": " + t.error);
+            out.reference_tested++;
+            if (!t.passed) out.reference_failed.push_back(bp.id);
+        }
         for (size_t k = 0; k < specs.size(); k++) {
             const method_spec & ms = specs[k];
             method_inputs in;
@@ -219,8 +261,17 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
             bench_row row = row_from(bp.id, ms.name, r);
             if (ms.is_ar()) {
                 ar_tokens = r.tokens;
+                ar_text = r.text;
             } else {
                 row.identical_to_ar = r.tokens == ar_tokens;
+                row.edit_sim_vs_ar = row.identical_to_ar ? 1.0 : edit_similarity(ar_text, r.text);
+            }
+            if (has_tests) {
+                program_of(*bp.item, r.text, code, tests);
+                const test_outcome t = run_python_tests(code, tests, p.tests);
+                if (!t.ran) return fail("item " + bp.id + ", method " + ms.name + ": " + t.error);
+                row.tested = true;
+                row.passed = t.passed;
             }
             out.rows.push_back(row);
             char buf[160];

@@ -16,6 +16,8 @@ struct bench_opts {
     std::string task = "edit";
     std::string methods = "ar,lookup,lookup-longest";
     std::string instruction = "descriptive";
+    std::string layout = "auto";
+    bool tests_allow_network = false;
     std::string out;
 };
 
@@ -28,6 +30,13 @@ int run_bench(bench_opts & o) {
     if (o.instruction == "descriptive") o.p.instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     else if (o.instruction == "lazy") o.p.instruction = INSTRUCTION_KIND_LAZY;
     else return fail_input(cmd, "--instruction '" + o.instruction + "' must be descriptive or lazy");
+    if (o.layout == "auto") o.p.layout = BENCH_LAYOUT_AUTO;
+    else if (o.layout == "raw") o.p.layout = BENCH_LAYOUT_RAW;
+    else if (o.layout == "edit") o.p.layout = BENCH_LAYOUT_EDIT;
+    else return fail_input(cmd, "--layout '" + o.layout + "' must be auto, raw or edit");
+    if (o.p.run_tests && o.p.replay) return fail_input(cmd, "--tests judges the model's own outputs and cannot run with --replay");
+    if (!(o.p.tests.timeout_s > 0 && o.p.tests.timeout_s <= 3600)) return fail_input(cmd, "--tests-timeout " + std::to_string(o.p.tests.timeout_s) + " out of range (0, 3600]");
+    o.p.tests.no_network = !o.tests_allow_network;
     if (o.p.limit < 0) return fail_input(cmd, "--limit " + std::to_string(o.p.limit) + " must be >= 0");
     if (o.p.threads < 0 || o.p.threads > 1024) return fail_input(cmd, "--threads " + std::to_string(o.p.threads) + " out of range [0, 1024]");
     if (o.p.n_ctx < 64 || o.p.n_ctx > (1 << 20)) return fail_input(cmd, "--ctx-size " + std::to_string(o.p.n_ctx) + " out of range [64, 1048576]");
@@ -52,8 +61,10 @@ int run_bench(bench_opts & o) {
         return fail_runtime(cmd, err);
     }
     for (const auto & s : res.summary) {
-        fprintf(stderr, "%-28s %8.2f tok/s  %6.2fx  %6.2f tokens/pass  identical_to_ar=%s\n", s.method.c_str(),
+        fprintf(stderr, "%-28s %8.2f tok/s  %6.2fx  %6.2f tokens/pass  identical_to_ar=%s", s.method.c_str(),
                 s.tokens_per_s, s.speedup_vs_ar, s.mean_accepted_per_pass, s.identical_to_ar ? "yes" : "no");
+        if (s.tested > 0) fprintf(stderr, "  pass@1 %.3f (%d/%d)", s.pass_at_1, s.passed, s.tested);
+        fprintf(stderr, "\n");
     }
     fprintf(stderr, "bench: wrote %s/results.json, report.md, speedup.svg\n", o.out.c_str());
     return 0;
@@ -77,6 +88,12 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("-c,--ctx-size", o->p.n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_option("-n,--n-predict", o->p.n_predict, "most tokens per item (0 = 512; with --replay, the whole reference)")->capture_default_str();
     sub->add_option("--instruction", o->instruction, "CanItEdit instruction: descriptive | lazy")->capture_default_str();
+    sub->add_option("--layout", o->layout,
+                    "edit prompt: raw (instruction + code, design.md §4), edit (`editspec edit`'s prompt), auto (raw with --replay, else edit)")
+        ->capture_default_str();
+    sub->add_flag("--tests", o->p.run_tests, "run each item's tests on each output (python3, no network): pass@1 per method");
+    sub->add_option("--tests-timeout", o->p.tests.timeout_s, "seconds per test run")->capture_default_str();
+    sub->add_flag("--tests-allow-network", o->tests_allow_network, "run tests even where the network cannot be cut off");
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
     sub->add_flag("--flash-attn", o->p.flash_attn, "flash attention on (not bit-exact: identical_to_ar may turn false)");
     sub->add_option("--out", o->out, "output folder")->required();

@@ -1,0 +1,81 @@
+// editspec bench as a user runs it (src/cli/cmd-bench.cpp, src/bench/): results.json's fields,
+// --tests (pass@1 with the dataset's reference solutions as the harness check), the edit layout,
+// and clear errors for bad flags. Tiny random model, one thread.
+#include "common/test-util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        char tmpl[] = "/tmp/editspec-test-bench-XXXXXX";
+        path = mkdtemp(tmpl);
+    }
+    ~temp_dir() { fs::remove_all(path); }
+};
+
+const std::string k_bench = std::string(EDITSPEC_BIN) + " bench -m " + EDITSPEC_TEST_MODEL_Q8 +
+                            " --dataset " + EDITSPEC_DATASETS + "/canitedit/normalized.jsonl --threads 1";
+
+} // namespace
+
+TEST(cli_bench, tests_give_pass_at_1_per_method) {
+    temp_dir d;
+    std::string out;
+    const int rc = editspec::test::run_command(
+        k_bench + " --task edit --methods ar,reuse,lookup --limit 2 -n 24 --tests --out " + d.path.string() + " 2>&1", &out);
+    ASSERT_EQ(rc, 0) << out;
+    std::ifstream f(d.path / "results.json");
+    const nlohmann::json j = nlohmann::json::parse(f);
+    EXPECT_EQ(j["layout"], "edit");
+    EXPECT_EQ(j["tests"]["reference_tested"], 2);
+    EXPECT_TRUE(j["tests"]["reference_failed"].empty()) << j["tests"].dump();
+    for (const char * m : {"ar", "reuse", "lookup"}) {
+        const auto & s = j["methods"][m];
+        EXPECT_EQ(s["items"], 2) << m;
+        EXPECT_EQ(s["tests_run"], 2) << m;
+        // a random model's 24 tokens are no solution
+        EXPECT_EQ(s["tests_passed"], 0) << m;
+        EXPECT_TRUE(s["identical_to_ar"].get<bool>()) << m;
+        EXPECT_DOUBLE_EQ(s["mean_edit_similarity_vs_ar"].get<double>(), 1.0) << m;
+    }
+    int rows = 0;
+    for (const auto & r : j["items"]) {
+        EXPECT_EQ(r["tests"], "fail");
+        rows++;
+    }
+    EXPECT_EQ(rows, 6);
+    std::ifstream md(d.path / "report.md");
+    std::stringstream ss;
+    ss << md.rdbuf();
+    EXPECT_NE(ss.str().find("pass@1"), std::string::npos);
+    EXPECT_NE(ss.str().find("reference solutions pass on 2 of 2"), std::string::npos) << ss.str();
+}
+
+TEST(cli_bench, bad_flags_are_clear_errors) {
+    temp_dir d;
+    std::string out;
+    int rc = editspec::test::run_command(k_bench + " --replay --tests --out " + d.path.string() + " 2>&1", &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("--replay"), std::string::npos) << out;
+    rc = editspec::test::run_command(k_bench + " --layout sideways --out " + d.path.string() + " 2>&1", &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("sideways"), std::string::npos) << out;
+    rc = editspec::test::run_command(k_bench + " --methods ar,nonsense --out " + d.path.string() + " 2>&1", &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("nonsense"), std::string::npos) << out;
+    rc = editspec::test::run_command(std::string(EDITSPEC_BIN) + " bench -m /nonexistent.gguf --dataset " +
+                                         EDITSPEC_DATASETS + "/canitedit/normalized.jsonl --out " + d.path.string() + " 2>&1",
+                                     &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("/nonexistent.gguf"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(d.path / "results.json"));
+}
