@@ -13,6 +13,7 @@
 #pragma once
 
 #include "editspec/dataset.h"
+#include "editspec/draft-model.h"
 #include "editspec/generate.h"
 #include "editspec/quality.h"
 
@@ -31,6 +32,7 @@ enum bench_layout {
 struct bench_params {
     std::string model_path;
     std::string draft_model_path; // the "sd" drafter's model (--draft-model), "" = none
+    draft_model_params draft;     // gamma, p_min (n_ctx and threads follow the target's)
     std::string dataset_path;
     dataset_task task = DATASET_TASK_EDIT;
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first

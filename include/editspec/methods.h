@@ -43,6 +43,8 @@ struct method_spec {
     bool policy_set = false;            // ":POLICY" given explicitly
 
     bool is_ar() const { return drafters.empty(); }
+    // "sd" or "efficientedit" among the drafters: the request needs a draft model
+    bool uses_draft_model() const;
 };
 
 // what a request offers the drafters

@@ -251,6 +251,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
             in.original = bp.original;
             in.target = &m;
             in.draft_model = dr.model.get();
+            in.draft_params = p.draft;
             in.draft_params.n_ctx = p.n_ctx;
             in.draft_params.n_threads = p.threads;
             generate_result r;

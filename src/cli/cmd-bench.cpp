@@ -37,11 +37,13 @@ int run_bench(bench_opts & o) {
     if (o.p.run_tests && o.p.replay) return fail_input(cmd, "--tests judges the model's own outputs and cannot run with --replay");
     if (!(o.p.tests.timeout_s > 0 && o.p.tests.timeout_s <= 3600)) return fail_input(cmd, "--tests-timeout " + std::to_string(o.p.tests.timeout_s) + " out of range (0, 3600]");
     o.p.tests.no_network = !o.tests_allow_network;
+    if (const int status = check_draft_options(cmd, o.p.draft); status != 0) return status;
     if (o.p.limit < 0) return fail_input(cmd, "--limit " + std::to_string(o.p.limit) + " must be >= 0");
     if (o.p.threads < 0 || o.p.threads > 1024) return fail_input(cmd, "--threads " + std::to_string(o.p.threads) + " out of range [0, 1024]");
     if (o.p.n_ctx < 64 || o.p.n_ctx > (1 << 20)) return fail_input(cmd, "--ctx-size " + std::to_string(o.p.n_ctx) + " out of range [64, 1048576]");
     if (o.p.n_predict < 0 || o.p.n_predict > 100000) return fail_input(cmd, "-n " + std::to_string(o.p.n_predict) + " out of range [0, 100000]");
     o.p.methods.clear();
+    bool needs_draft = false;
     std::stringstream ss(o.methods);
     std::string m;
     while (std::getline(ss, m, ',')) {
@@ -50,8 +52,15 @@ int run_bench(bench_opts & o) {
         std::string err;
         if (!method_parse(m, ms, &err)) return fail_input(cmd, err);
         o.p.methods.push_back(m);
+        needs_draft = needs_draft || ms.uses_draft_model();
     }
     if (o.p.model_path.empty()) o.p.model_path = default_model_path();
+    if (needs_draft && o.p.draft_model_path.empty()) {
+        o.p.draft_model_path = default_draft_model_path(o.p.model_path);
+        if (o.p.draft_model_path.empty()) {
+            return fail_input(cmd, "methods sd and efficientedit need a draft model: pass --draft-model FILE or set EDITSPEC_DRAFT_MODEL");
+        }
+    }
     bench_results res;
     std::string err;
     if (!bench_run(o.p, res, &err)) {
@@ -76,7 +85,8 @@ command cmd_bench_add(CLI::App & app) {
     auto o = std::make_shared<bench_opts>();
     CLI::App * sub = app.add_subcommand("bench", "benchmark decoding methods A/B on a dataset (results.json, report.md, speedup.svg)");
     sub->add_option("-m,--model", o->p.model_path, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
-    sub->add_option("--draft-model", o->p.draft_model_path, "GGUF draft model with the target's vocabulary (method 'sd')");
+    sub->add_option("--draft-model", o->p.draft_model_path, "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, or the shipped draft model with the shipped target)");
+    add_draft_options(sub, o->p.draft);
     sub->add_option("--dataset", o->p.dataset_path, "dataset JSONL file or folder (CanItEdit, HumanEval, MT-Redundant, EditEval)")->required();
     sub->add_option("--task", o->task, "edit | complete | chat")->capture_default_str();
     sub->add_option("--methods", o->methods,

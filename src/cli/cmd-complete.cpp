@@ -18,6 +18,7 @@ namespace {
 struct complete_opts {
     std::string model;
     std::string draft_model;    // --draft-model: drafts for the "sd" drafter
+    draft_model_params draft;   // --gamma, --draft-p-min
     std::string method = "ar";  // --method: see methods.h
     std::string prompt;
     std::string file;
@@ -70,6 +71,9 @@ int run_complete(const complete_opts & o) {
     if (o.n_ctx < 16 || o.n_ctx > (1 << 20)) {
         return fail_input(cmd, "--ctx-size " + std::to_string(o.n_ctx) + " out of range [16, 1048576]");
     }
+    if (const int status = check_draft_options(cmd, o.draft); status != 0) {
+        return status;
+    }
     method_spec ms;
     std::string model_path;
     model_load_result lr;
@@ -77,8 +81,10 @@ int run_complete(const complete_opts & o) {
         return status;
     }
     model_load_result dr;
-    if (!o.draft_model.empty() && !load_draft_model(o.draft_model, *lr.model, model_path, dr, &error)) {
-        return fail_input(cmd, error);
+    std::string draft_path;
+    if (const int status = load_draft_for_method(cmd, ms, o.draft_model, *lr.model, model_path, draft_path, dr);
+        status != 0) {
+        return status;
     }
     context_params cp;
     cp.n_ctx = o.n_ctx;
@@ -105,6 +111,7 @@ int run_complete(const complete_opts & o) {
     method_inputs in;
     in.target = lr.model.get();
     in.draft_model = dr.model.get();
+    in.draft_params = o.draft;
     in.draft_params.n_ctx = o.n_ctx;
     in.draft_params.n_threads = o.threads;
     generate_result r;
@@ -113,7 +120,7 @@ int run_complete(const complete_opts & o) {
     }
     if (o.json) {
         nlohmann::json j = result_json(r, *ctx, ms);
-        j["draft_model"] = o.draft_model;
+        j["draft_model"] = draft_path;
         printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         printf("\n");
@@ -131,7 +138,8 @@ command cmd_complete_add(CLI::App & app) {
                     "decoding method: ar, lookup, lookup-longest, sd (draft model), a+b (one tree), NAME@N (fixed cap), "
                     "NAME:POLICY")
         ->capture_default_str();
-    sub->add_option("--draft-model", o->draft_model, "GGUF draft model with the target's vocabulary (method 'sd')");
+    sub->add_option("--draft-model", o->draft_model, "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, or the shipped draft model with the shipped target)");
+    add_draft_options(sub, o->draft);
     auto * p = sub->add_option("-p,--prompt", o->prompt, "prompt text");
     auto * f = sub->add_option("-f,--file", o->file, "read the prompt from a file");
     p->excludes(f);

@@ -33,6 +33,7 @@ namespace {
 struct edit_opts {
     std::string model;
     std::string draft_model;
+    draft_model_params draft;   // --gamma, --draft-p-min
     std::string file;
     std::string instruction;
     std::string method = "reuse+lookup-longest";
@@ -130,6 +131,9 @@ int run_edit(const edit_opts & o) {
     }
 
     // ---- models
+    if (const int status = check_draft_options(cmd, o.draft); status != 0) {
+        return status;
+    }
     method_spec ms;
     std::string model_path;
     model_load_result lr;
@@ -138,8 +142,9 @@ int run_edit(const edit_opts & o) {
     }
     const model & m = *lr.model;
     model_load_result dr;
-    if (!o.draft_model.empty() && !load_draft_model(o.draft_model, m, model_path, dr, &error)) {
-        return fail_input(cmd, error);
+    std::string draft_path;
+    if (const int status = load_draft_for_method(cmd, ms, o.draft_model, m, model_path, draft_path, dr); status != 0) {
+        return status;
     }
     const token_vec prompt = m.tokenize(edit_prompt(m, o.instruction, code), true, edit_prompt_parse_special(m));
     const token_vec original = edit_original_tokens(m, code);
@@ -165,6 +170,7 @@ int run_edit(const edit_opts & o) {
     in.original = original;
     in.target = &m;
     in.draft_model = dr.model.get();
+    in.draft_params = o.draft;
     in.draft_params.n_ctx = o.n_ctx;
     in.draft_params.n_threads = o.threads;
     generate_result r;
@@ -184,7 +190,7 @@ int run_edit(const edit_opts & o) {
     if (o.json) {
         nlohmann::json j = result_json(r, *ctx, ms);
         j["code"] = edited;
-        j["draft_model"] = o.draft_model;
+        j["draft_model"] = draft_path;
         j["file"] = o.file;
         j["in_place"] = o.in_place;
         if (o.diff) j["diff"] = diff;
@@ -203,7 +209,8 @@ command cmd_edit_add(CLI::App & app) {
     auto o = std::make_shared<edit_opts>();
     CLI::App * sub = app.add_subcommand("edit", "edit code following an instruction (greedy, lossless by default)");
     sub->add_option("-m,--model", o->model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
-    sub->add_option("--draft-model", o->draft_model, "GGUF draft model with the target's vocabulary (sd, efficientedit)");
+    sub->add_option("--draft-model", o->draft_model, "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, or the shipped draft model with the shipped target)");
+    add_draft_options(sub, o->draft);
     sub->add_option("-f,--file", o->file, "the file to edit (default: read the code from stdin)");
     sub->add_option("-i,--instruction", o->instruction, "what to change")->required();
     sub->add_option("--method", o->method,

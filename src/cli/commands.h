@@ -33,6 +33,20 @@ int fail_runtime(const char * cmd, const std::string & msg);
 // the model used when -m is not given: $EDITSPEC_MODEL, else the shipped default
 std::string default_model_path();
 
+// the draft model used when --draft-model is not given: $EDITSPEC_DRAFT_MODEL, else the shipped
+// draft model when the target is the shipped target; "" when there is none
+std::string default_draft_model_path(const std::string & target_path);
+
+// --draft-model, or the default when the method needs one; loaded and checked against the target.
+// Returns an exit status; leaves `out` empty when the method drafts without a model.
+int load_draft_for_method(const char * cmd, const method_spec & ms, const std::string & draft_opt, const model & target,
+                          const std::string & target_path, std::string & draft_path, model_load_result & out);
+
+// --gamma and --draft-p-min into `dp` (the draft model's proposals); --draft-model stays per command
+void add_draft_options(CLI::App * sub, draft_model_params & dp);
+// checks them; returns an exit status
+int check_draft_options(const char * cmd, const draft_model_params & dp);
+
 // parses --method and loads the target (-m, or the default model); returns an exit status
 int load_method_and_model(const char * cmd, const std::string & method, const std::string & model_opt,
                           method_spec & ms, std::string & model_path, model_load_result & lr);

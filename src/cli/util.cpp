@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sys/stat.h>
 
 namespace editspec::cli {
@@ -18,15 +19,67 @@ int fail_runtime(const char * cmd, const std::string & msg) {
     return 1;
 }
 
+static bool file_exists(const std::string & path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+static const std::string k_shipped_target = std::string(EDITSPEC_SOURCE_DIR) + "/models/editspec-target.gguf";
+static const std::string k_shipped_draft = std::string(EDITSPEC_SOURCE_DIR) + "/models/editspec-draft.gguf";
+
+std::string default_draft_model_path(const std::string & target_path) {
+    if (const char * env = std::getenv("EDITSPEC_DRAFT_MODEL"); env && *env) {
+        return env;
+    }
+    std::error_code ec;
+    if (file_exists(k_shipped_draft) && std::filesystem::equivalent(target_path, k_shipped_target, ec)) {
+        return k_shipped_draft;
+    }
+    return "";
+}
+
+int load_draft_for_method(const char * cmd, const method_spec & ms, const std::string & draft_opt, const model & target,
+                          const std::string & target_path, std::string & draft_path, model_load_result & out) {
+    draft_path = draft_opt;
+    if (draft_path.empty() && ms.uses_draft_model()) {
+        draft_path = default_draft_model_path(target_path);
+        if (draft_path.empty()) {
+            return fail_input(cmd, "method '" + ms.name + "' needs a draft model: pass --draft-model FILE (a GGUF with the "
+                                   "vocabulary of '" + target_path + "') or set EDITSPEC_DRAFT_MODEL");
+        }
+    }
+    if (draft_path.empty()) return 0;
+    std::string error;
+    if (!load_draft_model(draft_path, target, target_path, out, &error)) {
+        return fail_input(cmd, error);
+    }
+    return 0;
+}
+
+void add_draft_options(CLI::App * sub, draft_model_params & dp) {
+    sub->add_option("--gamma", dp.gamma, "draft-model tokens per proposal (sd, efficientedit)")->capture_default_str();
+    sub->add_option("--draft-p-min", dp.p_min,
+                    "stop a draft-model proposal at a token whose draft probability is below this (0 = always gamma)")
+        ->capture_default_str();
+}
+
+int check_draft_options(const char * cmd, const draft_model_params & dp) {
+    if (dp.gamma < 1 || dp.gamma > 256) {
+        return fail_input(cmd, "--gamma " + std::to_string(dp.gamma) + " out of range [1, 256]");
+    }
+    if (!(dp.p_min >= 0.0f && dp.p_min <= 1.0f)) {
+        return fail_input(cmd, "--draft-p-min " + std::to_string(dp.p_min) + " out of range [0, 1]");
+    }
+    return 0;
+}
+
 std::string default_model_path() {
     if (const char * env = std::getenv("EDITSPEC_MODEL"); env && *env) {
         return env;
     }
     // the shipped model, then the generated stand-in the README's main command makes
-    const std::string shipped = std::string(EDITSPEC_SOURCE_DIR) + "/models/editspec-target.gguf";
-    struct stat st;
-    if (stat(shipped.c_str(), &st) == 0) {
-        return shipped;
+    if (file_exists(k_shipped_target)) {
+        return k_shipped_target;
     }
     return std::string(EDITSPEC_SOURCE_DIR) + "/build/models/default.gguf";
 }

@@ -2,6 +2,7 @@
 #include "editspec/cost.h"
 #include "editspec/log.h"
 
+#include <ggml-cpu.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -135,7 +136,9 @@ static std::string cache_path(const context & ctx) {
     }
     std::ostringstream key;
     key << std::filesystem::path(path).filename().string() << "-" << size << "-" << mtime << "-t" << ctx.n_threads()
-        << "-fa" << (ctx.params().flash_attn ? 1 : 0) << ".json";
+        << "-fa" << (ctx.params().flash_attn ? 1 : 0)
+        // the sgemm kernels (EDITSPEC_LLAMAFILE=ON) have a different curve from the exact build's
+        << (ggml_cpu_has_llamafile() ? "-sgemm" : "") << ".json";
     return root + "/cost/" + key.str();
 }
 

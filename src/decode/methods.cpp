@@ -23,6 +23,13 @@ const std::vector<std::string> & method_drafter_names() {
     return names;
 }
 
+bool method_spec::uses_draft_model() const {
+    for (const std::string & d : drafters) {
+        if (d == "sd" || d == "efficientedit") return true;
+    }
+    return false;
+}
+
 bool method_parse(const std::string & text, method_spec & out, std::string * error) {
     auto fail = [&](const std::string & msg) {
         if (error) *error = "method '" + text + "': " + msg;

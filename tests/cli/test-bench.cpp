@@ -13,14 +13,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        char tmpl[] = "/tmp/editspec-test-bench-XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~temp_dir() { fs::remove_all(path); }
-};
+using editspec::test::temp_dir;
 
 const std::string k_bench = std::string(EDITSPEC_BIN) + " bench -m " + EDITSPEC_TEST_MODEL_Q8 +
                             " --dataset " + EDITSPEC_DATASETS + "/canitedit/normalized.jsonl --threads 1";

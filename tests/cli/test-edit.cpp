@@ -34,20 +34,7 @@ void write_text(const fs::path & p, const std::string & s) { std::ofstream(p, st
 
 std::string quote(const std::string & s) { return "'" + s + "'"; } // no quotes in our paths
 
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        char tmpl[] = "/tmp/editspec-test-edit-XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~temp_dir() { fs::remove_all(path); }
-    std::vector<std::string> names() const {
-        std::vector<std::string> out;
-        for (const auto & e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-        std::sort(out.begin(), out.end());
-        return out;
-    }
-};
+using test::temp_dir;
 
 // applies `diff` to a copy of `a` with patch(1); the patched text
 std::string apply_patch(const std::string & a, const std::string & diff) {

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace editspec::test {
 
@@ -56,6 +58,24 @@ int run_command(const std::string & cmd, std::string * out) {
     }
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+temp_dir::temp_dir() {
+    char tmpl[] = "/tmp/editspec-test-XXXXXX";
+    const char * p = mkdtemp(tmpl);
+    EXPECT_NE(p, nullptr) << "mkdtemp failed";
+    path = p ? p : "/tmp";
+}
+
+temp_dir::~temp_dir() {
+    if (path != "/tmp") std::filesystem::remove_all(path);
+}
+
+std::vector<std::string> temp_dir::names() const {
+    std::vector<std::string> out;
+    for (const auto & e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 } // namespace editspec::test

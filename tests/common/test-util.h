@@ -3,9 +3,11 @@
 
 #include "editspec/engine.h"
 
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace editspec::test {
 
@@ -25,6 +27,17 @@ std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx);
 
 // a random prompt of 1-30 code-like words, BOS first
 token_vec random_code_prompt(const model & m, std::mt19937 & rng);
+
+// a fresh folder under /tmp, removed with everything in it at scope exit
+struct temp_dir {
+    std::filesystem::path path;
+    temp_dir();
+    ~temp_dir();
+    temp_dir(const temp_dir &) = delete;
+    temp_dir & operator=(const temp_dir &) = delete;
+    // file names in the folder, sorted
+    std::vector<std::string> names() const;
+};
 
 // runs a shell command, returns its exit status; output captured into *out when given
 int run_command(const std::string & cmd, std::string * out = nullptr);
