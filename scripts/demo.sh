@@ -27,7 +27,9 @@ if [ -z "$model" ]; then
     fi
 fi
 echo "== editspec complete (model: $model)"
-"$bin" complete -m "$model" -p "def fibonacci(n):" -n 48
+printf 'import os\n\n\ndef read_lines(path):\n    """Return the lines of the file at path."""\n    with open(path) as f:' \
+    > "$root/build/demo-prompt.py"
+"$bin" complete -m "$model" -f "$root/build/demo-prompt.py" -n 48
 
 if [ "$shipped" = 1 ]; then
     sample=$root/docs/examples/average.py
