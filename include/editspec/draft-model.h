@@ -61,6 +61,7 @@ public:
     void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
     // nothing: the history passed to propose() is the truth
     void accept(std::span<const llama_token> accepted) override;
+    bool costly() const override { return true; }
 
     // drafts up to n tokens after `history` (greedy), for callers that place them in the tree
     // themselves (e.g. EfficientEdit's Generate phase under a chosen parent). p_out gets the draft

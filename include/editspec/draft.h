@@ -82,6 +82,10 @@ struct drafter_i {
     virtual void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) = 0;
     // tokens the target committed this step (accepted drafts + the target's own token)
     virtual void accept(std::span<const llama_token> accepted) = 0;
+    // true when proposing costs real time (a draft model's passes): the decoder then stops asking,
+    // for a growing number of passes, while the cost model keeps none of its nodes. Every node such
+    // a drafter adds carries its source().
+    virtual bool costly() const { return false; }
 };
 
 } // namespace editspec

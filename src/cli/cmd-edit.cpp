@@ -197,6 +197,8 @@ int run_edit(const edit_opts & o) {
         printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else if (o.diff) {
         fwrite(diff.data(), 1, diff.size(), stdout);
+        // an empty diff is a valid answer; say so where a person reads it, not in the patch
+        if (diff.empty()) fprintf(stderr, "editspec edit: the model left the code unchanged\n");
     } else if (!o.in_place) {
         fwrite(edited.data(), 1, edited.size(), stdout);
     }

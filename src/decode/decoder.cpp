@@ -126,6 +126,12 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         r.stop = STOP_REASON_MAX_TOKENS;
     }
 
+    // costly drafters (a draft model) whose nodes the sizing dropped wait 1, 2, 4, ... 32 passes
+    // before they are asked again: their time is not in the cost model, so a proposal nobody
+    // verifies is pure loss (a small target on the exact kernels, where long passes barely pay)
+    std::vector<int32_t> wait(drafters.size(), 0), backoff(drafters.size(), 0);
+    std::vector<bool> asked(drafters.size(), false);
+
     draft_tree tree;
     std::vector<std::vector<llama_seq_id>> node_seqs;
     std::vector<llama_seq_id> root_seqs;
@@ -143,10 +149,17 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         // ---- draft
         const auto td = clock_type::now();
         tree.clear();
-        for (drafter_i * d : drafters) {
+        for (size_t k = 0; k < drafters.size(); k++) {
+            asked[k] = false;
             const int32_t budget = tree_cap - tree.size();
             if (budget <= 0) break;
-            d->propose(history, tree, budget);
+            if (wait[k] > 0) {
+                wait[k]--;
+                continue;
+            }
+            const int32_t before = tree.size();
+            drafters[k]->propose(history, tree, budget);
+            asked[k] = drafters[k]->costly() && tree.size() > before;
         }
         // no position past the cache, no token past n_predict
         int32_t max_depth = ctx.n_ctx() - 1 - root_pos;
@@ -169,6 +182,13 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         tree = tree_truncate(tree, std::max(0, ctx.n_ctx() - 1 - root_pos));
         // depth-first, likeliest child first: the likeliest path occupies consecutive rows
         tree = tree_order_dfs(tree, tree_node_probs(tree, stats));
+        for (size_t k = 0; k < drafters.size(); k++) {
+            if (!asked[k]) continue;
+            bool kept = false;
+            for (const draft_node & nd : tree.nodes) kept = kept || nd.source == drafters[k]->source();
+            backoff[k] = kept ? 0 : std::min(32, std::max(1, 2 * backoff[k]));
+            wait[k] = backoff[k];
+        }
         r.draft_ms += ms_since(td);
 
         // ---- one pass over the pending tokens and the tree

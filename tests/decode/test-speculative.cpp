@@ -323,3 +323,47 @@ TEST_F(spec_fixture, first_chain_is_exact_later_siblings_need_not_be) {
 }
 
 } // namespace
+
+// a costly drafter (a draft model's stand-in) whose nodes the cost model always drops is asked
+// less and less often (1, 2, 4, ... 32 passes apart); a cheap one is asked every pass; output
+// stays autoregressive either way
+struct counting_drafter : drafter_i {
+    bool is_costly;
+    int32_t n_asked = 0;
+    explicit counting_drafter(bool costly) : is_costly(costly) {}
+    const char * name() const override { return "counting"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token>) override { n_asked = 0; }
+    void accept(std::span<const llama_token>) override {}
+    bool costly() const override { return is_costly; }
+    void propose(std::span<const llama_token>, draft_tree & tree, int32_t budget) override {
+        n_asked++;
+        tree.add_path(-1, token_vec(4, 7), source(), budget);
+    }
+};
+
+TEST_F(spec_fixture, costly_drafter_backs_off_while_its_nodes_are_dropped) {
+    load(test::tiny_model_q8_path());
+    // one extra token costs 1000 passes: the sizing keeps no draft node
+    const cost_model steep = cost_model_from_table({1, 2, 512}, {1.0, 1000.0, 1000.0});
+    std::mt19937 rng(21);
+    const token_vec prompt = random_prompt(rng);
+    generate_params gp;
+    gp.n_predict = 100;
+    const generate_result ar = generate_ar(*ctx, prompt, gp);
+    for (bool costly : {false, true}) {
+        counting_drafter d(costly);
+        drafter_i * ds[] = {&d};
+        spec_params sp;
+        sp.cost = &steep;
+        const generate_result spec = generate_spec(*ctx, prompt, gp, sp, ds);
+        ASSERT_EQ(spec.tokens, ar.tokens);
+        if (costly) {
+            // asked at passes 1, 3, 6, 11, 20, 37, 70: 7 of 100
+            EXPECT_LE(d.n_asked, 10) << "costly drafter asked every pass";
+            EXPECT_GE(d.n_asked, 5);
+        } else {
+            EXPECT_EQ(d.n_asked, spec.target_passes);
+        }
+    }
+}
