@@ -71,31 +71,22 @@ int run_complete(const complete_opts & o) {
     if (o.n_ctx < 16 || o.n_ctx > (1 << 20)) {
         return fail_input(cmd, "--ctx-size " + std::to_string(o.n_ctx) + " out of range [16, 1048576]");
     }
-    if (const int status = check_draft_options(cmd, o.draft); status != 0) {
+    request_models rm;
+    if (const int status = load_request_models(cmd, o.method, o.model, o.draft_model, o.draft, rm); status != 0) {
         return status;
     }
-    method_spec ms;
-    std::string model_path;
-    model_load_result lr;
-    if (const int status = load_method_and_model(cmd, o.method, o.model, ms, model_path, lr); status != 0) {
-        return status;
-    }
-    model_load_result dr;
-    std::string draft_path;
-    if (const int status = load_draft_for_method(cmd, ms, o.draft_model, *lr.model, model_path, draft_path, dr);
-        status != 0) {
-        return status;
-    }
+    const method_spec & ms = rm.ms;
+    const model & m = *rm.target.model;
     context_params cp;
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.threads;
     cp.flash_attn = o.flash_attn;
     cp.n_seq_max = ms.is_ar() ? 1 : std::min(65, o.n_ctx); // trees: one sequence per leaf, up to 64 leaves
-    auto ctx = context_create(*lr.model, cp, &error);
+    auto ctx = context_create(m, cp, &error);
     if (!ctx) {
         return fail_runtime(cmd, error);
     }
-    const token_vec tokens = lr.model->tokenize(prompt, true, false);
+    const token_vec tokens = m.tokenize(prompt, true, false);
 
     generate_params gp;
     gp.n_predict = o.n_predict;
@@ -109,8 +100,8 @@ int run_complete(const complete_opts & o) {
         };
     }
     method_inputs in;
-    in.target = lr.model.get();
-    in.draft_model = dr.model.get();
+    in.target = &m;
+    in.draft_model = rm.draft.model.get();
     in.draft_params = o.draft;
     in.draft_params.n_ctx = o.n_ctx;
     in.draft_params.n_threads = o.threads;
@@ -120,7 +111,7 @@ int run_complete(const complete_opts & o) {
     }
     if (o.json) {
         nlohmann::json j = result_json(r, *ctx, ms);
-        j["draft_model"] = draft_path;
+        j["draft_model"] = rm.draft_path;
         printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         printf("\n");

@@ -131,21 +131,12 @@ int run_edit(const edit_opts & o) {
     }
 
     // ---- models
-    if (const int status = check_draft_options(cmd, o.draft); status != 0) {
+    request_models rm;
+    if (const int status = load_request_models(cmd, o.method, o.model, o.draft_model, o.draft, rm); status != 0) {
         return status;
     }
-    method_spec ms;
-    std::string model_path;
-    model_load_result lr;
-    if (const int status = load_method_and_model(cmd, o.method, o.model, ms, model_path, lr); status != 0) {
-        return status;
-    }
-    const model & m = *lr.model;
-    model_load_result dr;
-    std::string draft_path;
-    if (const int status = load_draft_for_method(cmd, ms, o.draft_model, m, model_path, draft_path, dr); status != 0) {
-        return status;
-    }
+    const method_spec & ms = rm.ms;
+    const model & m = *rm.target.model;
     const token_vec prompt = m.tokenize(edit_prompt(m, o.instruction, code), true, edit_prompt_parse_special(m));
     const token_vec original = edit_original_tokens(m, code);
     if ((int32_t) prompt.size() + 1 >= o.n_ctx) {
@@ -169,7 +160,7 @@ int run_edit(const edit_opts & o) {
     method_inputs in;
     in.original = original;
     in.target = &m;
-    in.draft_model = dr.model.get();
+    in.draft_model = rm.draft.model.get();
     in.draft_params = o.draft;
     in.draft_params.n_ctx = o.n_ctx;
     in.draft_params.n_threads = o.threads;
@@ -190,7 +181,7 @@ int run_edit(const edit_opts & o) {
     if (o.json) {
         nlohmann::json j = result_json(r, *ctx, ms);
         j["code"] = edited;
-        j["draft_model"] = draft_path;
+        j["draft_model"] = rm.draft_path;
         j["file"] = o.file;
         j["in_place"] = o.in_place;
         if (o.diff) j["diff"] = diff;

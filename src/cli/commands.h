@@ -37,19 +37,24 @@ std::string default_model_path();
 // draft model when the target is the shipped target; "" when there is none
 std::string default_draft_model_path(const std::string & target_path);
 
-// --draft-model, or the default when the method needs one; loaded and checked against the target.
-// Returns an exit status; leaves `out` empty when the method drafts without a model.
-int load_draft_for_method(const char * cmd, const method_spec & ms, const std::string & draft_opt, const model & target,
-                          const std::string & target_path, std::string & draft_path, model_load_result & out);
-
 // --gamma and --draft-p-min into `dp` (the draft model's proposals); --draft-model stays per command
 void add_draft_options(CLI::App * sub, draft_model_params & dp);
 // checks them; returns an exit status
 int check_draft_options(const char * cmd, const draft_model_params & dp);
 
-// parses --method and loads the target (-m, or the default model); returns an exit status
-int load_method_and_model(const char * cmd, const std::string & method, const std::string & model_opt,
-                          method_spec & ms, std::string & model_path, model_load_result & lr);
+// what a request of `complete` or `edit` runs on
+struct request_models {
+    method_spec       ms;
+    std::string       model_path;  // -m, or the default model
+    std::string       draft_path;  // --draft-model, or the default when the method needs one; "" = none
+    model_load_result target;
+    model_load_result draft;       // empty when the method drafts without a model
+};
+
+// checks --gamma / --draft-p-min, parses --method, loads the target and, when the method needs
+// one, the draft model (checked against the target's vocabulary); returns an exit status
+int load_request_models(const char * cmd, const std::string & method, const std::string & model_opt,
+                        const std::string & draft_opt, const draft_model_params & dp, request_models & out);
 
 // loads a draft model and checks that it can draft for the target; false with *error naming both
 bool load_draft_model(const std::string & path, const model & target, const std::string & target_path,

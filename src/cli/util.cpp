@@ -38,7 +38,9 @@ std::string default_draft_model_path(const std::string & target_path) {
     return "";
 }
 
-int load_draft_for_method(const char * cmd, const method_spec & ms, const std::string & draft_opt, const model & target,
+// --draft-model, or the default when the method needs one; loaded and checked against the target.
+// Returns an exit status; leaves `out` empty when the method drafts without a model.
+static int load_draft_for_method(const char * cmd, const method_spec & ms, const std::string & draft_opt, const model & target,
                           const std::string & target_path, std::string & draft_path, model_load_result & out) {
     draft_path = draft_opt;
     if (draft_path.empty() && ms.uses_draft_model()) {
@@ -148,18 +150,21 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
     };
 }
 
-int load_method_and_model(const char * cmd, const std::string & method, const std::string & model_opt,
-                          method_spec & ms, std::string & model_path, model_load_result & lr) {
+int load_request_models(const char * cmd, const std::string & method, const std::string & model_opt,
+                        const std::string & draft_opt, const draft_model_params & dp, request_models & out) {
+    if (const int status = check_draft_options(cmd, dp); status != 0) {
+        return status;
+    }
     std::string error;
-    if (!method_parse(method, ms, &error)) {
+    if (!method_parse(method, out.ms, &error)) {
         return fail_input(cmd, error);
     }
-    model_path = model_opt.empty() ? default_model_path() : model_opt;
-    lr = model_load(model_path);
-    if (!lr.model) {
-        return fail_input(cmd, lr.error);
+    out.model_path = model_opt.empty() ? default_model_path() : model_opt;
+    out.target = model_load(out.model_path);
+    if (!out.target.model) {
+        return fail_input(cmd, out.target.error);
     }
-    return 0;
+    return load_draft_for_method(cmd, out.ms, draft_opt, *out.target.model, out.model_path, out.draft_path, out.draft);
 }
 
 } // namespace editspec::cli
