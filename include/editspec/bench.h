@@ -14,6 +14,7 @@
 
 #include "editspec/dataset.h"
 #include "editspec/draft-model.h"
+#include "editspec/replay.h"
 #include "editspec/generate.h"
 #include "editspec/quality.h"
 
@@ -104,6 +105,33 @@ struct bench_results {
 };
 
 bool bench_run(const bench_params & p, bench_results & out, std::string * error);
+
+// ----------------------------------------------------------------------------
+// oracle replay of the methods (`editspec bench --oracle`): no model passes, the dataset's
+// reference stands in for the target's greedy output (replay.h), prompts in the raw layout
+// (design.md §4's reading). Each method runs under several draft sizings, costed on a curve.
+
+struct oracle_row {
+    std::string method;
+    std::string sizing; // "uncapped", "cap N", "grow", "clairvoyant"
+    replay_result r;
+};
+
+struct oracle_results {
+    std::vector<oracle_row> rows; // per method, per sizing
+    int32_t items = 0;
+    std::string curve_label;      // where the cost curve came from
+    cost_curve curve;
+};
+
+// Methods with a fixed cap ("NAME@N") run with that cap only; the others uncapped (each drafter's
+// own maximum: reuse 256, lookup 48), fixed caps 8, 16 and 48, grow x2 on full accept / shrink to
+// accepted + 2 (start 48, at most 48) and clairvoyant sizing (a bound: every pass pays only for
+// what it accepts). Methods that need a draft model cannot be replayed without the model: error.
+bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_results & out, std::string * error);
+
+// a markdown report of it
+std::string oracle_report_md(const bench_params & p, const oracle_results & res);
 
 // recomputes out.summary from out.rows
 void bench_summarize(bench_results & out);

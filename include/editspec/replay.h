@@ -119,6 +119,20 @@ struct replay_fn_drafter : drafter_i {
     uint8_t  src;
 };
 
+// several drafters into one tree, as the decoder runs them: each proposes in turn with what the
+// others left of the budget, and every one hears every accept (not owned)
+struct drafter_chain : drafter_i {
+    explicit drafter_chain(std::vector<drafter_i *> ds) : ds(std::move(ds)) {}
+
+    const char * name() const override { return "chain"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token> prompt) override;
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
+    void accept(std::span<const llama_token> accepted) override;
+
+    std::vector<drafter_i *> ds;
+};
+
 // ----------------------------------------------------------------------------
 // tokens of a dataset item for the replay
 

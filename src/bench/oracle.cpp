@@ -60,6 +60,29 @@ void replay_fn_drafter::propose(std::span<const llama_token> history, draft_tree
     tree.add_path(-1, d, src, max_nodes);
 }
 
+void drafter_chain::begin(std::span<const llama_token> prompt) {
+    for (drafter_i * d : ds) {
+        d->begin(prompt);
+    }
+}
+
+void drafter_chain::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
+    const int32_t start = tree.size();
+    for (drafter_i * d : ds) {
+        const int32_t left = budget - (tree.size() - start);
+        if (left <= 0) {
+            break;
+        }
+        d->propose(history, tree, left);
+    }
+}
+
+void drafter_chain::accept(std::span<const llama_token> accepted) {
+    for (drafter_i * d : ds) {
+        d->accept(accepted);
+    }
+}
+
 // tokens of the deepest tree path that equals a prefix of `ref`
 static int32_t tree_accepted(const draft_tree & tree, std::span<const llama_token> ref) {
     int32_t cur = -1;

@@ -2,8 +2,11 @@
 // report.md and speedup.svg.
 #include "cli/commands.h"
 #include "editspec/bench.h"
+#include "editspec/cost.h"
 #include "editspec/methods.h"
 
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 
@@ -18,8 +21,65 @@ struct bench_opts {
     std::string instruction = "descriptive";
     std::string layout = "auto";
     bool tests_allow_network = false;
+    bool oracle = false;
+    std::string cost_curve = "model";
     std::string out;
 };
+
+// the curve an oracle replay is costed on: design.md §4's, or this model's measured cost model
+// (cached per model file and threads; measured now when it is not)
+bool oracle_curve(const bench_opts & o, oracle_results & res, std::string * error) {
+    if (o.cost_curve == "design") {
+        res.curve = cost_curve_default();
+        res.curve_label = "design.md §4 (DeepSeek-Coder-1.3B shape, Q8_0, 2 threads, llama-bench)";
+        return true;
+    }
+    model_load_result lr = model_load(o.p.model_path);
+    if (!lr.model) {
+        if (error) *error = lr.error;
+        return false;
+    }
+    context_params cp;
+    cp.n_ctx = o.p.n_ctx;
+    cp.n_threads = o.p.threads;
+    cp.flash_attn = o.p.flash_attn;
+    auto ctx = context_create(*lr.model, cp, error);
+    if (!ctx) return false;
+    fprintf(stderr, "bench: the cost model of %s (cached per model file and threads)\n", o.p.model_path.c_str());
+    cost_model cm;
+    if (!cost_model_get(*ctx, cm, error)) return false;
+    res.curve = {};
+    for (size_t i = 0; i < cm.n.size(); i++) res.curve.points.push_back({cm.n[i], cm.ms[i] / cm.ms[0]});
+    char buf[160];
+    snprintf(buf, sizeof(buf), "measured on this machine: %d threads, flash attention %s, %.1f ms for one token",
+             ctx->n_threads(), o.p.flash_attn ? "on" : "off", cm.ms[0]);
+    res.curve_label = buf;
+    return true;
+}
+
+int run_oracle(const bench_opts & o) {
+    const char * cmd = "bench";
+    oracle_results res;
+    std::string err;
+    if (!oracle_curve(o, res, &err)) return fail_input(cmd, err);
+    const std::string label = res.curve_label;
+    const cost_curve curve = res.curve;
+    if (!bench_oracle(o.p, curve, res, &err)) return fail_input(cmd, err);
+    res.curve_label = label;
+    const std::string md = oracle_report_md(o.p, res);
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    const std::string path = o.out + "/oracle.md";
+    FILE * f = fopen(path.c_str(), "wb");
+    if (ec || !f || fwrite(md.data(), 1, md.size(), f) != md.size()) {
+        if (f) fclose(f);
+        return fail_runtime(cmd, "cannot write '" + path + "'");
+    }
+    fclose(f);
+    fputs(md.c_str(), stdout);
+    fprintf(stderr, "bench: wrote %s\n", path.c_str());
+    return 0;
+}
 
 int run_bench(bench_opts & o) {
     const char * cmd = "bench";
@@ -55,6 +115,12 @@ int run_bench(bench_opts & o) {
         needs_draft = needs_draft || ms.uses_draft_model();
     }
     if (o.p.model_path.empty()) o.p.model_path = default_model_path();
+    if (o.oracle) {
+        if (o.cost_curve != "design" && o.cost_curve != "model") {
+            return fail_input(cmd, "--cost-curve '" + o.cost_curve + "' must be design or model");
+        }
+        return run_oracle(o);
+    }
     if (needs_draft && o.p.draft_model_path.empty()) {
         o.p.draft_model_path = default_draft_model_path(o.p.model_path);
         if (o.p.draft_model_path.empty()) {
@@ -104,6 +170,10 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_flag("--tests", o->p.run_tests, "run each item's tests on each output (python3, no network): pass@1 per method");
     sub->add_option("--tests-timeout", o->p.tests.timeout_s, "seconds per test run")->capture_default_str();
     sub->add_flag("--tests-allow-network", o->tests_allow_network, "run tests even where the network cannot be cut off");
+    sub->add_flag("--oracle", o->oracle,
+                  "no model passes: replay each method's drafters against the reference outputs under several draft sizings (oracle.md)");
+    sub->add_option("--cost-curve", o->cost_curve, "with --oracle: model (this model's measured pass costs) | design (design.md §4)")
+        ->capture_default_str();
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
     sub->add_flag("--flash-attn", o->p.flash_attn, "flash attention on (not bit-exact: identical_to_ar may turn false)");
     sub->add_option("--out", o->out, "output folder")->required();

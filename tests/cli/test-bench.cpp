@@ -72,3 +72,34 @@ TEST(cli_bench, bad_flags_are_clear_errors) {
     EXPECT_NE(out.find("/nonexistent.gguf"), std::string::npos) << out;
     EXPECT_FALSE(fs::exists(d.path / "results.json"));
 }
+
+// --oracle: no model passes; with design.md's curve the DeepSeek-Coder tokenizer gives its figures
+TEST(cli_bench, oracle_reproduces_design_figures) {
+    temp_dir d;
+    std::string out;
+    const std::string base = std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
+                             editspec::test::vocab_path("deepseek-coder") + " --dataset " + EDITSPEC_DATASETS +
+                             "/canitedit/normalized.jsonl --out " + d.path.string();
+    int rc = editspec::test::run_command(base + " --methods ar,lookup-longest,reuse+lookup@8 2>&1", &out);
+    ASSERT_EQ(rc, 0) << out;
+    std::ifstream f(d.path / "oracle.md");
+    const std::string md((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // design.md §4: longest lookup 7.71 tokens/pass, clairvoyant 3.69x, fixed cap 8 2.52x
+    EXPECT_NE(md.find("| lookup-longest | clairvoyant | 7.71 |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| 1.000 | 3.69x |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| lookup-longest | cap 8 | 4.89 | 7.09 | 0.548 | 2.52x |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| ar | uncapped | 1.00 | 0.00 | 0.000 | 1.00x |"), std::string::npos) << md;
+    // a fixed cap is the only sizing of its method
+    EXPECT_NE(md.find("| reuse+lookup@8 | cap 8 |"), std::string::npos) << md;
+    EXPECT_EQ(md.find("| reuse+lookup@8 | grow |"), std::string::npos) << md;
+
+    // a draft model cannot be replayed without running it
+    rc = editspec::test::run_command(base + " --methods sd 2>&1", &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("'sd'"), std::string::npos) << out;
+    rc = editspec::test::run_command(std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve wavy --dataset " +
+                                         EDITSPEC_DATASETS + "/canitedit/normalized.jsonl --out " + d.path.string() + " 2>&1",
+                                     &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("wavy"), std::string::npos) << out;
+}

@@ -25,28 +25,6 @@ std::vector<token_vec> paths(const draft_tree & t) {
     return out;
 }
 
-// several drafters into one tree, as the decoder runs them (each gets what the others left)
-struct multi_drafter : drafter_i {
-    std::vector<drafter_i *> ds;
-    explicit multi_drafter(std::vector<drafter_i *> ds) : ds(std::move(ds)) {}
-    const char * name() const override { return "multi"; }
-    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
-    void begin(std::span<const llama_token> prompt) override {
-        for (drafter_i * d : ds) d->begin(prompt);
-    }
-    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
-        const int32_t start = tree.size();
-        for (drafter_i * d : ds) {
-            const int32_t left = budget - (tree.size() - start);
-            if (left <= 0) break;
-            d->propose(history, tree, left);
-        }
-    }
-    void accept(std::span<const llama_token> a) override {
-        for (drafter_i * d : ds) d->accept(a);
-    }
-};
-
 // proposes a fixed path out of sync (a stand-in for a draft model); records what it heard
 struct fixed_drafter : drafter_i {
     token_vec path;
@@ -358,7 +336,7 @@ replay_totals replay_reuse(const std::vector<item_tokens> & items, const reuse_p
         lookup_drafter lookup;
         std::vector<drafter_i *> ds = {&reuse};
         if (with_lookup) ds.push_back(&lookup);
-        multi_drafter md(ds);
+        drafter_chain md(ds);
         tot.r.add(oracle_replay(it.context, it.reference, md, p));
         tot.edits += reuse.n_edits;
         tot.resyncs += reuse.n_resyncs;

@@ -58,10 +58,11 @@ PRESETS = {
               "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10},
               "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40},
     # the shipped models: steps set from the throughput measured here on an idle core (README.md): the
-    # target ~1,690 tokens/s (3800 x 2048 tokens: ~77 min), the draft ~5,000 (7000 x 2048: ~48 min) then
+    # target ~1,690 tokens/s (4600 x 2048 tokens: ~98 min; 70 % of its sequences are edits, which
+    # teach the copying exact edits need), the draft ~5,000 (7000 x 2048: ~48 min) then
     # two fine-tunings of 1000 x 2048 (~7 min each) on the other core; data ~3 min, eval ~10 min
     "full": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
-             "target": {"shape": TARGET_SHAPE, "steps": 3800, "batch": 4, "lr": 1e-3, "warmup": 100},
+             "target": {"shape": TARGET_SHAPE, "steps": 4600, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7},
              "draft": {"shape": DRAFT_SHAPE, "steps": 7000, "batch": 4, "lr": 1.5e-3, "warmup": 100},
              "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50},
              "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400},
@@ -159,7 +160,7 @@ def train_spec(name, out, data_dir, seed, preset, role, init="", weights=None, s
         "name": name, "data": data_dir, "out": os.path.join(out, name), "seed": seed + seed_offset,
         "model": {**shape, "n_vocab": p["n_vocab"], "n_ctx": p["n_ctx"]}, "init": init,
         "steps": r["steps"], "batch": r["batch"], "lr": r["lr"], "warmup": r["warmup"], "lr_min_frac": 0.1,
-        "weight_decay": 0.1, "p_edit": 0.5, "weights": weights or WEIGHTS_PRETRAIN,
+        "weight_decay": 0.1, "p_edit": r.get("p_edit", 0.5), "weights": weights or WEIGHTS_PRETRAIN,
         "eval_every": p["eval_every"], "ckpt_every": p["eval_every"], "log_every": 20, "threads": 1,
         "precision": "bf16" if cpu_has_bf16() else "fp32", "ftype": "f16",
     }
