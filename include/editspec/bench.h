@@ -126,7 +126,8 @@ struct oracle_results {
 
 // Methods with a fixed cap ("NAME@N") run with that cap only; the others uncapped (each drafter's
 // own maximum: reuse 256, lookup 48), fixed caps 8, 16 and 48, grow x2 on full accept / shrink to
-// accepted + 2 (start 48, at most 48) and clairvoyant sizing (a bound: every pass pays only for
+// accepted + 2 (start 48, at most 48), the decoder's own cost-model sizing on the curve (likeliest
+// chain only, statistics carried across items) and clairvoyant sizing (a bound: every pass pays only for
 // what it accepts). Methods that need a draft model cannot be replayed without the model: error.
 bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_results & out, std::string * error);
 

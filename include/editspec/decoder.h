@@ -17,6 +17,7 @@
 #include "editspec/verify.h"
 
 #include <array>
+#include <climits>
 #include <span>
 
 namespace editspec {
@@ -63,7 +64,31 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
                               const spec_params & sp, std::span<drafter_i * const> drafters);
 
 // ----------------------------------------------------------------------------
+// one pass's tree (generate_spec and the oracle replay share these)
+
+struct pass_shape {
+    int32_t max_depth  = INT32_MAX; // no node deeper (KV cells and n_predict left)
+    int32_t max_nodes  = INT32_MAX; // no more nodes (KV cells left)
+    int32_t max_leaves = 1;         // sequences the context offers for paths
+    bool    chain_only = true;      // lossless exact mode: only the likeliest chain (see generate_spec)
+};
+
+// What one pass verifies, from what the drafters offered: cut to max_depth, reduced to its
+// likeliest chain when chain_only, sized by sp (fixed cap sp.draft_max, else the cost model),
+// cut to max_nodes, then ordered depth-first with the likeliest child first.
+draft_tree tree_for_pass(const draft_tree & offered, const spec_params & sp, const accept_stats & stats,
+                         const pass_shape & shape);
+
+// After a pass: every node whose parent was accepted (or that hangs off the root) was tested.
+// `accepted` lists the accepted path's nodes root first; by_source (8 entries) counts per source.
+void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std::span<const int32_t> accepted,
+                              source_stats * by_source);
+
+// ----------------------------------------------------------------------------
 // pieces, exposed for tests
+
+// nodes deeper than max_depth go, with everything under them
+draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth);
 
 // expected acceptance probability of every node: parent's × the source's rate at that depth,
 // shared among siblings so that siblings sum to at most the parent's

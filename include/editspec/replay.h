@@ -23,6 +23,7 @@
 #pragma once
 
 #include "editspec/dataset.h"
+#include "editspec/decoder.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
 
@@ -68,6 +69,8 @@ enum replay_sizing {
                                    // accepted + 2; a pass with no draft leaves it alone
     REPLAY_SIZING_CLAIRVOYANT = 2, // the drafter proposes with budget cap, but the pass verifies
                                    // (and pays for) only the tokens that will be accepted: a bound
+    REPLAY_SIZING_DECODER     = 3, // as generate_spec sizes each pass (tree_for_pass): spec's fixed
+                                   // cap or its cost model, with running acceptance statistics
 };
 
 struct replay_params {
@@ -75,6 +78,9 @@ struct replay_params {
     int32_t       cap      = -1; // FIXED, CLAIRVOYANT: most draft nodes per pass, -1 = unlimited
     int32_t       cap_init = 48; // GROW_SHRINK: first budget, tokens (48: start at lookup's m)
     int32_t       cap_max  = 48; // GROW_SHRINK: largest budget, tokens
+    const spec_params * spec = nullptr; // DECODER: sizing (draft_max, tree_max, cost) as the decoder
+    accept_stats * stats = nullptr;     // DECODER: statistics carried across items (null: per item)
+    int32_t max_leaves = 1;             // DECODER: paths per pass (chain-only when 1)
 };
 
 struct replay_result {

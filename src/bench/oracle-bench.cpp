@@ -3,6 +3,7 @@
 // it shows what a method could reach on a cost curve, and where a sizing rule loses against the
 // clairvoyant bound.
 #include "editspec/bench.h"
+#include "editspec/cost.h"
 #include "editspec/edit.h"
 #include "editspec/methods.h"
 
@@ -59,10 +60,23 @@ bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_resul
         rp.sizing = REPLAY_SIZING_GROW_SHRINK;
         v.push_back({"grow", rp});
         rp = {};
+        rp.sizing = REPLAY_SIZING_DECODER; // spec and stats set per method below
+        v.push_back({"cost model", rp});
+        rp = {};
         rp.sizing = REPLAY_SIZING_CLAIRVOYANT;
         v.push_back({"clairvoyant", rp});
         return v;
     };
+    // the cost model the decoder would size with: the curve's points
+    std::vector<int32_t> cn;
+    std::vector<double> crel;
+    for (const auto & pt : curve.points) {
+        cn.push_back(pt.first);
+        crel.push_back(pt.second / curve.points.front().second);
+    }
+    const cost_model cm = cost_model_from_table(cn, crel);
+    spec_params sp;
+    sp.cost = &cm;
 
     // tokens once per item
     struct item_tokens {
@@ -80,7 +94,10 @@ bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_resul
     out.items = (int32_t) items.size();
     out.curve = curve;
     for (const method_spec & ms : specs) {
-        for (const sizing_t & sz : sizings_for(ms)) {
+        for (sizing_t & sz : sizings_for(ms)) {
+            accept_stats stats; // carried across items, as bench carries them per method
+            sz.rp.spec = &sp;
+            sz.rp.stats = &stats;
             oracle_row row;
             row.method = ms.name;
             row.sizing = sz.name;

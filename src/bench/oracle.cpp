@@ -83,19 +83,18 @@ void drafter_chain::accept(std::span<const llama_token> accepted) {
     }
 }
 
-// tokens of the deepest tree path that equals a prefix of `ref`
-static int32_t tree_accepted(const draft_tree & tree, std::span<const llama_token> ref) {
+// the nodes of the deepest tree path that equals a prefix of `ref`, root first
+static void tree_accepted(const draft_tree & tree, std::span<const llama_token> ref, std::vector<int32_t> & path) {
+    path.clear();
     int32_t cur = -1;
-    int32_t n   = 0;
-    while (n < (int32_t) ref.size()) {
-        const int32_t c = tree.find_child(cur, ref[n]);
+    while (path.size() < ref.size()) {
+        const int32_t c = tree.find_child(cur, ref[path.size()]);
         if (c < 0) {
             break;
         }
+        path.push_back(c);
         cur = c;
-        n++;
     }
-    return n;
 }
 
 // depth of the deepest node: a draft is fully accepted when its longest path is
@@ -126,15 +125,38 @@ replay_result oracle_replay(std::span<const llama_token> context, std::span<cons
         budget = INT32_MAX / 2;
     }
 
+    const bool by_decoder = params.sizing == REPLAY_SIZING_DECODER;
+    if (by_decoder && (!params.spec || (params.spec->draft_max == 0 && !params.spec->cost))) {
+        ES_LOG_ERROR("oracle_replay: decoder sizing needs spec params with a cap or a cost model\n");
+        return r;
+    }
+    accept_stats local_stats;
+    accept_stats & stats = params.stats ? *params.stats : local_stats;
+    if (by_decoder) {
+        budget = params.spec->draft_max > 0 ? params.spec->draft_max : params.spec->tree_max;
+    }
+
     drafter.begin(context);
     draft_tree tree;
+    std::vector<int32_t> path;
     int64_t pos = 0;
     while (pos < N) {
         tree.clear();
         drafter.propose(history, tree, budget);
+        if (by_decoder) {
+            pass_shape shape;
+            shape.max_depth = (int32_t) std::min<int64_t>(N - pos - 1, INT32_MAX);
+            shape.max_leaves = params.max_leaves;
+            shape.chain_only = params.max_leaves <= 1;
+            tree = tree_for_pass(tree, *params.spec, stats, shape);
+        }
 
         const std::span<const llama_token> rest = reference.subspan(pos);
-        const int32_t a = tree_accepted(tree, rest);
+        tree_accepted(tree, rest, path);
+        const int32_t a = (int32_t) path.size();
+        if (by_decoder) {
+            accept_stats_record_pass(stats, tree, path, nullptr);
+        }
         // the target's own token follows the accepted ones unless the reference (EOS) has ended
         const int64_t n_commit = std::min<int64_t>(a + 1, N - pos);
         const int32_t drafted  = params.sizing == REPLAY_SIZING_CLAIRVOYANT ? a : tree.size();

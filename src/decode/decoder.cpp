@@ -29,22 +29,6 @@ static double ms_since(clock_type::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
-// nodes deeper than max_depth go, with everything under them
-static draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth) {
-    draft_tree out;
-    std::vector<int32_t> remap(tree.size(), -1), depth(tree.size(), 0);
-    for (int32_t i = 0; i < tree.size(); i++) {
-        draft_node nd = tree.nodes[i];
-        if (nd.parent >= 0 && remap[nd.parent] < 0) continue;
-        depth[i] = nd.parent < 0 ? 1 : depth[nd.parent] + 1;
-        if (depth[i] > max_depth) continue;
-        if (nd.parent >= 0) nd.parent = remap[nd.parent];
-        remap[i] = out.size();
-        out.nodes.push_back(nd);
-    }
-    return out;
-}
-
 // the target's own choice at a node under replay: the reference token at that output position
 static verify_result verify_replay(const draft_tree & tree, const generate_params & gp, const model & m, size_t n_out) {
     verify_result r;
@@ -161,27 +145,17 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
             drafters[k]->propose(history, tree, budget);
             asked[k] = drafters[k]->costly() && tree.size() > before;
         }
-        // no position past the cache, no token past n_predict
-        int32_t max_depth = ctx.n_ctx() - 1 - root_pos;
+        // no position past the cache, no token past n_predict; every node takes a KV cell
+        pass_shape shape;
+        shape.max_depth = ctx.n_ctx() - 1 - root_pos;
         if (gp.n_predict >= 0) {
-            max_depth = std::min<int32_t>(max_depth, gp.n_predict - (int32_t) r.tokens.size() - 1);
+            shape.max_depth = std::min<int32_t>(shape.max_depth, gp.n_predict - (int32_t) r.tokens.size() - 1);
         }
-        tree = tree_limit_depth(tree, std::max(0, max_depth));
-        if (chain_only) {
-            tree = tree_first_chain(tree_order_dfs(tree, tree_node_probs(tree, stats)));
-        }
-        const std::vector<float> probs = tree_node_probs(tree, stats);
-        if (sp.draft_max > 0) {
-            tree = tree_truncate(tree, sp.draft_max);
-            if (tree.size() < sp.draft_min) tree.clear();
-            tree = tree_limit_leaves(tree, tree_node_probs(tree, stats), max_leaves);
-        } else {
-            tree = tree_prune_by_cost(tree, probs, *sp.cost, max_leaves);
-        }
-        // every node takes a KV cell after the root's
-        tree = tree_truncate(tree, std::max(0, ctx.n_ctx() - 1 - root_pos));
-        // depth-first, likeliest child first: the likeliest path occupies consecutive rows
-        tree = tree_order_dfs(tree, tree_node_probs(tree, stats));
+        shape.max_depth = std::max(0, shape.max_depth);
+        shape.max_nodes = std::max(0, ctx.n_ctx() - 1 - root_pos);
+        shape.max_leaves = max_leaves;
+        shape.chain_only = chain_only;
+        tree = tree_for_pass(tree, sp, stats, shape);
         for (size_t k = 0; k < drafters.size(); k++) {
             if (!asked[k]) continue;
             bool kept = false;
@@ -267,20 +241,9 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
             }
         }
 
-        // ---- statistics: every node whose parent was accepted was tested
-        {
-            std::vector<bool> on_path(n_nodes, false);
-            for (int32_t a : vr.accepted) on_path[a] = true;
-            for (int32_t i = 0; i < n_nodes; i++) {
-                const int32_t p = tree.nodes[i].parent;
-                if (p < 0 || on_path[p]) {
-                    stats.record(tree.nodes[i].source, tree.nodes[i].conf, depth[i], on_path[i]);
-                    r.by_source[tree.nodes[i].source].n_drafted++;
-                    r.by_source[tree.nodes[i].source].n_accepted += on_path[i];
-                }
-            }
-            r.accepted += k;
-        }
+        // ---- statistics
+        accept_stats_record_pass(stats, tree, vr.accepted, r.by_source);
+        r.accepted += k;
 
         // ---- KV: sequence 0 keeps the pending tokens and, when its cells directly follow them,
         // the accepted path. A path on other rows would leave holes between its cells; filling

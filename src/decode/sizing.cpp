@@ -164,4 +164,57 @@ draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> &
     return tree_keep(tree, keep);
 }
 
+// nodes deeper than max_depth go, with everything under them
+draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth) {
+    draft_tree out;
+    std::vector<int32_t> remap(tree.size(), -1), depth(tree.size(), 0);
+    for (int32_t i = 0; i < tree.size(); i++) {
+        draft_node nd = tree.nodes[i];
+        if (nd.parent >= 0 && remap[nd.parent] < 0) continue;
+        depth[i] = nd.parent < 0 ? 1 : depth[nd.parent] + 1;
+        if (depth[i] > max_depth) continue;
+        if (nd.parent >= 0) nd.parent = remap[nd.parent];
+        remap[i] = out.size();
+        out.nodes.push_back(nd);
+    }
+    return out;
+}
+
+draft_tree tree_for_pass(const draft_tree & offered, const spec_params & sp, const accept_stats & stats,
+                         const pass_shape & shape) {
+    draft_tree tree = tree_limit_depth(offered, shape.max_depth);
+    if (shape.chain_only) {
+        tree = tree_first_chain(tree_order_dfs(tree, tree_node_probs(tree, stats)));
+    }
+    if (sp.draft_max > 0) {
+        tree = tree_truncate(tree, sp.draft_max);
+        if (tree.size() < sp.draft_min) tree.clear();
+        tree = tree_limit_leaves(tree, tree_node_probs(tree, stats), shape.max_leaves);
+    } else {
+        tree = tree_prune_by_cost(tree, tree_node_probs(tree, stats), *sp.cost, shape.max_leaves);
+    }
+    tree = tree_truncate(tree, shape.max_nodes);
+    // depth-first, likeliest child first: the likeliest path occupies consecutive rows
+    return tree_order_dfs(tree, tree_node_probs(tree, stats));
+}
+
+void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std::span<const int32_t> accepted,
+                              source_stats * by_source) {
+    const int32_t n = tree.size();
+    std::vector<bool> on_path(n, false);
+    for (int32_t a : accepted) on_path[a] = true;
+    std::vector<int32_t> depth(n, 0);
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t p = tree.nodes[i].parent;
+        depth[i] = p < 0 ? 1 : depth[p] + 1;
+        if (p < 0 || on_path[p]) {
+            stats.record(tree.nodes[i].source, tree.nodes[i].conf, depth[i], on_path[i]);
+            if (by_source) {
+                by_source[tree.nodes[i].source].n_drafted++;
+                by_source[tree.nodes[i].source].n_accepted += on_path[i];
+            }
+        }
+    }
+}
+
 } // namespace editspec

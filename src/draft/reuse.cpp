@@ -172,12 +172,21 @@ std::vector<reuse_candidate> reuse_sync_candidates(std::span<const llama_token> 
 // ----------------------------------------------------------------------------
 // the drafter
 
+// Confidence classes (accept_stats keeps acceptance per class and depth): a re-sync by its match
+// length (1 .. 3, longer matches as 3); in step with the original by how long it has been: the
+// longer a stretch of code has come out unchanged, the likelier the next tokens are unchanged too
+// (an edit is a few lines among many), which per-depth statistics alone cannot see.
+static uint8_t reuse_conf_synced(int32_t run) {
+    return run < 4 ? 4 : run < 16 ? 5 : run < 64 ? 6 : 7;
+}
+
 reuse_drafter::reuse_drafter(std::span<const llama_token> original, const reuse_params & params)
     : original_(original.begin(), original.end()), params_(params) {}
 
 void reuse_drafter::begin(std::span<const llama_token> prompt) {
     p_ = 0;
     synced_ = true;
+    run_ = 0;
     live_.clear();
     live_resync_ = false;
 }
@@ -212,8 +221,7 @@ void reuse_drafter::propose(std::span<const llama_token> history, draft_tree & t
         }
         if (len <= 0) continue;
         const int64_t max_nodes = std::min<int64_t>((int64_t) tree.size() + len, end_nodes);
-        // in step with the original: class 7; a re-sync: its match length (1 .. 6)
-        const uint8_t conf = synced_ ? 7 : (uint8_t) std::clamp<int32_t>(cands[c].k, 1, 6);
+        const uint8_t conf = synced_ ? reuse_conf_synced(run_) : (uint8_t) std::clamp<int32_t>(cands[c].k, 1, 3);
         tree.add_path(-1, std::span<const llama_token>(original_).subspan(cands[c].pos, len), DRAFT_SOURCE_REUSE,
                       (int32_t) max_nodes, {}, conf);
         live_.push_back(cands[c]);
@@ -249,10 +257,12 @@ void reuse_drafter::accept(std::span<const llama_token> accepted) {
         n_resync_ok++;
     }
     if (best_j == (int32_t) accepted.size()) {
+        run_ = synced_ && !was_resync ? run_ + best_j : best_j;
         synced_ = true;
         p_ = cands[best].pos + best_j;
         return;
     }
+    run_ = 0;
     // a committed token left the original: an edit starts at pos + j
     if (synced_) {
         n_edits++;

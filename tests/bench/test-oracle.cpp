@@ -1,6 +1,7 @@
 // Oracle replay (src/bench/oracle.cpp) and dataset reading (src/bench/dataset.cpp): the replay's
 // rules on tiny token lists, then design.md §4's figures with the DeepSeek-Coder tokenizer.
 #include "common/test-util.h"
+#include "editspec/cost.h"
 #include "editspec/dataset.h"
 #include "editspec/lookup.h"
 #include "editspec/replay.h"
@@ -202,6 +203,49 @@ TEST(oracle_replay, grow_on_full_accept_shrink_on_reject) {
     oracle_replay(ctx, ref, d, p);
     ASSERT_GE(d.budgets.size(), 7u);
     EXPECT_EQ(std::vector<int32_t>(d.budgets.begin(), d.budgets.begin() + 7), (std::vector<int32_t>{2, 4, 8, 8, 8, 3, 3}));
+}
+
+TEST(oracle_replay, decoder_sizing_follows_the_cost_model) {
+    // a drafter that is always right: on a flat curve (every pass costs one token's) the decoder's
+    // sizing keeps whole drafts; on a steep one (a node costs a whole pass) it drafts nothing
+    token_vec ref;
+    for (int i = 0; i < 40; i++) ref.push_back(100 + i);
+    ref.push_back(2);
+    script_drafter d;
+    d.script = [&](int32_t, std::span<const llama_token> h) {
+        const size_t pos = h.size() - 1;
+        return std::vector<token_vec>{token_vec(ref.begin() + pos, ref.begin() + std::min(ref.size(), pos + 10))};
+    };
+    const cost_model flat  = cost_model_from_table({1, 256}, {1.0, 1.0});
+    const cost_model steep = cost_model_from_table({1, 256}, {1.0, 256.0});
+    spec_params sp;
+    replay_params p;
+    p.sizing = REPLAY_SIZING_DECODER;
+    p.spec = &sp;
+    const token_vec ctx = {1};
+
+    sp.cost = &flat;
+    replay_result r = oracle_replay(ctx, ref, d, p);
+    EXPECT_EQ(r.n_passes, 4);   // 10 + 1 tokens a pass: 11, 22, 33, then 8 left
+    EXPECT_EQ(r.n_accepted, 37);
+
+    sp.cost = &steep;
+    r = oracle_replay(ctx, ref, d, p);
+    EXPECT_EQ(r.n_passes, 41);  // optimistic statistics cannot outweigh a node's full pass cost
+    EXPECT_EQ(r.n_drafted, 0);
+
+    // a fixed cap through the decoder's path: the plain fixed cap's passes for a linear drafter
+    sp.cost = nullptr;
+    sp.draft_max = 3;
+    const replay_result a = oracle_replay(ctx, ref, d, p);
+    replay_params fixed;
+    fixed.cap = 3;
+    const replay_result b = oracle_replay(ctx, ref, d, fixed);
+    EXPECT_EQ(a.n_passes, b.n_passes);
+    // the decoder drafts nothing in the last position (the EOS comes from the target), the plain cap
+    // drafts and accepts it
+    EXPECT_EQ(a.n_accepted + 1, b.n_accepted);
+    EXPECT_EQ(a.n_drafted + 1, b.n_drafted);
 }
 
 // ----------------------------------------------------------------------------
