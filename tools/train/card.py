@@ -93,6 +93,16 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
         tf = ev.get("edit_tf", {}).get(n, {})
         L.append(f"| {n} | {sc.get('tokens_per_pass', 0):.2f} | {sc.get('accepted_per_pass', 0):.2f} | "
                  f"{se.get('tokens_per_pass', 0):.2f} | {_pct(tf.get('new_token_acc'))} |")
+    gp = ev.get("generate_phase", {})
+    if gp:
+        L.append("\nIn EfficientEdit's setting (`editspec edit --method reuse+sd`, greedy, the same held-out edits): Reuse "
+                 "drafts the unchanged code and the draft model drafts only after a rejection, i.e. the edit's new content:\n")
+        L.append("| draft | draft-model nodes verified | accepted | acceptance | tokens per target pass |")
+        L.append("| --- | --- | --- | --- | --- |")
+        for n in ("draft-plain", "draft-edit"):
+            g = gp.get(n, {})
+            L.append(f"| {n} | {g.get('model_drafted', 0)} | {g.get('model_accepted', 0)} | {_pct(g.get('model_acceptance'))} | "
+                     f"{g.get('tokens_per_pass', 0):.2f} |")
     L.append("\n`draft-plain`: fine-tuned with the loss on every answer token; `draft-edit`: EfficientEdit's edit-oriented "
              "loss (seed 000 eq. 8), only tokens of lines that are new in the edited code; both on the same batches "
              "(half edit examples, half code windows), from the same pre-trained draft. The reference answers stand in "

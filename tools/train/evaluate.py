@@ -92,6 +92,32 @@ def edits_via_editspec(editspec, model, rows, threads, tmpdir, log):
     return outs
 
 
+def generate_phase_via_editspec(editspec, target, draft, rows, threads, tmpdir, log) -> dict:
+    """EfficientEdit's setting (seed 000 §III): `editspec edit --method reuse+sd`, greedy. Reuse drafts
+    the unchanged code; the draft model drafts only after a rejection, i.e. the edit's new content.
+    Counts the draft model's nodes the target verified and accepted, and target passes."""
+    drafted = accepted = passes = tokens = 0
+    t = time.time()
+    f = os.path.join(tmpdir, f"gen-{os.path.basename(os.path.dirname(draft))}.py")
+    for i, e in enumerate(rows):
+        with open(f, "w") as fh:
+            fh.write(e["before"])
+        r = subprocess.run([editspec, "edit", "-m", target, "--draft-model", draft, "--method", "reuse+sd", "-f", f,
+                            "-i", e["instruction"], "-t", str(threads), "--json"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"editspec edit --method reuse+sd failed on {e['id']}: {r.stderr[-1000:]}")
+        j = json.loads(r.stdout)
+        m = j.get("by_source", {}).get("model", {})
+        drafted += m.get("drafted", 0)
+        accepted += m.get("accepted", 0)
+        passes += j.get("target_passes", 0)
+        tokens += j.get("tokens", 0)
+    log(f"eval: reuse+sd with {draft}: {len(rows)} edits ({time.time() - t:.0f} s)")
+    return {"n": len(rows), "model_drafted": drafted, "model_accepted": accepted,
+            "model_acceptance": accepted / drafted if drafted else 0.0,
+            "target_passes": passes, "tokens": tokens, "tokens_per_pass": tokens / passes if passes else 0.0}
+
+
 def teacher_forced(ckpt_path, data_dir, n_ctx) -> dict:
     import numpy as np
     import torch
@@ -176,6 +202,11 @@ def main():
             jobs.append((("spec_edit", n), lambda n=n: run_json(
                 [E, "spec", "-m", models["target"], "-d", models[n], "-p", prompts, "--gamma", "7", "--gen", "512",
                  "--n-prompts", str(min(a.spec_edits, len(rows))), "--threads", th], log)))
+    if editspec_has_edit(a.editspec):
+        for n in ("draft-plain", "draft-edit"):
+            if n in models:
+                jobs.append((("generate_phase", n), lambda n=n: generate_phase_via_editspec(
+                    a.editspec, models["target"], models[n], rows[:a.spec_edits], a.threads, ev_dir, log)))
     for n in ("target", "draft", "draft-plain", "draft-edit"):
         ck = os.path.join(out, n, "ckpt.pt")
         if os.path.exists(ck):
@@ -194,6 +225,7 @@ def main():
                                "edits_exact": res["edits"]["target"]["exact_match"], "edits_via": res["edits"]["target"]["via"],
                                "edits_unchanged_lines": res["edits"]["target"]["unchanged_lines_reproduced"],
                                "spec_edit_tokens_per_pass": {k: round(v["tokens_per_pass"], 3) for k, v in res.get("spec_edit", {}).items()},
+                               "generate_phase_model_acceptance": {k: round(v["model_acceptance"], 4) for k, v in res.get("generate_phase", {}).items()},
                                "edit_tf": res["edit_tf"]}))
 
 
