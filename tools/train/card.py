@@ -29,7 +29,7 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     L = []
     L.append("# editspec's small code models: target and draft\n")
     L.append(f"Made by `python3 tools/train/run.py --preset {preset} --seed {seed}` (tools/train/README.md) on "
-             f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min.\n")
+             f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min (its stages as timed when they ran).\n")
     L.append("| file | role | parameters | layers x width | context | tokens seen | training time |")
     L.append("| --- | --- | --- | --- | --- | --- | --- |")
     for n, role, fname in (("target", "target", "editspec-target.gguf"), ("draft-edit", "draft (edit-oriented fine-tune)", "editspec-draft.gguf")):

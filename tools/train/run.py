@@ -166,6 +166,24 @@ def train_spec(name, out, data_dir, seed, preset, role, init="", weights=None, s
     }
 
 
+def recorded_timings(out, timings):
+    """stage seconds as measured by the runs that computed each stage: a stage found cached (well under a
+    second) keeps the time recorded in OUT/run-timings.json, so a later `--ship` or resumed run reports
+    the work, not the cache look-up"""
+    path = os.path.join(out, "run-timings.json")
+    stages = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            stages = json.load(f)
+    for k, v in timings.items():
+        if v >= 1.0 or k not in stages:
+            stages[k] = v
+    with open(path + ".tmp", "w") as f:
+        json.dump(stages, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return stages
+
+
 def run_trainings(specs, env, jobs, deps=None, on_done=None):
     """runs train.py on each spec, at most `jobs` at a time, a spec only after the specs named in
     deps[name] have finished; output lines go to OUT/<name>/train.log, the main ones to the console"""
@@ -357,7 +375,8 @@ def main():
     # model card
     def do_card():
         import card
-        card.card_write(out, a.preset, a.seed, timings, time.time() - t_start)
+        stages = recorded_timings(out, timings)
+        card.card_write(out, a.preset, a.seed, stages, sum(stages.values()))
     timed("card", do_card)
     if a.ship:
         mdir = os.path.join(ROOT, "models")
