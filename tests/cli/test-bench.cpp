@@ -15,8 +15,17 @@ namespace {
 
 using editspec::test::temp_dir;
 
+const std::string k_canitedit = std::string(EDITSPEC_DATASETS) + "/canitedit/normalized.jsonl";
 const std::string k_bench = std::string(EDITSPEC_BIN) + " bench -m " + EDITSPEC_TEST_MODEL_Q8 +
-                            " --dataset " + EDITSPEC_DATASETS + "/canitedit/normalized.jsonl --threads 1";
+                            " --dataset " + k_canitedit + " --threads 1";
+
+// a bad input: exit status 2 and a message that names the offending value
+void expect_input_error(const std::string & cmd, const std::string & names) {
+    std::string out;
+    const int rc = editspec::test::run_command(cmd + " 2>&1", &out);
+    EXPECT_EQ(rc, 2) << cmd << "\n" << out;
+    EXPECT_NE(out.find(names), std::string::npos) << cmd << "\n" << out;
+}
 
 } // namespace
 
@@ -55,21 +64,12 @@ TEST(cli_bench, tests_give_pass_at_1_per_method) {
 
 TEST(cli_bench, bad_flags_are_clear_errors) {
     temp_dir d;
-    std::string out;
-    int rc = editspec::test::run_command(k_bench + " --replay --tests --out " + d.path.string() + " 2>&1", &out);
-    EXPECT_EQ(rc, 2) << out;
-    EXPECT_NE(out.find("--replay"), std::string::npos) << out;
-    rc = editspec::test::run_command(k_bench + " --layout sideways --out " + d.path.string() + " 2>&1", &out);
-    EXPECT_EQ(rc, 2) << out;
-    EXPECT_NE(out.find("sideways"), std::string::npos) << out;
-    rc = editspec::test::run_command(k_bench + " --methods ar,nonsense --out " + d.path.string() + " 2>&1", &out);
-    EXPECT_EQ(rc, 2) << out;
-    EXPECT_NE(out.find("nonsense"), std::string::npos) << out;
-    rc = editspec::test::run_command(std::string(EDITSPEC_BIN) + " bench -m /nonexistent.gguf --dataset " +
-                                         EDITSPEC_DATASETS + "/canitedit/normalized.jsonl --out " + d.path.string() + " 2>&1",
-                                     &out);
-    EXPECT_EQ(rc, 2) << out;
-    EXPECT_NE(out.find("/nonexistent.gguf"), std::string::npos) << out;
+    const std::string out = " --out " + d.path.string();
+    expect_input_error(k_bench + " --replay --tests" + out, "--replay");
+    expect_input_error(k_bench + " --layout sideways" + out, "sideways");
+    expect_input_error(k_bench + " --methods ar,nonsense" + out, "nonsense");
+    expect_input_error(std::string(EDITSPEC_BIN) + " bench -m /nonexistent.gguf --dataset " + k_canitedit + out,
+                       "/nonexistent.gguf");
     EXPECT_FALSE(fs::exists(d.path / "results.json"));
 }
 
@@ -78,9 +78,9 @@ TEST(cli_bench, oracle_reproduces_design_figures) {
     temp_dir d;
     std::string out;
     const std::string base = std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
-                             editspec::test::vocab_path("deepseek-coder") + " --dataset " + EDITSPEC_DATASETS +
-                             "/canitedit/normalized.jsonl --out " + d.path.string();
-    int rc = editspec::test::run_command(base + " --methods ar,lookup-longest,reuse+lookup@8 2>&1", &out);
+                             editspec::test::vocab_path("deepseek-coder") + " --dataset " + k_canitedit +
+                             " --out " + d.path.string();
+    const int rc = editspec::test::run_command(base + " --methods ar,lookup-longest,reuse+lookup@8 2>&1", &out);
     ASSERT_EQ(rc, 0) << out;
     std::ifstream f(d.path / "oracle.md");
     const std::string md((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -94,12 +94,8 @@ TEST(cli_bench, oracle_reproduces_design_figures) {
     EXPECT_EQ(md.find("| reuse+lookup@8 | grow |"), std::string::npos) << md;
 
     // a draft model cannot be replayed without running it
-    rc = editspec::test::run_command(base + " --methods sd 2>&1", &out);
-    EXPECT_EQ(rc, 2) << out;
-    EXPECT_NE(out.find("'sd'"), std::string::npos) << out;
-    rc = editspec::test::run_command(std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve wavy --dataset " +
-                                         EDITSPEC_DATASETS + "/canitedit/normalized.jsonl --out " + d.path.string() + " 2>&1",
-                                     &out);
-    EXPECT_EQ(rc, 2) << out;
-    EXPECT_NE(out.find("wavy"), std::string::npos) << out;
+    expect_input_error(base + " --methods sd", "'sd'");
+    expect_input_error(std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve wavy --dataset " + k_canitedit +
+                           " --out " + d.path.string(),
+                       "wavy");
 }
