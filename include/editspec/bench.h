@@ -61,6 +61,8 @@ struct bench_row {
     int64_t accepted = 0;
     double  gen_ms = 0.0;
     double  draft_ms = 0.0;
+    double  decode_ms = 0.0;       // target decodes; decode_model_ms: what the cost model said they cost
+    double  decode_model_ms = 0.0;
     bool    eos = false;          // ended at EOS (then it counts as a produced token per pass)
     bool    identical_to_ar = true;
     double  edit_sim_vs_ar = 1.0; // edit_similarity of the output text to ar's
@@ -78,6 +80,8 @@ struct bench_summary {
     int64_t accepted = 0;
     double  gen_ms = 0.0;
     double  draft_ms = 0.0;
+    double  decode_ms = 0.0;
+    double  decode_model_ms = 0.0;
     double  tokens_per_s = 0.0;
     double  speedup_vs_ar = 0.0;          // sum of ar gen_ms / sum of this method's, same items
     double  mean_accepted_per_pass = 0.0; // tokens produced per target pass, EOS included (design.md §4)
@@ -122,6 +126,7 @@ struct oracle_results {
     int32_t items = 0;
     std::string curve_label;      // where the cost curve came from
     cost_curve curve;
+    double pass_overhead = 0.0;   // added to every pass, in 1-token passes of the curve
 };
 
 // Methods with a fixed cap ("NAME@N") run with that cap only; the others uncapped (each drafter's
@@ -129,7 +134,11 @@ struct oracle_results {
 // accepted + 2 (start 48, at most 48), the decoder's own cost-model sizing on the curve (likeliest
 // chain only, statistics carried across items) and clairvoyant sizing (a bound: every pass pays only for
 // what it accepts). Methods that need a draft model cannot be replayed without the model: error.
-bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_results & out, std::string * error);
+// pass_overhead: time every pass costs beside the curve's (drafting, verification, a longer context
+// than the curve was measured at), in 1-token passes; the passes are costed with it, the cost-model
+// sizing sees it, and a second cost-model row ("blind to overhead") sizes on the bare curve.
+bool bench_oracle(const bench_params & p, const cost_curve & curve, double pass_overhead, oracle_results & out,
+                  std::string * error);
 
 // a markdown report of it
 std::string oracle_report_md(const bench_params & p, const oracle_results & res);

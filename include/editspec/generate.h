@@ -61,6 +61,8 @@ struct generate_result {
     int64_t     draft_tokens  = 0;   // draft nodes sent to the target
     int64_t     accepted      = 0;   // draft tokens accepted
     double      draft_ms      = 0.0; // time spent in drafters
+    double      decode_ms     = 0.0; // time in the target's batch decodes (generation passes)
+    double      decode_model_ms = 0.0; // the cost model's figure for those decodes (sized modes only)
     source_stats by_source[8];       // indexed by draft_source
     stop_reason stop = STOP_REASON_NONE;
     std::string error;               // when stop == STOP_REASON_ERROR

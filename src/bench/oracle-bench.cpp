@@ -13,7 +13,8 @@
 
 namespace editspec {
 
-bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_results & out, std::string * error) {
+bool bench_oracle(const bench_params & p, const cost_curve & bare_curve, double pass_overhead, oracle_results & out,
+                  std::string * error) {
     auto fail = [&](const std::string & msg) {
         if (error) *error = msg;
         return false;
@@ -43,7 +44,27 @@ bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_resul
         std::string name;
         replay_params rp;
     };
-    auto sizings_for = [](const method_spec & ms) {
+    if (pass_overhead < 0.0) {
+        return fail("pass overhead " + std::to_string(pass_overhead) + " is negative");
+    }
+    // the cost model the decoder would size with: the curve's points, relative to one token
+    auto model_of = [](const cost_curve & c) {
+        std::vector<int32_t> n;
+        std::vector<double> rel;
+        for (const auto & pt : c.points) {
+            n.push_back(pt.first);
+            rel.push_back(pt.second / c.points.front().second);
+        }
+        return cost_model_from_table(n, rel);
+    };
+    cost_curve curve = bare_curve;
+    for (auto & pt : curve.points) pt.second += pass_overhead * bare_curve.points.front().second;
+    const cost_model cm = model_of(curve), cm_bare = model_of(bare_curve);
+    spec_params sp, sp_bare;
+    sp.cost = &cm;
+    sp_bare.cost = &cm_bare;
+
+    auto sizings_for = [&](const method_spec & ms) {
         std::vector<sizing_t> v;
         replay_params rp;
         if (ms.draft_max > 0) {
@@ -60,23 +81,18 @@ bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_resul
         rp.sizing = REPLAY_SIZING_GROW_SHRINK;
         v.push_back({"grow", rp});
         rp = {};
-        rp.sizing = REPLAY_SIZING_DECODER; // spec and stats set per method below
+        rp.sizing = REPLAY_SIZING_DECODER; // stats set per method below
+        rp.spec = &sp;
         v.push_back({"cost model", rp});
+        if (pass_overhead > 0.0) {
+            rp.spec = &sp_bare;
+            v.push_back({"cost model, blind to overhead", rp});
+        }
         rp = {};
         rp.sizing = REPLAY_SIZING_CLAIRVOYANT;
         v.push_back({"clairvoyant", rp});
         return v;
     };
-    // the cost model the decoder would size with: the curve's points
-    std::vector<int32_t> cn;
-    std::vector<double> crel;
-    for (const auto & pt : curve.points) {
-        cn.push_back(pt.first);
-        crel.push_back(pt.second / curve.points.front().second);
-    }
-    const cost_model cm = cost_model_from_table(cn, crel);
-    spec_params sp;
-    sp.cost = &cm;
 
     // tokens once per item
     struct item_tokens {
@@ -92,11 +108,12 @@ bool bench_oracle(const bench_params & p, const cost_curve & curve, oracle_resul
 
     out = {};
     out.items = (int32_t) items.size();
-    out.curve = curve;
+    out.curve = bare_curve;
+    out.pass_overhead = pass_overhead;
     for (const method_spec & ms : specs) {
         for (sizing_t & sz : sizings_for(ms)) {
             accept_stats stats; // carried across items, as bench carries them per method
-            sz.rp.spec = &sp;
+            if (!sz.rp.spec) sz.rp.spec = &sp;
             sz.rp.stats = &stats;
             oracle_row row;
             row.method = ms.name;
@@ -129,13 +146,18 @@ std::string oracle_report_md(const bench_params & p, const oracle_results & res)
              p.model_path.c_str(), p.dataset_path.c_str(), res.items,
              p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive", res.curve_label.c_str());
     s += buf;
+    if (res.pass_overhead > 0.0) {
+        snprintf(buf, sizeof(buf), "Every pass also pays %.3g single-token passes beside the curve (--pass-overhead): the costs\n"
+                 "below include it; \"blind to overhead\" sizes on the bare curve.\n\n", res.pass_overhead);
+        s += buf;
+    }
     s += "| tokens in the pass |";
     for (const auto & pt : res.curve.points) s += " " + std::to_string(pt.first) + " |";
     s += "\n| --- |";
     for (size_t i = 0; i < res.curve.points.size(); i++) s += " ---: |";
     s += "\n| cost vs 1 token |";
     for (const auto & pt : res.curve.points) {
-        snprintf(buf, sizeof(buf), " %.2f |", pt.second / res.curve.points[0].second);
+        snprintf(buf, sizeof(buf), " %.2f |", (pt.second / res.curve.points[0].second + res.pass_overhead) / (1.0 + res.pass_overhead));
         s += buf;
     }
     s += "\n\n| method | sizing | tokens per pass | draft tokens per pass | accepted / drafted | speedup |\n"

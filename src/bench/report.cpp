@@ -135,13 +135,14 @@ std::string report_md(const bench_results & res) {
       << " threads, flash attention " << (p.flash_attn ? "on" : "off") << " |\n";
     o << "| started | " << res.started << " |\n\n";
     const bool tested = p.run_tests && !res.summary.empty() && res.summary.front().tested > 0;
-    o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | identical to ar | edit sim. vs ar |"
+    o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | decode ms | cost model's decode ms | identical to ar | edit sim. vs ar |"
       << (tested ? " pass@1 |" : "") << "\n";
-    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |" << (tested ? " ---: |" : "") << "\n";
+    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |" << (tested ? " ---: |" : "") << "\n";
     for (const auto & s : res.summary) {
         o << "| " << s.method << " | " << fmt("%.2f", s.tokens_per_s) << " | " << fmt("%.2f×", s.speedup_vs_ar) << " | "
           << fmt("%.2f", s.mean_accepted_per_pass) << " | " << s.target_passes << " | " << s.draft_tokens << " | "
-          << s.accepted << " | " << fmt("%.0f", s.draft_ms) << " | "
+          << s.accepted << " | " << fmt("%.0f", s.draft_ms) << " | " << fmt("%.0f", s.decode_ms) << " | "
+          << (s.decode_model_ms > 0 ? fmt("%.0f", s.decode_model_ms) : std::string("")) << " | "
           << (s.identical_to_ar ? "yes" : "no (" + std::to_string(s.n_different) + " items differ)") << " | "
           << fmt("%.3f", s.mean_edit_sim_vs_ar) << " |";
         if (tested) {
@@ -224,6 +225,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
             {"draft_tokens", s.draft_tokens},
             {"accepted_draft_tokens", s.accepted},
             {"draft_ms", s.draft_ms},
+            {"decode_ms", s.decode_ms},
+            {"decode_model_ms", s.decode_model_ms},
             {"gen_ms", s.gen_ms},
             {"identical_to_ar", s.identical_to_ar},
             {"items_differing_from_ar", s.n_different},
@@ -240,7 +243,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
         rows.push_back({
             {"item", r.item}, {"method", r.method}, {"prompt_tokens", r.prompt_tokens}, {"tokens", r.tokens},
             {"target_passes", r.target_passes}, {"draft_tokens", r.draft_tokens}, {"accepted", r.accepted},
-            {"gen_ms", r.gen_ms}, {"draft_ms", r.draft_ms}, {"eos", r.eos}, {"identical_to_ar", r.identical_to_ar},
+            {"gen_ms", r.gen_ms}, {"draft_ms", r.draft_ms}, {"decode_ms", r.decode_ms},
+            {"decode_model_ms", r.decode_model_ms}, {"eos", r.eos}, {"identical_to_ar", r.identical_to_ar},
             {"edit_similarity_vs_ar", r.edit_sim_vs_ar},
             {"tests", r.tested ? nlohmann::json(r.passed ? "pass" : "fail") : nlohmann::json(nullptr)},
             {"by_source", sources_json(r.by_source)},

@@ -74,6 +74,8 @@ bench_row row_from(const std::string & item, const std::string & method, const g
     row.accepted = r.accepted;
     row.gen_ms = r.gen_ms;
     row.draft_ms = r.draft_ms;
+    row.decode_ms = r.decode_ms;
+    row.decode_model_ms = r.decode_model_ms;
     row.eos = r.stop == STOP_REASON_EOG;
     for (int s = 0; s < 8; s++) row.by_source[s] = r.by_source[s];
     return row;
@@ -102,6 +104,8 @@ void bench_summarize(bench_results & out) {
             s.accepted += row.accepted;
             s.gen_ms += row.gen_ms;
             s.draft_ms += row.draft_ms;
+            s.decode_ms += row.decode_ms;
+            s.decode_model_ms += row.decode_model_ms;
             if (!row.identical_to_ar) {
                 s.identical_to_ar = false;
                 s.n_different++;

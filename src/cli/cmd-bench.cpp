@@ -23,6 +23,7 @@ struct bench_opts {
     bool tests_allow_network = false;
     bool oracle = false;
     std::string cost_curve = "model";
+    double pass_overhead = 0.0;
     std::string out;
 };
 
@@ -64,7 +65,7 @@ int run_oracle(const bench_opts & o) {
     if (!oracle_curve(o, res, &err)) return fail_input(cmd, err);
     const std::string label = res.curve_label;
     const cost_curve curve = res.curve;
-    if (!bench_oracle(o.p, curve, res, &err)) return fail_input(cmd, err);
+    if (!bench_oracle(o.p, curve, o.pass_overhead, res, &err)) return fail_input(cmd, err);
     res.curve_label = label;
     const std::string md = oracle_report_md(o.p, res);
     std::error_code ec;
@@ -172,6 +173,10 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_flag("--tests-allow-network", o->tests_allow_network, "run tests even where the network cannot be cut off");
     sub->add_flag("--oracle", o->oracle,
                   "no model passes: replay each method's drafters against the reference outputs under several draft sizings (oracle.md)");
+    sub->add_option("--pass-overhead", o->pass_overhead,
+                    "with --oracle: every pass costs this many single-token passes more than the curve says "
+                    "(time outside the batch decode), default 0")
+        ->check(CLI::NonNegativeNumber);
     sub->add_option("--cost-curve", o->cost_curve, "with --oracle: model (this model's measured pass costs) | design (design.md §4)")
         ->capture_default_str();
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");

@@ -146,6 +146,7 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
         {"draft_tokens", r.draft_tokens},
         {"accepted", r.accepted},
         {"draft_ms", r.draft_ms},
+        {"decode_ms", r.decode_ms},
         {"by_source", by_source},
     };
 }

@@ -194,11 +194,14 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
                                   : b.add(tree.nodes[i].token, root_pos + depth[i], {0}, true);
             ES_ASSERT(ok);
         }
+        const auto tdec = clock_type::now();
         if (!ctx.decode(b)) {
             r.stop = STOP_REASON_ERROR;
             r.error = "decode failed at position " + std::to_string(n_past);
             break;
         }
+        r.decode_ms += ms_since(tdec);
+        if (sp.cost) r.decode_model_ms += sp.cost->t(n_pending + n_nodes);
         r.target_passes++;
         r.draft_tokens += n_nodes;
 

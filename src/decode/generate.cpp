@@ -184,11 +184,13 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         }
         b.clear();
         b.add(last, pos, {0}, true);
+        const auto tdec = clock_type::now();
         if (!ctx.decode(b)) {
             r.stop = STOP_REASON_ERROR;
             r.error = "decode failed at position " + std::to_string(pos);
             break;
         }
+        r.decode_ms += ms_since(tdec);
         r.target_passes++;
         pos++;
         const llama_token t = p.replay ? generate_replay_token(p, m, r.tokens.size())

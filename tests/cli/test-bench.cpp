@@ -99,3 +99,49 @@ TEST(cli_bench, oracle_reproduces_design_figures) {
                            " --out " + d.path.string(),
                        "wavy");
 }
+
+// --pass-overhead: every pass (ar's too) pays a fixed extra; passes are unchanged, the costs are not
+TEST(cli_bench, oracle_pass_overhead_costs_every_pass) {
+    temp_dir d;
+    std::string out;
+    const std::string cmd = std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
+                            editspec::test::vocab_path("deepseek-coder") + " --dataset " + k_canitedit +
+                            " --methods ar,lookup-longest@8,lookup --limit 20 --pass-overhead 1 --out " + d.path.string();
+    ASSERT_EQ(editspec::test::run_command(cmd + " 2>&1", &out), 0) << out;
+    std::ifstream f(d.path / "oracle.md");
+    const std::string md((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // speedup of the row that starts with `prefix` (its last column)
+    auto speedup = [&](const std::string & prefix) {
+        const size_t at = md.find(prefix);
+        if (at == std::string::npos) return -1.0;
+        const std::string line = md.substr(at, md.find('\n', at) - at);
+        const size_t bar = line.rfind('|', line.size() - 2);
+        return std::stod(line.substr(bar + 1));
+    };
+    EXPECT_DOUBLE_EQ(speedup("| ar | uncapped |"), 1.0) << md;
+    // with o = 1: tokens x 2 / (sum of t + passes), so the speedup is (1 + o) / (t / tokens + o / tokens per pass)
+    const size_t row = md.find("| lookup-longest@8 | cap 8 |");
+    ASSERT_NE(row, std::string::npos) << md;
+    double tpp = 0, dpp = 0, acc = 0, sp = 0;
+    ASSERT_EQ(sscanf(md.c_str() + row, "| lookup-longest@8 | cap 8 | %lf | %lf | %lf | %lfx |", &tpp, &dpp, &acc, &sp), 4) << md;
+    EXPECT_GT(sp, 1.0);
+    EXPECT_NE(md.find("| lookup | cost model, blind to overhead |"), std::string::npos) << md;
+    EXPECT_NE(md.find("--pass-overhead"), std::string::npos) << md;
+    EXPECT_GE(speedup("| lookup | cost model |"), speedup("| lookup | cost model, blind to overhead |") - 0.02) << md;
+    // the same items without overhead: the same passes, a lower speedup (ar pays the overhead on every token)
+    temp_dir d0;
+    const std::string cmd0 = std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
+                             editspec::test::vocab_path("deepseek-coder") + " --dataset " + k_canitedit +
+                             " --methods lookup-longest@8 --limit 20 --out " + d0.path.string();
+    ASSERT_EQ(editspec::test::run_command(cmd0 + " 2>&1", &out), 0) << out;
+    std::ifstream f0(d0.path / "oracle.md");
+    const std::string md0((std::istreambuf_iterator<char>(f0)), std::istreambuf_iterator<char>());
+    const size_t row0 = md0.find("| lookup-longest@8 | cap 8 |");
+    ASSERT_NE(row0, std::string::npos) << md0;
+    double tpp0 = 0, dpp0 = 0, acc0 = 0, sp0 = 0;
+    ASSERT_EQ(sscanf(md0.c_str() + row0, "| lookup-longest@8 | cap 8 | %lf | %lf | %lf | %lfx |", &tpp0, &dpp0, &acc0, &sp0), 4);
+    EXPECT_DOUBLE_EQ(tpp, tpp0);
+    // (1 + o) / (1 / sp0 + o / tpp), rounded to two decimals in the report
+    EXPECT_NEAR(sp, 2.0 / (1.0 / sp0 + 1.0 / tpp0), 0.02) << md;
+    expect_input_error(cmd0 + " --pass-overhead -1", "-1");
+}
