@@ -91,8 +91,9 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
         sc = ev.get("spec_code", {}).get(n, {})
         se = ev.get("spec_edit", {}).get(n, {})
         tf = ev.get("edit_tf", {}).get(n, {})
+        se_tpp = f"{se['tokens_per_pass']:.2f}" if "tokens_per_pass" in se else "not measured"
         L.append(f"| {n} | {sc.get('tokens_per_pass', 0):.2f} | {sc.get('accepted_per_pass', 0):.2f} | "
-                 f"{se.get('tokens_per_pass', 0):.2f} | {_pct(tf.get('new_token_acc'))} |")
+                 f"{se_tpp} | {_pct(tf.get('new_token_acc'))} |")
     gp = ev.get("generate_phase", {})
     if gp:
         L.append("\nIn EfficientEdit's setting (`editspec edit --method reuse+sd`, greedy, the same held-out edits): Reuse "
@@ -103,10 +104,17 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
             g = gp.get(n, {})
             L.append(f"| {n} | {g.get('model_drafted', 0)} | {g.get('model_accepted', 0)} | {_pct(g.get('model_acceptance'))} | "
                      f"{g.get('tokens_per_pass', 0):.2f} |")
+    lab = _load(os.path.join(out, "labels", "labels-stats.json"), {})
     L.append("\n`draft-plain`: fine-tuned with the loss on every answer token; `draft-edit`: EfficientEdit's edit-oriented "
              "loss (seed 000 eq. 8), only tokens of lines that are new in the edited code; both on the same batches "
-             "(half edit examples, half code windows), from the same pre-trained draft. The reference answers stand in "
-             "for the target's own outputs (the paper's labels) so that the draft can train while the target does.\n")
+             "(half edit examples, half code windows), from the same pre-trained draft.")
+    if lab:
+        L.append(f"As in the paper, the edit answers they learn are the target's own: the target answered the first "
+                 f"{lab.get('edits')} training edits greedily (stage `labels`, {lab.get('generate_seconds', 0) / 60:.1f} min; "
+                 f"{lab.get('answers_equal_reference')} of them equal the reference answer), and the new lines are those of "
+                 "its answer that are not in the original.\n")
+    else:
+        L.append("The reference answers stand in for the target's own outputs (the paper's labels).\n")
     path = os.path.join(out, "MODEL_CARD.md")
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(L) + "\n")

@@ -13,15 +13,16 @@ its last checkpoint):
     edits      synthetic edits from the functions of both splits                        data/edits-*.jsonl
     tokenizer  BPE trained on the training files (or DeepSeek-Coder's vocabulary)      data/tokenizer.gguf
     tokenize   llama.cpp tokenizes everything; edit tokens get their kinds             data/*.npy, *.npz
-    target     pre-train the target (code + edits)                                      target/
-    draft      pre-train the draft (same data)                     runs beside target   draft/
-    finetune   the draft fine-tuned twice on the same data: plain (answer tokens) and
+    train      pre-train the target (code + edits) and, beside it, the draft            target/ draft/
+    labels     the target's own answers to training edits (seed 000 §III-B)            labels/
+    finetune   the draft fine-tuned twice on them: plain (answer tokens) and
                edit-oriented (EfficientEdit eq. 8: new-line tokens only)               draft-plain/ draft-edit/
     eval       held-out metrics through llama.cpp and editspec                          eval/summary.json
     card       the model card                                                           MODEL_CARD.md
 
-With --jobs 2 (the default) the two pre-trainings run at the same time, one thread each, then the two
-fine-tunings; every process uses one thread (torch, OpenBLAS and OpenMP pinned to 1).
+With --jobs 2 (the default) the two pre-trainings run at the same time, one thread each, then the
+labels in two shards, then the two fine-tunings; every process uses one thread (torch, OpenBLAS and
+OpenMP pinned to 1).
 """
 from __future__ import annotations
 
@@ -49,22 +50,23 @@ PRESETS = {
     "smoke": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 4000, "edits_heldout": 200,
               "target": {"shape": TARGET_SHAPE, "steps": 60, "batch": 4, "lr": 2e-3, "warmup": 20},
               "draft": {"shape": DRAFT_SHAPE, "steps": 60, "batch": 4, "lr": 3e-3, "warmup": 20},
-              "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5},
+              "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5}, "labels": 40,
               "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8, "spec_edits": 8}, "eval_every": 30},
     # learning curves in ~8 minutes of one core each
     "short": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
               "target": {"shape": TARGET_SHAPE, "steps": 160, "batch": 4, "lr": 1e-3, "warmup": 30},
               "draft": {"shape": DRAFT_SHAPE, "steps": 320, "batch": 4, "lr": 1.5e-3, "warmup": 30},
-              "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10},
+              "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10}, "labels": 300,
               "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40},
     # the shipped models: steps set from the throughput measured here on an idle core (README.md): the
     # target ~1,690 tokens/s (4600 x 2048 tokens: ~98 min; 70 % of its sequences are edits, which
-    # teach the copying exact edits need), the draft ~5,000 (7000 x 2048: ~48 min) then
-    # two fine-tunings of 1000 x 2048 (~7 min each) on the other core; data ~3 min, eval ~10 min
+    # teach the copying exact edits need), the draft ~5,000 (7000 x 2048: ~48 min) on the other core;
+    # then the target answers 2,000 training edits (~4 min) and the two fine-tunings of 1000 x 2048 run
+    # side by side (~7 min); data ~2 min, eval ~3.5 min: ~117 min in all
     "full": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
              "target": {"shape": TARGET_SHAPE, "steps": 4600, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7},
              "draft": {"shape": DRAFT_SHAPE, "steps": 7000, "batch": 4, "lr": 1.5e-3, "warmup": 100},
-             "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50},
+             "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50}, "labels": 2000,
              "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400},
 }
 
@@ -337,15 +339,13 @@ def main():
     k_train_src = src_hash("train.py", "model.py")
     k_target, k_draft = key_of([k_tokenize, s_target, k_train_src]), key_of([k_tokenize, s_draft, k_train_src])
 
-    dck = os.path.join(out, "draft", "ckpt.pt")
-    s_plain = train_spec("draft-plain", out, dd, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_PLAIN, seed_offset=2000)
-    s_edit = train_spec("draft-edit", out, dd, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_EDIT, seed_offset=2000)
-    k_plain, k_edit = key_of([k_draft, s_plain, k_train_src]), key_of([k_draft, s_edit, k_train_src])
-    keys = {"target": k_target, "draft": k_draft, "draft-plain": k_plain, "draft-edit": k_edit}
-
     def do_train():
-        # one thread each; the target runs throughout while the draft, then its two fine-tunings, share the other core
-        todo = [s for s in (s_target, s_draft, s_plain, s_edit) if not st.done(s["name"], keys[s["name"]])]
+        # the pre-trainings, one thread each, side by side
+        todo = [s for s in (s_target, s_draft) if not st.done(s["name"], keys[s["name"]])]
+        run_todo(todo)
+    keys = {"target": k_target, "draft": k_draft}
+
+    def run_todo(todo):
         for s in todo:   # a stale run (other key) starts over
             ck = os.path.join(s["out"], "spec.json")
             if os.path.exists(ck) and json.load(open(ck)) != s:
@@ -353,9 +353,33 @@ def main():
                 shutil.rmtree(s["out"])
         if todo:
             log(f"train: {', '.join(s['name'] for s in todo)} ({a.jobs} at a time, one thread each)")
-            run_trainings(todo, env, a.jobs, deps={"draft-plain": ["draft"], "draft-edit": ["draft"]},
+            run_trainings(todo, env, a.jobs,
                           on_done=lambda s: st.mark(s["name"], keys[s["name"]], json.load(open(os.path.join(s["out"], "done.json")))))
     timed("train", do_train)
+
+    # the draft's fine-tuning labels: the target's own answers to training edits (seed 000 §III-B)
+    ld = os.path.join(out, "labels")
+    k_labels = key_of([k_target, k_draft, p["labels"], p["n_ctx"], src_hash("labels.py", "data.py", "eval.cpp")])
+
+    def do_labels():
+        if st.done("labels", k_labels):
+            return
+        import labels
+        labels.stage_labels(out, dd, eval_tool, tok_tool, os.path.join(out, "target", "model.gguf"),
+                            os.path.join(out, "draft", "model.gguf"), p["labels"], p["n_ctx"], max(1, a.jobs), log=log)
+        st.mark("labels", k_labels)
+    timed("labels", do_labels)
+
+    # the draft fine-tuned twice on the same labelled batches: plain (every answer token) and edit-oriented (eq. 8)
+    dck = os.path.join(out, "draft", "ckpt.pt")
+    s_plain = train_spec("draft-plain", out, ld, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_PLAIN, seed_offset=2000)
+    s_edit = train_spec("draft-edit", out, ld, a.seed, a.preset, "finetune", init=dck, weights=WEIGHTS_EDIT, seed_offset=2000)
+    k_plain, k_edit = key_of([k_draft, k_labels, s_plain, k_train_src]), key_of([k_draft, k_labels, s_edit, k_train_src])
+    keys.update({"draft-plain": k_plain, "draft-edit": k_edit})
+
+    def do_finetune():
+        run_todo([s for s in (s_plain, s_edit) if not st.done(s["name"], keys[s["name"]])])
+    timed("finetune", do_finetune)
 
     # evaluation
     k_eval = key_of([k_target, k_plain, k_edit, p["eval"], src_hash("evaluate.py", "eval.cpp")])
