@@ -31,7 +31,8 @@ cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vect
 
 // times passes of 1, 2, 4, ... n_max tokens after a 256-token prefix, reps times each (the fastest
 // counts: interference from other processes only adds time); leaves the KV cache empty
-bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error);
+bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
+                        int32_t n_prefix = 256);
 
 // loads the cached model for this model file and thread count, or measures and caches it
 // (~/.cache/editspec/cost/, EDITSPEC_CACHE overrides the root)

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "editspec/cost.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace editspec::cli {
@@ -13,6 +14,7 @@ struct cost_opts {
     int32_t threads = 0;
     int32_t n_max = 256;
     int32_t reps = 3;
+    int32_t prefix = 256;
     bool flash_attn = false;
     bool fresh = false;
     bool save = true;
@@ -27,14 +29,15 @@ int run_cost(const cost_opts & o) {
     model_load_result lr = model_load(path);
     if (!lr.model) return fail_input(cmd, lr.error);
     context_params cp;
-    cp.n_ctx = 1024;
+    if (o.prefix < 1 || o.prefix > 8192) return fail_input(cmd, "--prefix " + std::to_string(o.prefix) + " out of range [1, 8192]");
+    cp.n_ctx = std::max(1024, o.prefix + o.n_max + 1);
     cp.n_threads = o.threads;
     cp.flash_attn = o.flash_attn;
     std::string err;
     auto ctx = context_create(*lr.model, cp, &err);
     if (!ctx) return fail_runtime(cmd, err);
     cost_model cm;
-    const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err) : cost_model_get(*ctx, cm, &err);
+    const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err, o.prefix) : cost_model_get(*ctx, cm, &err);
     if (!ok) return fail_runtime(cmd, err);
     if (o.fresh && o.save) cost_model_save(*ctx, cm);
     printf("# %s, %d threads, flash attention %s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off");
@@ -54,6 +57,7 @@ command cmd_cost_add(CLI::App & app) {
     sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("--max", o->n_max, "largest pass measured, tokens (powers of two up to it)")->capture_default_str();
     sub->add_option("--reps", o->reps, "timed repetitions per size (the fastest counts)")->capture_default_str();
+    sub->add_option("--prefix", o->prefix, "with --fresh: tokens already in the KV cache when a pass is timed")->capture_default_str();
     sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
     sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");

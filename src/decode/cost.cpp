@@ -44,9 +44,10 @@ cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vect
 
 using clock_type = std::chrono::steady_clock;
 
-bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error) {
+bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
+                        int32_t n_prefix) {
     const model & m = ctx.owner();
-    const int32_t n_prefix = std::min(256, ctx.n_ctx() / 4);
+    n_prefix = std::max(1, std::min(n_prefix, ctx.n_ctx() / 4 * 3));
     if (n_max + n_prefix > ctx.n_ctx()) {
         n_max = std::max(1, ctx.n_ctx() - n_prefix);
     }

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -144,4 +145,29 @@ TEST(cli_bench, oracle_pass_overhead_costs_every_pass) {
     // (1 + o) / (1 / sp0 + o / tpp), rounded to two decimals in the report
     EXPECT_NEAR(sp, 2.0 / (1.0 / sp0 + 1.0 / tpp0), 0.02) << md;
     expect_input_error(cmd0 + " --pass-overhead -1", "-1");
+}
+
+// editspec cost: a fresh measurement at a chosen context, not cached with --no-save
+TEST(cli_cost, fresh_measurement_at_a_prefix) {
+    temp_dir cache;
+    std::string out;
+    const std::string cmd = "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " +
+                            EDITSPEC_TEST_MODEL_Q8 + " -t 1 --fresh --no-save --max 4 --reps 1";
+    ASSERT_EQ(editspec::test::run_command(cmd + " --prefix 48 2>/dev/null", &out), 0) << out;
+    // a row per size, 1, 2 and 4 tokens, with costs that never fall
+    double last = 0.0;
+    int rows = 0;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        int n = 0;
+        double ms = 0, tps = 0, rel = 0;
+        if (sscanf(line.c_str(), "%d %lf %lf %lf", &n, &ms, &tps, &rel) != 4) continue;
+        EXPECT_EQ(n, 1 << rows) << out;
+        EXPECT_GE(ms, last) << out;
+        last = ms;
+        rows++;
+    }
+    EXPECT_EQ(rows, 3) << out;
+    EXPECT_TRUE(fs::is_empty(cache.path)) << "--no-save wrote the cache";
+    expect_input_error(cmd + " --prefix 0", "--prefix 0");
 }
