@@ -28,6 +28,36 @@ void expect_input_error(const std::string & cmd, const std::string & names) {
     EXPECT_NE(out.find(names), std::string::npos) << cmd << "\n" << out;
 }
 
+// `bench --oracle --cost-curve design` with the DeepSeek-Coder tokenizer: the command (without
+// --out) and, after running it with `args` into `dir`, its oracle.md
+std::string oracle_cmd() {
+    return std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
+           editspec::test::vocab_path("deepseek-coder") + " --dataset " + k_canitedit;
+}
+
+std::string oracle_md(const std::string & args, const fs::path & dir) {
+    std::string out;
+    const int rc = editspec::test::run_command(oracle_cmd() + " " + args + " --out " + dir.string() + " 2>&1", &out);
+    EXPECT_EQ(rc, 0) << out;
+    std::ifstream f(dir / "oracle.md");
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// a row of oracle.md's table by its "| method | sizing |" start; all -1 when missing
+struct oracle_figures {
+    double tokens_per_pass = -1, draft_per_pass = -1, accepted_share = -1, speedup = -1;
+};
+
+oracle_figures oracle_row(const std::string & md, const std::string & start) {
+    oracle_figures f;
+    const size_t at = md.find(start);
+    if (at != std::string::npos) {
+        const std::string fmt = start + " %lf | %lf | %lf | %lfx |";
+        sscanf(md.c_str() + at, fmt.c_str(), &f.tokens_per_pass, &f.draft_per_pass, &f.accepted_share, &f.speedup);
+    }
+    return f;
+}
+
 } // namespace
 
 TEST(cli_bench, tests_give_pass_at_1_per_method) {
@@ -77,14 +107,7 @@ TEST(cli_bench, bad_flags_are_clear_errors) {
 // --oracle: no model passes; with design.md's curve the DeepSeek-Coder tokenizer gives its figures
 TEST(cli_bench, oracle_reproduces_design_figures) {
     temp_dir d;
-    std::string out;
-    const std::string base = std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
-                             editspec::test::vocab_path("deepseek-coder") + " --dataset " + k_canitedit +
-                             " --out " + d.path.string();
-    const int rc = editspec::test::run_command(base + " --methods ar,lookup-longest,reuse+lookup@8 2>&1", &out);
-    ASSERT_EQ(rc, 0) << out;
-    std::ifstream f(d.path / "oracle.md");
-    const std::string md((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string md = oracle_md("--methods ar,lookup-longest,reuse+lookup@8", d.path);
     // design.md §4: longest lookup 7.71 tokens/pass, clairvoyant 3.69x, fixed cap 8 2.52x
     EXPECT_NE(md.find("| lookup-longest | clairvoyant | 7.71 |"), std::string::npos) << md;
     EXPECT_NE(md.find("| 1.000 | 3.69x |"), std::string::npos) << md;
@@ -95,7 +118,7 @@ TEST(cli_bench, oracle_reproduces_design_figures) {
     EXPECT_EQ(md.find("| reuse+lookup@8 | grow |"), std::string::npos) << md;
 
     // a draft model cannot be replayed without running it
-    expect_input_error(base + " --methods sd", "'sd'");
+    expect_input_error(oracle_cmd() + " --out " + d.path.string() + " --methods sd", "'sd'");
     expect_input_error(std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve wavy --dataset " + k_canitedit +
                            " --out " + d.path.string(),
                        "wavy");
@@ -104,47 +127,24 @@ TEST(cli_bench, oracle_reproduces_design_figures) {
 // --pass-overhead: every pass (ar's too) pays a fixed extra; passes are unchanged, the costs are not
 TEST(cli_bench, oracle_pass_overhead_costs_every_pass) {
     temp_dir d;
-    std::string out;
-    const std::string cmd = std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
-                            editspec::test::vocab_path("deepseek-coder") + " --dataset " + k_canitedit +
-                            " --methods ar,lookup-longest@8,lookup --limit 20 --pass-overhead 1 --out " + d.path.string();
-    ASSERT_EQ(editspec::test::run_command(cmd + " 2>&1", &out), 0) << out;
-    std::ifstream f(d.path / "oracle.md");
-    const std::string md((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    // speedup of the row that starts with `prefix` (its last column)
-    auto speedup = [&](const std::string & prefix) {
-        const size_t at = md.find(prefix);
-        if (at == std::string::npos) return -1.0;
-        const std::string line = md.substr(at, md.find('\n', at) - at);
-        const size_t bar = line.rfind('|', line.size() - 2);
-        return std::stod(line.substr(bar + 1));
-    };
-    EXPECT_DOUBLE_EQ(speedup("| ar | uncapped |"), 1.0) << md;
-    // with o = 1: tokens x 2 / (sum of t + passes), so the speedup is (1 + o) / (t / tokens + o / tokens per pass)
-    const size_t row = md.find("| lookup-longest@8 | cap 8 |");
-    ASSERT_NE(row, std::string::npos) << md;
-    double tpp = 0, dpp = 0, acc = 0, sp = 0;
-    ASSERT_EQ(sscanf(md.c_str() + row, "| lookup-longest@8 | cap 8 | %lf | %lf | %lf | %lfx |", &tpp, &dpp, &acc, &sp), 4) << md;
-    EXPECT_GT(sp, 1.0);
-    EXPECT_NE(md.find("| lookup | cost model, blind to overhead |"), std::string::npos) << md;
+    const std::string md = oracle_md("--methods ar,lookup-longest@8,lookup --limit 20 --pass-overhead 1", d.path);
+    EXPECT_DOUBLE_EQ(oracle_row(md, "| ar | uncapped |").speedup, 1.0) << md;
+    const oracle_figures cap8 = oracle_row(md, "| lookup-longest@8 | cap 8 |");
+    EXPECT_GT(cap8.speedup, 1.0) << md;
     EXPECT_NE(md.find("--pass-overhead"), std::string::npos) << md;
-    EXPECT_GE(speedup("| lookup | cost model |"), speedup("| lookup | cost model, blind to overhead |") - 0.02) << md;
-    // the same items without overhead: the same passes, a lower speedup (ar pays the overhead on every token)
+    const oracle_figures sized = oracle_row(md, "| lookup | cost model |");
+    const oracle_figures blind = oracle_row(md, "| lookup | cost model, blind to overhead |");
+    EXPECT_GT(blind.speedup, 0.0) << md;
+    EXPECT_GE(sized.speedup, blind.speedup - 0.02) << md;
+    // the same items without overhead: the same passes, a lower speedup (ar pays the overhead on
+    // every token): with o = 1 the speedup is (1 + o) / (1 / speedup_0 + o / tokens per pass)
     temp_dir d0;
-    const std::string cmd0 = std::string(EDITSPEC_BIN) + " bench --oracle --cost-curve design -m " +
-                             editspec::test::vocab_path("deepseek-coder") + " --dataset " + k_canitedit +
-                             " --methods lookup-longest@8 --limit 20 --out " + d0.path.string();
-    ASSERT_EQ(editspec::test::run_command(cmd0 + " 2>&1", &out), 0) << out;
-    std::ifstream f0(d0.path / "oracle.md");
-    const std::string md0((std::istreambuf_iterator<char>(f0)), std::istreambuf_iterator<char>());
-    const size_t row0 = md0.find("| lookup-longest@8 | cap 8 |");
-    ASSERT_NE(row0, std::string::npos) << md0;
-    double tpp0 = 0, dpp0 = 0, acc0 = 0, sp0 = 0;
-    ASSERT_EQ(sscanf(md0.c_str() + row0, "| lookup-longest@8 | cap 8 | %lf | %lf | %lf | %lfx |", &tpp0, &dpp0, &acc0, &sp0), 4);
-    EXPECT_DOUBLE_EQ(tpp, tpp0);
-    // (1 + o) / (1 / sp0 + o / tpp), rounded to two decimals in the report
-    EXPECT_NEAR(sp, 2.0 / (1.0 / sp0 + 1.0 / tpp0), 0.02) << md;
-    expect_input_error(cmd0 + " --pass-overhead -1", "-1");
+    const std::string md0 = oracle_md("--methods lookup-longest@8 --limit 20", d0.path);
+    const oracle_figures cap8_0 = oracle_row(md0, "| lookup-longest@8 | cap 8 |");
+    ASSERT_GT(cap8_0.speedup, 0.0) << md0;
+    EXPECT_DOUBLE_EQ(cap8.tokens_per_pass, cap8_0.tokens_per_pass);
+    EXPECT_NEAR(cap8.speedup, 2.0 / (1.0 / cap8_0.speedup + 1.0 / cap8_0.tokens_per_pass), 0.02) << md;
+    expect_input_error(oracle_cmd() + " --out " + d0.path.string() + " --pass-overhead -1", "-1");
 }
 
 // editspec cost: a fresh measurement at a chosen context, not cached with --no-save
