@@ -71,9 +71,15 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
         L.append(f"| {n} | {'draft' if s.get('init') else 'random'} | {s.get('steps')} | {s.get('batch')} x {s.get('model', {}).get('n_ctx')} | "
                  f"{s.get('lr')} | {wt} | {d.get('tokens', 0) / 1e6:.2f}M | {d.get('seconds', 0) / 60:.1f} min | "
                  f"{d.get('tokens', 0) / max(1, d.get('seconds', 1)):.0f} |")
+    st = runs.get("target", (None, None))[0] or {}
+    more = st.get("threads_more")
     L.append("\nAdamW (0.9, 0.95), weight decay 0.1 on matrices, warm-up then cosine to 10%, gradient clip 1.0, "
-             "bf16 autocast (fp32 weights), one thread per run, the two pre-trainings side by side on the two cores. "
-             f"Stage times (s): {json.dumps(timings)}.\n")
+             "bf16 autocast (fp32 weights), the two pre-trainings side by side on the two cores, one thread each"
+             + (f" until the draft's finished, then the target on {more['threads']} threads (the thread count changes no "
+                "result, only the speed)" if more else "")
+             + (f"; the target's first {st['copy_warmup']} steps are pure copy sequences ([BOS] w w, only the copy counted)"
+                if st.get("copy_warmup") else "")
+             + f". Stage times (s): {json.dumps(timings)}.\n")
     L.append("## Held-out results\n")
     ca = ev.get("code_acc", {})
     L.append("| model | next-token accuracy (held-out files) | cross-entropy (nats/token) |")
@@ -104,6 +110,17 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
             g = gp.get(n, {})
             L.append(f"| {n} | {g.get('model_drafted', 0)} | {g.get('model_accepted', 0)} | {_pct(g.get('model_acceptance'))} | "
                      f"{g.get('tokens_per_pass', 0):.2f} |")
+    ee = ev.get("efficientedit", {})
+    if ee:
+        L.append("\nThe paper's own comparison of the two losses (seed 000 Table II, *Our* vs *SFT*): the whole of "
+                 "EfficientEdit, `editspec edit --method efficientedit` (Reuse, the draft model in the Generate phase, "
+                 "entropy-aware verification of its tokens: lossy), on the held-out edits:\n")
+        L.append("| draft | edits | draft-model acceptance | tokens per target pass | exact (reference) | unchanged lines | same as greedy |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for n in ("draft-plain", "draft-edit"):
+            g = ee.get(n, {})
+            L.append(f"| {n} | {g.get('n', 0)} | {_pct(g.get('model_acceptance'))} | {g.get('tokens_per_pass', 0):.2f} | "
+                     f"{_pct(g.get('exact_match'))} | {_pct(g.get('unchanged_lines_reproduced'))} | {_pct(g.get('same_as_greedy'))} |")
     lab = _load(os.path.join(out, "labels", "labels-stats.json"), {})
     L.append("\n`draft-plain`: fine-tuned with the loss on every answer token; `draft-edit`: EfficientEdit's edit-oriented "
              "loss (seed 000 eq. 8), only tokens of lines that are new in the edited code; both on the same batches "

@@ -13,6 +13,8 @@ OUT/eval/summary.json with:
   edits.target                  200 held-out synthetic edits, greedy: exact match, unchanged lines reproduced
   edits.editspec                the same through `editspec edit` (when the binary has the subcommand)
   spec_edit.{draft-plain,draft-edit}  draft-model speculation on the held-out edits (the target's answers)
+  generate_phase.{draft-plain,draft-edit}  `editspec edit --method reuse+sd` (EfficientEdit, greedy): draft acceptance
+  efficientedit.{draft-plain,draft-edit}   `--method efficientedit` (entropy-aware, lossy): speed and quality
   edit_tf.{...}                 teacher-forced accuracy on the held-out edits' new-line tokens (torch)
 """
 from __future__ import annotations
@@ -92,30 +94,34 @@ def edits_via_editspec(editspec, model, rows, threads, tmpdir, log):
     return outs
 
 
-def generate_phase_via_editspec(editspec, target, draft, rows, threads, tmpdir, log) -> dict:
+def generate_phase_via_editspec(editspec, target, draft, rows, threads, tmpdir, log, method="reuse+sd") -> dict:
     """EfficientEdit's setting (seed 000 §III): `editspec edit --method reuse+sd`, greedy. Reuse drafts
     the unchanged code; the draft model drafts only after a rejection, i.e. the edit's new content.
-    Counts the draft model's nodes the target verified and accepted, and target passes."""
+    Counts the draft model's nodes the target verified and accepted, and target passes. With
+    method "efficientedit" the draft model's tokens are verified entropy-aware (lossy), as in the
+    paper's comparison of its loss with plain fine-tuning (Table II); `outs` holds the edited code."""
     drafted = accepted = passes = tokens = 0
+    outs = []
     t = time.time()
-    f = os.path.join(tmpdir, f"gen-{os.path.basename(os.path.dirname(draft))}.py")
+    f = os.path.join(tmpdir, f"gen-{os.path.basename(os.path.dirname(draft))}-{method}.py")
     for i, e in enumerate(rows):
         with open(f, "w") as fh:
             fh.write(e["before"])
-        r = subprocess.run([editspec, "edit", "-m", target, "--draft-model", draft, "--method", "reuse+sd", "-f", f,
+        r = subprocess.run([editspec, "edit", "-m", target, "--draft-model", draft, "--method", method, "-f", f,
                             "-i", e["instruction"], "-t", str(threads), "--json"], capture_output=True, text=True)
         if r.returncode != 0:
-            raise RuntimeError(f"editspec edit --method reuse+sd failed on {e['id']}: {r.stderr[-1000:]}")
+            raise RuntimeError(f"editspec edit --method {method} failed on {e['id']}: {r.stderr[-1000:]}")
         j = json.loads(r.stdout)
         m = j.get("by_source", {}).get("model", {})
         drafted += m.get("drafted", 0)
         accepted += m.get("accepted", 0)
         passes += j.get("target_passes", 0)
         tokens += j.get("tokens", 0)
-    log(f"eval: reuse+sd with {draft}: {len(rows)} edits ({time.time() - t:.0f} s)")
-    return {"n": len(rows), "model_drafted": drafted, "model_accepted": accepted,
+        outs.append(j.get("code", j.get("text", "")))
+    log(f"eval: {method} with {draft}: {len(rows)} edits ({time.time() - t:.0f} s)")
+    return {"n": len(rows), "method": method, "model_drafted": drafted, "model_accepted": accepted,
             "model_acceptance": accepted / drafted if drafted else 0.0,
-            "target_passes": passes, "tokens": tokens, "tokens_per_pass": tokens / passes if passes else 0.0}
+            "target_passes": passes, "tokens": tokens, "tokens_per_pass": tokens / passes if passes else 0.0, "outs": outs}
 
 
 def teacher_forced(ckpt_path, data_dir, n_ctx) -> dict:
@@ -207,6 +213,8 @@ def main():
             if n in models:
                 jobs.append((("generate_phase", n), lambda n=n: generate_phase_via_editspec(
                     a.editspec, models["target"], models[n], rows[:a.spec_edits], a.threads, ev_dir, log)))
+                jobs.append((("efficientedit", n), lambda n=n: generate_phase_via_editspec(
+                    a.editspec, models["target"], models[n], rows, a.threads, ev_dir, log, method="efficientedit")))
     for n in ("target", "draft", "draft-plain", "draft-edit"):
         ck = os.path.join(out, n, "ckpt.pt")
         if os.path.exists(ck):
@@ -217,6 +225,13 @@ def main():
         for (group, name), f in futs:
             res.setdefault(group, {})[name] = f.result()
     outs = res["edits"]["target"].pop("outs")
+    for g in res.get("generate_phase", {}).values():
+        g.pop("outs")
+    for g in res.get("efficientedit", {}).values():
+        # quality of the lossy mode: against the reference answers, and against the exact mode's (greedy) answers
+        o = g.pop("outs")
+        g.update({k: v for k, v in edit_scores(rows[:len(o)], o).items() if k != "n"})
+        g["same_as_greedy"] = sum(x == y for x, y in zip(o, outs)) / max(1, len(o))
     data._write_jsonl(os.path.join(ev_dir, "edits-target-outputs.jsonl"),
                       [{"id": e["id"], "kind": e["kind"], "exact": o == e["after"], "output": o} for e, o in zip(rows, outs)])
     data._write_json(os.path.join(ev_dir, "summary.json"), res)
@@ -226,6 +241,8 @@ def main():
                                "edits_unchanged_lines": res["edits"]["target"]["unchanged_lines_reproduced"],
                                "spec_edit_tokens_per_pass": {k: round(v["tokens_per_pass"], 3) for k, v in res.get("spec_edit", {}).items()},
                                "generate_phase_model_acceptance": {k: round(v["model_acceptance"], 4) for k, v in res.get("generate_phase", {}).items()},
+                               "efficientedit": {k: {m: round(v[m], 4) for m in ("tokens_per_pass", "model_acceptance", "exact_match", "same_as_greedy")}
+                                                 for k, v in res.get("efficientedit", {}).items()},
                                "edit_tf": res["edit_tf"]}))
 
 

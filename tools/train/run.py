@@ -48,7 +48,7 @@ DRAFT_SHAPE = {"n_embd": 256, "n_layer": 4, "n_head": 4, "n_head_kv": 4, "n_ff":
 PRESETS = {
     # every stage at toy sizes: the pipeline works, the numbers mean nothing
     "smoke": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 4000, "edits_heldout": 200,
-              "target": {"shape": TARGET_SHAPE, "steps": 60, "batch": 4, "lr": 2e-3, "warmup": 20},
+              "target": {"shape": TARGET_SHAPE, "steps": 60, "batch": 4, "lr": 2e-3, "warmup": 20, "copy_warmup": 10},
               "draft": {"shape": DRAFT_SHAPE, "steps": 60, "batch": 4, "lr": 3e-3, "warmup": 20},
               "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5}, "labels": 40,
               "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8, "spec_edits": 8}, "eval_every": 30},
@@ -58,14 +58,16 @@ PRESETS = {
               "draft": {"shape": DRAFT_SHAPE, "steps": 320, "batch": 4, "lr": 1.5e-3, "warmup": 30},
               "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10}, "labels": 300,
               "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40},
-    # the shipped models: steps set from the throughput measured here on an idle core (README.md): the
-    # target ~1,690 tokens/s (4600 x 2048 tokens: ~98 min; 70 % of its sequences are edits, which
-    # teach the copying exact edits need), the draft ~5,000 (7000 x 2048: ~48 min) on the other core;
-    # then the target answers 2,000 training edits (~4 min) and the two fine-tunings of 1000 x 2048 run
-    # side by side (~7 min); data ~2 min, eval ~3.5 min: ~117 min in all
+    # the shipped models: steps set from the throughput measured here (README.md): the draft ~4,200
+    # tokens/s on one core (3000 x 2048: ~24 min), beside it the target on the other core ~1,560
+    # (~1,100 steps by then), then on both cores ~2,600 (the other 5,300 steps: ~70 min). 70 % of the
+    # target's sequences are edits and its first 300 steps pure copies: both teach the copying exact
+    # edits need. Then the target answers 2,000 training edits (~4 min) and the two fine-tunings of
+    # 1000 x 2048 run side by side (~7 min); data ~2 min, eval ~4 min: ~112 min in all
     "full": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
-             "target": {"shape": TARGET_SHAPE, "steps": 4600, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7},
-             "draft": {"shape": DRAFT_SHAPE, "steps": 7000, "batch": 4, "lr": 1.5e-3, "warmup": 100},
+             "target": {"shape": TARGET_SHAPE, "steps": 6400, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7,
+                        "copy_warmup": 300},
+             "draft": {"shape": DRAFT_SHAPE, "steps": 3000, "batch": 4, "lr": 1.5e-3, "warmup": 100},
              "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50}, "labels": 2000,
              "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400},
 }
@@ -162,7 +164,8 @@ def train_spec(name, out, data_dir, seed, preset, role, init="", weights=None, s
         "name": name, "data": data_dir, "out": os.path.join(out, name), "seed": seed + seed_offset,
         "model": {**shape, "n_vocab": p["n_vocab"], "n_ctx": p["n_ctx"]}, "init": init,
         "steps": r["steps"], "batch": r["batch"], "lr": r["lr"], "warmup": r["warmup"], "lr_min_frac": 0.1,
-        "weight_decay": 0.1, "p_edit": r.get("p_edit", 0.5), "weights": weights or WEIGHTS_PRETRAIN,
+        "weight_decay": 0.1, "p_edit": r.get("p_edit", 0.5), "copy_warmup": r.get("copy_warmup", 0),
+        "weights": weights or WEIGHTS_PRETRAIN,
         "eval_every": p["eval_every"], "ckpt_every": p["eval_every"], "log_every": 20, "threads": 1,
         "precision": "bf16" if cpu_has_bf16() else "fp32", "ftype": "f16",
     }
@@ -336,8 +339,11 @@ def main():
     # training
     s_target = train_spec("target", out, dd, a.seed, a.preset, "target")
     s_draft = train_spec("draft", out, dd, a.seed, a.preset, "draft", seed_offset=1000)
+    if a.jobs >= 2:   # the draft finishes first; its core then goes to the target (no result changes, so not in the key)
+        s_target["threads_more"] = {"threads": 2, "after": os.path.join(s_draft["out"], "done.json")}
     k_train_src = src_hash("train.py", "model.py")
-    k_target, k_draft = key_of([k_tokenize, s_target, k_train_src]), key_of([k_tokenize, s_draft, k_train_src])
+    s_target_key = {k: v for k, v in s_target.items() if k != "threads_more"}
+    k_target, k_draft = key_of([k_tokenize, s_target_key, k_train_src]), key_of([k_tokenize, s_draft, k_train_src])
 
     def do_train():
         # the pre-trainings, one thread each, side by side
