@@ -42,6 +42,12 @@
 
 using json = nlohmann::json;
 
+// a generated text may end inside a UTF-8 sequence (byte-level tokens): such bytes become U+FFFD
+// instead of an exception from the JSON writer
+static std::string json_line(const json & j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 static void log_quiet(ggml_log_level level, const char * text, void *) {
     if (level >= GGML_LOG_LEVEL_ERROR) {
         fputs(text, stderr);
@@ -191,7 +197,7 @@ static int run_acc(const eval_args & a) {
     json r = {{"mode", "acc"}, {"model", a.model}, {"n_docs", docs.size()}, {"n_scored", n_scored},
               {"n_correct", n_correct}, {"accuracy", n_scored ? (double) n_correct / n_scored : 0.0},
               {"nll_nats", n_scored ? nll / n_scored : 0.0}, {"ctx", a.ctx}};
-    printf("%s\n", r.dump().c_str());
+    printf("%s\n", json_line(r).c_str());
     return 0;
 }
 
@@ -402,7 +408,7 @@ static int run_spec(const eval_args & a) {
         if (out) {
             json r = {{"text", detok(vocab, gen)}, {"n_gen", one.n_gen}, {"passes", one.n_passes}, {"accepted", one.n_accepted},
                       {"eos", !gen.empty() && llama_vocab_is_eog(vocab, gen.back())}};
-            fprintf(out, "%s\n", r.dump().c_str());
+            fprintf(out, "%s\n", json_line(r).c_str());
         }
         if ((i + 1) % 10 == 0) {
             fprintf(stderr, "spec: %zu/%zu prompts, %.2f tokens/pass\n", i + 1, prompts.size(),
@@ -419,7 +425,7 @@ static int run_spec(const eval_args & a) {
               {"accepted_per_pass", st.n_passes ? (double) st.n_accepted / st.n_passes : 0.0},
               {"acceptance_rate", st.n_drafted ? (double) st.n_accepted / st.n_drafted : 0.0},
               {"seconds", secs}, {"tokens_per_second", secs > 0 ? st.n_gen / secs : 0.0}};
-    printf("%s\n", r.dump().c_str());
+    printf("%s\n", json_line(r).c_str());
     return 0;
 }
 
