@@ -18,6 +18,17 @@ def _pct(x):
     return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "n/a"
 
 
+DRAFT_ROLES = {"draft-edit": "draft (edit-oriented fine-tune)", "draft-plain": "draft (plain fine-tune)"}
+
+
+def shipped_draft(out: str) -> str:
+    """the fine-tune that ships as editspec-draft.gguf: the one with more tokens per target pass in the whole
+    EfficientEdit (`--method efficientedit` on the held-out edits), the edit-oriented one on a tie or
+    without that measurement"""
+    ee = _load(os.path.join(out, "eval", "summary.json"), {}).get("efficientedit", {})
+    return max(("draft-edit", "draft-plain"), key=lambda n: ee.get(n, {}).get("tokens_per_pass", 0.0))
+
+
 def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: float) -> str:
     dd = os.path.join(out, "data")
     corpus = _load(os.path.join(dd, "corpus.json"), {})
@@ -32,12 +43,13 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
              f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min (its stages as timed when they ran).\n")
     L.append("| file | role | parameters | layers x width | context | tokens seen | training time |")
     L.append("| --- | --- | --- | --- | --- | --- | --- |")
-    for n, role, fname in (("target", "target", "editspec-target.gguf"), ("draft-edit", "draft (edit-oriented fine-tune)", "editspec-draft.gguf")):
+    ship = shipped_draft(out)
+    for n, role, fname in (("target", "target", "editspec-target.gguf"), (ship, DRAFT_ROLES[ship], "editspec-draft.gguf")):
         s, d = runs[n]
         m = s.get("model", {})
         tok = d.get("tokens", 0)
         secs = d.get("seconds", 0)
-        if n == "draft-edit":
+        if n != "target":
             d0 = runs["draft"][1]
             tok += d0.get("tokens", 0)
             secs += d0.get("seconds", 0)
@@ -121,6 +133,8 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
             g = ee.get(n, {})
             L.append(f"| {n} | {g.get('n', 0)} | {_pct(g.get('model_acceptance'))} | {g.get('tokens_per_pass', 0):.2f} | "
                      f"{_pct(g.get('exact_match'))} | {_pct(g.get('unchanged_lines_reproduced'))} | {_pct(g.get('same_as_greedy'))} |")
+        L.append(f"\n`editspec-draft.gguf` is `{shipped_draft(out)}`: the fine-tune with more tokens per target pass in this table "
+                 "(the pipeline's rule, `card.shipped_draft`).")
     lab = _load(os.path.join(out, "labels", "labels-stats.json"), {})
     L.append("\n`draft-plain`: fine-tuned with the loss on every answer token; `draft-edit`: EfficientEdit's edit-oriented "
              "loss (seed 000 eq. 8), only tokens of lines that are new in the edited code; both on the same batches "

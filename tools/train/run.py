@@ -412,9 +412,11 @@ def main():
         mdir = os.path.join(ROOT, "models")
         os.makedirs(mdir, exist_ok=True)
         shutil.copyfile(os.path.join(out, "target", "model.gguf"), os.path.join(mdir, "editspec-target.gguf"))
-        shutil.copyfile(os.path.join(out, "draft-edit", "model.gguf"), os.path.join(mdir, "editspec-draft.gguf"))
+        import card
+        ship = card.shipped_draft(out)   # the better fine-tune in the whole EfficientEdit (the card says which)
+        shutil.copyfile(os.path.join(out, ship, "model.gguf"), os.path.join(mdir, "editspec-draft.gguf"))
         shutil.copyfile(os.path.join(out, "MODEL_CARD.md"), os.path.join(mdir, "MODEL_CARD.md"))
-        log(f"ship: models/editspec-target.gguf, models/editspec-draft.gguf, models/MODEL_CARD.md")
+        log(f"ship: models/editspec-target.gguf, models/editspec-draft.gguf ({ship}), models/MODEL_CARD.md")
     log(f"run: done in {(time.time() - t_start) / 60:.1f} min; stage seconds {json.dumps(timings)}; results in {out}")
 
 
