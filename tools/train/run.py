@@ -20,9 +20,9 @@ its last checkpoint):
     eval       held-out metrics through llama.cpp and editspec                          eval/summary.json
     card       the model card                                                           MODEL_CARD.md
 
-With --jobs 2 (the default) the two pre-trainings run at the same time, one thread each, then the
-labels in two shards, then the two fine-tunings; every process uses one thread (torch, OpenBLAS and
-OpenMP pinned to 1).
+With --jobs 2 (the default) the two pre-trainings run at the same time, one thread each (the target
+goes on with two once the draft has finished), then the labels in two shards, then the two
+fine-tunings; every other process uses one thread (torch, OpenBLAS and OpenMP pinned to 1).
 """
 from __future__ import annotations
 
