@@ -18,6 +18,15 @@ def _pct(x):
     return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "n/a"
 
 
+def _per_draft_table(L: list, intro: str, columns: list, results: dict, cells) -> None:
+    """a table with a row per fine-tune: cells(result) gives the row's cells after the name"""
+    L.append(intro)
+    L.append("| draft | " + " | ".join(columns) + " |")
+    L.append("|" + " --- |" * (len(columns) + 1))
+    for n in ("draft-plain", "draft-edit"):
+        L.append(f"| {n} | " + " | ".join(cells(results.get(n, {}))) + " |")
+
+
 DRAFT_ROLES = {"draft-edit": "draft (edit-oriented fine-tune)", "draft-plain": "draft (plain fine-tune)"}
 
 
@@ -114,25 +123,22 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                  f"{se_tpp} | {_pct(tf.get('new_token_acc'))} |")
     gp = ev.get("generate_phase", {})
     if gp:
-        L.append("\nIn EfficientEdit's setting (`editspec edit --method reuse+sd`, greedy, the same held-out edits): Reuse "
-                 "drafts the unchanged code and the draft model drafts only after a rejection, i.e. the edit's new content:\n")
-        L.append("| draft | draft-model nodes verified | accepted | acceptance | tokens per target pass |")
-        L.append("| --- | --- | --- | --- | --- |")
-        for n in ("draft-plain", "draft-edit"):
-            g = gp.get(n, {})
-            L.append(f"| {n} | {g.get('model_drafted', 0)} | {g.get('model_accepted', 0)} | {_pct(g.get('model_acceptance'))} | "
-                     f"{g.get('tokens_per_pass', 0):.2f} |")
+        _per_draft_table(L, "\nIn EfficientEdit's setting (`editspec edit --method reuse+sd`, greedy, the same held-out edits): "
+                         "Reuse drafts the unchanged code and the draft model drafts only after a rejection, i.e. the edit's "
+                         "new content:\n",
+                         ["draft-model nodes verified", "accepted", "acceptance", "tokens per target pass"], gp,
+                         lambda g: [str(g.get("model_drafted", 0)), str(g.get("model_accepted", 0)),
+                                    _pct(g.get("model_acceptance")), f"{g.get('tokens_per_pass', 0):.2f}"])
     ee = ev.get("efficientedit", {})
     if ee:
-        L.append("\nThe paper's own comparison of the two losses (seed 000 Table II, *Our* vs *SFT*): the whole of "
-                 "EfficientEdit, `editspec edit --method efficientedit` (Reuse, the draft model in the Generate phase, "
-                 "entropy-aware verification of its tokens: lossy), on the held-out edits:\n")
-        L.append("| draft | edits | draft-model acceptance | tokens per target pass | exact (reference) | unchanged lines | same as greedy |")
-        L.append("| --- | --- | --- | --- | --- | --- | --- |")
-        for n in ("draft-plain", "draft-edit"):
-            g = ee.get(n, {})
-            L.append(f"| {n} | {g.get('n', 0)} | {_pct(g.get('model_acceptance'))} | {g.get('tokens_per_pass', 0):.2f} | "
-                     f"{_pct(g.get('exact_match'))} | {_pct(g.get('unchanged_lines_reproduced'))} | {_pct(g.get('same_as_greedy'))} |")
+        _per_draft_table(L, "\nThe paper's own comparison of the two losses (seed 000 Table II, *Our* vs *SFT*): the whole of "
+                         "EfficientEdit, `editspec edit --method efficientedit` (Reuse, the draft model in the Generate phase, "
+                         "entropy-aware verification of its tokens: lossy), on the held-out edits:\n",
+                         ["edits", "draft-model acceptance", "tokens per target pass", "exact (reference)", "unchanged lines",
+                          "same as greedy"], ee,
+                         lambda g: [str(g.get("n", 0)), _pct(g.get("model_acceptance")), f"{g.get('tokens_per_pass', 0):.2f}",
+                                    _pct(g.get("exact_match")), _pct(g.get("unchanged_lines_reproduced")),
+                                    _pct(g.get("same_as_greedy"))])
         L.append(f"\n`editspec-draft.gguf` is `{shipped_draft(out)}`: the fine-tune with more tokens per target pass in this table "
                  "(the pipeline's rule, `card.shipped_draft`).")
     lab = _load(os.path.join(out, "labels", "labels-stats.json"), {})
