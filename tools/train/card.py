@@ -23,8 +23,9 @@ def _per_draft_table(L: list, intro: str, columns: list, results: dict, cells) -
     L.append(intro)
     L.append("| draft | " + " | ".join(columns) + " |")
     L.append("|" + " --- |" * (len(columns) + 1))
-    for n in ("draft-plain", "draft-edit"):
-        L.append(f"| {n} | " + " | ".join(cells(results.get(n, {}))) + " |")
+    for n in ("draft", "draft-plain", "draft-edit"):
+        if n in results:
+            L.append(f"| {n} | " + " | ".join(cells(results[n])) + " |")
 
 
 DRAFT_ROLES = {"draft-edit": "draft (edit-oriented fine-tune)", "draft-plain": "draft (plain fine-tune)"}
@@ -111,34 +112,47 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     L.append(f"\nHeld-out synthetic edits ({e.get('n')}), target, greedy: exact match {_pct(e.get('exact_match'))}, "
              f"unchanged lines reproduced {_pct(e.get('unchanged_lines_reproduced'))}. By kind: {json.dumps(e.get('exact_by_kind', {}))}.")
     L.append(f"(generated through {e.get('via')}).")
+    tft = ev.get("edit_tf", {}).get("target", {})
+    if "decision_acc" in tft:
+        L.append(f"Teacher-forced on the same edits, the target predicts the decision token (the first answer token that "
+                 f"differs from copying the original) right {_pct(tft['decision_acc'])} of the time (the copy instead: "
+                 f"{_pct(tft.get('decision_predicts_copy'))}), new-line tokens {_pct(tft.get('new_token_acc'))}, copied tokens "
+                 f"{_pct(tft.get('same_token_acc'))}.")
     L.append("\nGreedy draft-model speculation, gamma = 7, against the target:\n")
-    L.append("| draft | held-out code: tokens per target pass | accepted per pass | held-out edits: tokens per pass | new-line token accuracy (teacher-forced) |")
-    L.append("| --- | --- | --- | --- | --- |")
+    L.append("| draft | held-out code: tokens per target pass | accepted per pass | held-out edits: tokens per pass | new-line token accuracy (teacher-forced) | decision token |")
+    L.append("| --- | --- | --- | --- | --- | --- |")
     for n in ("draft", "draft-plain", "draft-edit"):
         sc = ev.get("spec_code", {}).get(n, {})
         se = ev.get("spec_edit", {}).get(n, {})
         tf = ev.get("edit_tf", {}).get(n, {})
         se_tpp = f"{se['tokens_per_pass']:.2f}" if "tokens_per_pass" in se else "not measured"
         L.append(f"| {n} | {sc.get('tokens_per_pass', 0):.2f} | {sc.get('accepted_per_pass', 0):.2f} | "
-                 f"{se_tpp} | {_pct(tf.get('new_token_acc'))} |")
+                 f"{se_tpp} | {_pct(tf.get('new_token_acc'))} | {_pct(tf.get('decision_acc'))} |")
     gp = ev.get("generate_phase", {})
     if gp:
-        _per_draft_table(L, "\nIn EfficientEdit's setting (`editspec edit --method reuse+sd`, greedy, the same held-out edits): "
+        m = gp.get("draft-plain", {}).get("method", "reuse+sd")
+        cap = f"; at most {m.split('@')[1]} draft nodes per pass, so no measured cost curve enters the figures" if "@" in m else ""
+        _per_draft_table(L, f"\nIn EfficientEdit's setting (`editspec edit --method {m}`, greedy, the same held-out edits{cap}): "
                          "Reuse drafts the unchanged code and the draft model drafts only after a rejection, i.e. the edit's "
-                         "new content:\n",
+                         "new content (`draft`: the pre-trained draft before either fine-tuning):\n",
                          ["draft-model nodes verified", "accepted", "acceptance", "tokens per target pass"], gp,
                          lambda g: [str(g.get("model_drafted", 0)), str(g.get("model_accepted", 0)),
                                     _pct(g.get("model_acceptance")), f"{g.get('tokens_per_pass', 0):.2f}"])
     ee = ev.get("efficientedit", {})
     if ee:
         _per_draft_table(L, "\nThe paper's own comparison of the two losses (seed 000 Table II, *Our* vs *SFT*): the whole of "
-                         "EfficientEdit, `editspec edit --method efficientedit` (Reuse, the draft model in the Generate phase, "
+                         f"EfficientEdit, `editspec edit --method {ee.get('draft-plain', {}).get('method', 'efficientedit')}` (Reuse, the draft model in the Generate phase, "
                          "entropy-aware verification of its tokens: lossy), on the held-out edits:\n",
                          ["edits", "draft-model acceptance", "tokens per target pass", "exact (reference)", "unchanged lines",
                           "same as greedy"], ee,
                          lambda g: [str(g.get("n", 0)), _pct(g.get("model_acceptance")), f"{g.get('tokens_per_pass', 0):.2f}",
                                     _pct(g.get("exact_match")), _pct(g.get("unchanged_lines_reproduced")),
                                     _pct(g.get("same_as_greedy"))])
+        pr = ev.get("paired", {})
+        if pr:
+            method = lambda g: ev.get(g, {}).get("draft-plain", {}).get("method", g)  # noqa: E731
+            L.append("\nEdit by edit, draft-edit against draft-plain (target passes): " + "; ".join(
+                f"{method(g)}: fewer on {v['fewer']}, more on {v['more']}, as many on {v['equal']}" for g, v in pr.items()) + ".")
         L.append(f"\n`editspec-draft.gguf` is `{shipped_draft(out)}`: the fine-tune with more tokens per target pass in this table "
                  "(the pipeline's rule, `card.shipped_draft`).")
     lab = _load(os.path.join(out, "labels", "labels-stats.json"), {})

@@ -13,9 +13,15 @@ OUT/eval/summary.json with:
   edits.target                  200 held-out synthetic edits, greedy: exact match, unchanged lines reproduced
   edits.editspec                the same through `editspec edit` (when the binary has the subcommand)
   spec_edit.{draft-plain,draft-edit}  draft-model speculation on the held-out edits (the target's answers)
-  generate_phase.{draft-plain,draft-edit}  `editspec edit --method reuse+sd` (EfficientEdit, greedy): draft acceptance
-  efficientedit.{draft-plain,draft-edit}   `--method efficientedit` (entropy-aware, lossy): speed and quality
-  edit_tf.{...}                 teacher-forced accuracy on the held-out edits' new-line tokens (torch)
+  generate_phase.{draft,draft-plain,draft-edit}  `editspec edit --method reuse+sd@16` (EfficientEdit, greedy): draft acceptance
+  efficientedit.{draft,draft-plain,draft-edit}   `--method efficientedit@16` (entropy-aware, lossy): speed and quality
+  paired.{generate_phase,efficientedit}  per edit, does draft-edit need fewer target passes than draft-plain
+  edit_tf.{...}                 teacher-forced on the held-out edits (torch): accuracy on new-line and copied tokens,
+                                and at the decision token (the first answer token that differs from copying the original)
+
+The EfficientEdit runs cap the draft at 16 nodes per pass (`@16`) instead of sizing it by the measured cost
+of a target pass: the figures then depend on the models only, not on how busy the machine was when editspec
+measured its cost curve.
 """
 from __future__ import annotations
 
@@ -69,6 +75,9 @@ def edit_scores(rows, outs) -> dict:
             "exact_by_kind": {k: f"{v[0]}/{v[1]}" for k, v in sorted(by_kind.items())}}
 
 
+EE_CAP = 16   # draft nodes per pass in the EfficientEdit runs: fixed, so no measured cost curve enters the figures
+
+
 def editspec_has_edit(editspec: str) -> bool:
     if not editspec or not os.path.exists(editspec):
         return False
@@ -101,7 +110,7 @@ def generate_phase_via_editspec(editspec, target, draft, rows, threads, tmpdir, 
     method "efficientedit" the draft model's tokens are verified entropy-aware (lossy), as in the
     paper's comparison of its loss with plain fine-tuning (Table II); `outs` holds the edited code."""
     drafted = accepted = passes = tokens = 0
-    outs = []
+    outs, passes_each = [], []
     t = time.time()
     f = os.path.join(tmpdir, f"gen-{os.path.basename(os.path.dirname(draft))}-{method}.py")
     for i, e in enumerate(rows):
@@ -116,15 +125,47 @@ def generate_phase_via_editspec(editspec, target, draft, rows, threads, tmpdir, 
         drafted += m.get("drafted", 0)
         accepted += m.get("accepted", 0)
         passes += j.get("target_passes", 0)
+        passes_each.append(j.get("target_passes", 0))
         tokens += j.get("tokens", 0)
         outs.append(j.get("code", j.get("text", "")))
     log(f"eval: {method} with {draft}: {len(rows)} edits ({time.time() - t:.0f} s)")
     return {"n": len(rows), "method": method, "model_drafted": drafted, "model_accepted": accepted,
             "model_acceptance": accepted / drafted if drafted else 0.0,
-            "target_passes": passes, "tokens": tokens, "tokens_per_pass": tokens / passes if passes else 0.0, "outs": outs}
+            "target_passes": passes, "tokens": tokens, "tokens_per_pass": tokens / passes if passes else 0.0, "outs": outs,
+            "passes_each": passes_each}
 
 
-def teacher_forced(ckpt_path, data_dir, n_ctx) -> dict:
+def paired(a: list, b: list) -> dict:
+    """per edit: on how many does `b` need fewer target passes than `a`, more, as many"""
+    return {"fewer": sum(y < x for x, y in zip(a, b)), "more": sum(y > x for x, y in zip(a, b)),
+            "equal": sum(y == x for x, y in zip(a, b))}
+
+
+def decision_points(tok_tool: str, data_dir: str) -> list:
+    """per held-out edit example (edits-heldout.npz), (index in its token row of the decision token: the first
+    answer token that differs from copying the original code, the original's token there); (-1, -1) when
+    the answer copies the original to its end"""
+    import numpy as np
+    z = np.load(os.path.join(data_dir, "edits-heldout.npz"))
+    tok, kinds, off, keep = z["tokens"], z["kinds"], z["offsets"], z["rows"]
+    rows = data.read_jsonl(os.path.join(data_dir, "edits-heldout.jsonl"))
+    tmp = os.path.join(data_dir, "decision.tmp")
+    docs, _ = data._tokenize(tok_tool, os.path.join(data_dir, "tokenizer.gguf"), [rows[i]["before"] for i in keep],
+                             tmp + ".jsonl", tmp + ".bin")
+    os.remove(tmp + ".bin")
+    out = []
+    for i in range(len(off) - 1):
+        k = kinds[off[i]:off[i + 1]]
+        a0 = int((k != data.KIND_PROMPT).argmax())   # the answer's first token
+        ans, orig = tok[off[i] + a0:off[i + 1]], docs[i][0]
+        j = 0
+        while j < min(len(ans), len(orig)) and ans[j] == orig[j]:
+            j += 1
+        out.append((a0 + j, int(orig[j]) if j < len(orig) else -1) if j < len(ans) else (-1, -1))
+    return out
+
+
+def teacher_forced(ckpt_path, data_dir, n_ctx, dec) -> dict:
     import numpy as np
     import torch
     from model import llama, model_config
@@ -136,17 +177,25 @@ def teacher_forced(ckpt_path, data_dir, n_ctx) -> dict:
     z = np.load(os.path.join(data_dir, "edits-heldout.npz"))
     tok, kinds, off = z["tokens"].astype(np.int64), z["kinds"], z["offsets"]
     c = {"new": [0, 0], "same": [0, 0]}
+    n_dec = dec_ok = dec_copy = 0
     with torch.no_grad():
         for i in range(len(off) - 1):
             x = torch.from_numpy(tok[off[i]:off[i + 1]])[None]
             k = kinds[off[i] + 1:off[i + 1]]
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 lg = net(x[:, :-1])
-            ok = (lg.float()[0].argmax(-1) == x[0, 1:]).numpy()
+            pred = lg.float()[0].argmax(-1)
+            ok = (pred == x[0, 1:]).numpy()
             for name, kk in (("new", data.KIND_NEW), ("same", data.KIND_SAME)):
                 c[name][0] += int(ok[k == kk].sum())
                 c[name][1] += int((k == kk).sum())
-    return {f"{n}_token_acc": v[0] / max(1, v[1]) for n, v in c.items()}
+            d, copy_tok = dec[i]
+            if d > 0:   # pred[d - 1] predicts token d
+                n_dec += 1
+                dec_ok += int(ok[d - 1])
+                dec_copy += int(int(pred[d - 1]) == copy_tok)
+    return {**{f"{n}_token_acc": v[0] / max(1, v[1]) for n, v in c.items()},
+            "decision_acc": dec_ok / max(1, n_dec), "decision_predicts_copy": dec_copy / max(1, n_dec)}
 
 
 def main():
@@ -167,6 +216,7 @@ def main():
     ev_dir = os.path.join(out, "eval")
     os.makedirs(ev_dir, exist_ok=True)
     E, th = a.eval_bin, str(a.threads)
+    dec = decision_points(os.path.join(os.path.dirname(E), "editspec-train-tokenize"), dd)
     models = {n: os.path.join(out, n, "model.gguf") for n in ("target", "draft", "draft-plain", "draft-edit")}
     models = {n: p for n, p in models.items() if os.path.exists(p)}
     res = {"models": models}
@@ -209,16 +259,16 @@ def main():
                 [E, "spec", "-m", models["target"], "-d", models[n], "-p", prompts, "--gamma", "7", "--gen", "512",
                  "--n-prompts", str(min(a.spec_edits, len(rows))), "--threads", th], log)))
     if editspec_has_edit(a.editspec):
-        for n in ("draft-plain", "draft-edit"):
+        for n in ("draft", "draft-plain", "draft-edit"):
             if n in models:
                 jobs.append((("generate_phase", n), lambda n=n: generate_phase_via_editspec(
-                    a.editspec, models["target"], models[n], rows[:a.spec_edits], a.threads, ev_dir, log)))
+                    a.editspec, models["target"], models[n], rows, a.threads, ev_dir, log, method=f"reuse+sd@{EE_CAP}")))
                 jobs.append((("efficientedit", n), lambda n=n: generate_phase_via_editspec(
-                    a.editspec, models["target"], models[n], rows, a.threads, ev_dir, log, method="efficientedit")))
+                    a.editspec, models["target"], models[n], rows, a.threads, ev_dir, log, method=f"efficientedit@{EE_CAP}")))
     for n in ("target", "draft", "draft-plain", "draft-edit"):
         ck = os.path.join(out, n, "ckpt.pt")
         if os.path.exists(ck):
-            jobs.append((("edit_tf", n), lambda ck=ck: teacher_forced(ck, dd, 512)))
+            jobs.append((("edit_tf", n), lambda ck=ck: teacher_forced(ck, dd, 512, dec)))
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=a.jobs) as ex:
         futs = [(k, ex.submit(fn)) for k, fn in jobs]
@@ -227,6 +277,10 @@ def main():
     outs = res["edits"]["target"].pop("outs")
     for g in res.get("generate_phase", {}).values():
         g.pop("outs")
+    for group in ("generate_phase", "efficientedit"):
+        r = res.get(group, {})
+        if "draft-plain" in r and "draft-edit" in r:
+            res.setdefault("paired", {})[group] = paired(r["draft-plain"]["passes_each"], r["draft-edit"]["passes_each"])
     for g in res.get("efficientedit", {}).values():
         # quality of the lossy mode: against the reference answers, and against the exact mode's (greedy) answers
         o = g.pop("outs")
