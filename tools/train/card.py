@@ -39,7 +39,7 @@ def shipped_draft(out: str) -> str:
     return max(("draft-edit", "draft-plain"), key=lambda n: ee.get(n, {}).get("tokens_per_pass", 0.0))
 
 
-def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: float) -> str:
+def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: float, overrides=()) -> str:
     dd = os.path.join(out, "data")
     corpus = _load(os.path.join(dd, "corpus.json"), {})
     es = _load(os.path.join(dd, "edits-stats.json"), {})
@@ -49,7 +49,8 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
             for n in ("target", "draft", "draft-plain", "draft-edit")}
     L = []
     L.append("# editspec's small code models: target and draft\n")
-    L.append(f"Made by `python3 tools/train/run.py --preset {preset} --seed {seed}` (tools/train/README.md) on "
+    sets = "".join(f" --set {kv}" for kv in overrides)
+    L.append(f"Made by `python3 tools/train/run.py --preset {preset} --seed {seed}{sets}` (tools/train/README.md) on "
              f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min (its stages as timed when they ran).\n")
     L.append("| file | role | parameters | layers x width | context | tokens seen | training time |")
     L.append("| --- | --- | --- | --- | --- | --- | --- |")

@@ -190,6 +190,24 @@ def recorded_timings(out, timings):
     return stages
 
 
+def preset_set(p: dict, kv: str) -> None:
+    """--set KEY=JSON: KEY a dotted path to an existing preset value (target.p_edit, eval.max_edits, ...)"""
+    key, sep, val = kv.partition("=")
+    if not sep:
+        sys.exit(f"run: --set '{kv}': expected KEY=VALUE")
+    try:
+        v = json.loads(val)
+    except ValueError:
+        sys.exit(f"run: --set '{kv}': the value '{val}' is not JSON (a number, true/false, or a quoted string)")
+    *path, last = key.split(".")
+    d = p
+    for k in path:
+        if not isinstance(d.get(k), dict):
+            sys.exit(f"run: --set '{kv}': the preset has no section '{k}' (sections: {', '.join(x for x in d if isinstance(d[x], dict))})")
+        d = d[k]
+    d[last] = v
+
+
 def run_trainings(specs, env, jobs, deps=None, on_done=None):
     """runs train.py on each spec, at most `jobs` at a time, a spec only after the specs named in
     deps[name] have finished; output lines go to OUT/<name>/train.log, the main ones to the console"""
@@ -250,6 +268,9 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply every training's steps (e.g. 0.7 on a slower or shared machine); deterministic for a given value")
     ap.add_argument("--vocab", type=int, default=0, help="BPE vocabulary size (0 = the preset's)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                    help="override a preset value for an experiment, e.g. --set target.p_edit=0.9 --set edits_train=60000 "
+                         "(stages whose inputs change are re-run; use another --out)")
     ap.add_argument("--corpus-root", default="")
     ap.add_argument("--until", default="", help="stop after this stage")
     ap.add_argument("--ship", action="store_true", help="copy the GGUFs and the card to models/")
@@ -264,6 +285,8 @@ def main():
     p = PRESETS[a.preset]
     if a.vocab:
         p["n_vocab"] = a.vocab
+    for kv in a.set:
+        preset_set(p, kv)
     if a.scale != 1.0:
         for role in ("target", "draft", "finetune"):
             p[role]["steps"] = max(1, int(round(p[role]["steps"] * a.scale)))
@@ -407,7 +430,7 @@ def main():
     def do_card():
         import card
         stages = recorded_timings(out, timings)
-        card.card_write(out, a.preset, a.seed, stages, sum(stages.values()))
+        card.card_write(out, a.preset, a.seed, stages, sum(stages.values()), a.set)
     timed("card", do_card)
     if a.ship:
         mdir = os.path.join(ROOT, "models")
