@@ -141,15 +141,15 @@ def paired(a: list, b: list) -> dict:
             "equal": sum(y == x for x, y in zip(a, b))}
 
 
-def decision_points(tok_tool: str, data_dir: str) -> list:
-    """per held-out edit example (edits-heldout.npz), (index in its token row of the decision token: the first
-    answer token that differs from copying the original code, the original's token there); (-1, -1) when
-    the answer copies the original to its end"""
+def decision_points(tok_tool: str, data_dir: str, split: str = "heldout") -> list:
+    """per edit example of edits-SPLIT.npz, (index in its token row of the decision token: the first answer
+    token that differs from copying the original code, the original's token there); (-1, -1) when the
+    answer copies the original to its end"""
     import numpy as np
-    z = np.load(os.path.join(data_dir, "edits-heldout.npz"))
+    z = np.load(os.path.join(data_dir, f"edits-{split}.npz"))
     tok, kinds, off, keep = z["tokens"], z["kinds"], z["offsets"], z["rows"]
-    rows = data.read_jsonl(os.path.join(data_dir, "edits-heldout.jsonl"))
-    tmp = os.path.join(data_dir, "decision.tmp")
+    rows = data.read_jsonl(os.path.join(data_dir, f"edits-{split}.jsonl"))
+    tmp = os.path.join(data_dir, f"decision-{split}.tmp")
     docs, _ = data._tokenize(tok_tool, os.path.join(data_dir, "tokenizer.gguf"), [rows[i]["before"] for i in keep],
                              tmp + ".jsonl", tmp + ".bin")
     os.remove(tmp + ".bin")

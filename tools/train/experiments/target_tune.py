@@ -103,20 +103,11 @@ def mark_decisions(dd, tok_tool):
     """decision token -> `new`, the rest of every answer -> `same` (training split)"""
     import numpy as np
     z = dict(np.load(os.path.join(dd, "edits-train.npz")))
-    rows = data.read_jsonl(os.path.join(dd, "edits-train.jsonl"))
-    docs, _ = data._tokenize(tok_tool, os.path.join(dd, "tokenizer.gguf"), [rows[i]["before"] for i in z["rows"]],
-                             os.path.join(dd, "dec.jsonl"), os.path.join(dd, "dec.bin"))
-    kinds, tok, off = z["kinds"].copy(), z["tokens"], z["offsets"]
+    kinds = z["kinds"].copy()
     kinds[kinds == data.KIND_NEW] = data.KIND_SAME
-    for i in range(len(off) - 1):
-        k = kinds[off[i]:off[i + 1]]
-        a0 = int((k != data.KIND_PROMPT).argmax())
-        ans, orig = tok[off[i] + a0:off[i + 1]], docs[i][0]
-        j = 0
-        while j < min(len(ans), len(orig)) and ans[j] == orig[j]:
-            j += 1
-        if j < len(ans):
-            kinds[off[i] + a0 + j] = data.KIND_NEW
+    for i, (d, _) in enumerate(evaluate.decision_points(tok_tool, dd, "train")):
+        if d >= 0:
+            kinds[z["offsets"][i] + d] = data.KIND_NEW
     z["kinds"] = kinds
     np.savez(os.path.join(dd, "edits-train.npz"), **z)
 
