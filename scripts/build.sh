@@ -11,24 +11,8 @@ build_dir=${BUILD_DIR:-$root/build}
 log() { echo "build: $*" >&2; }
 
 # --- Debian packages, installed only where missing
-pkgs=(cmake g++ make git nodejs npm python3 pkg-config libgtest-dev nlohmann-json3-dev
-      libcpp-httplib-dev libcli11-dev libdivsufsort-dev)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-# npm may come from a non-Debian Node.js install; accept a working npm on PATH
-if command -v npm >/dev/null 2>&1; then
-    tmp=(); for p in "${missing[@]}"; do [[ "$p" == npm || "$p" == nodejs ]] || tmp+=("$p"); done
-    missing=("${tmp[@]+"${tmp[@]}"}")
-fi
-if [ ${#missing[@]} -gt 0 ]; then
-    log "installing Debian packages: ${missing[*]}"
-    sudo_cmd=""
-    [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
-    $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+"$root/scripts/deb-install.sh" cmake g++ make git nodejs npm python3 pkg-config libgtest-dev nlohmann-json3-dev \
+    libcpp-httplib-dev libcli11-dev libdivsufsort-dev
 
 # --- llama.cpp: a user's install prefix (LLAMA_PREFIX) or the pinned one, cached
 if [ -n "${LLAMA_PREFIX:-}" ]; then

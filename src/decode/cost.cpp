@@ -54,7 +54,9 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
     n_max = std::min(n_max, ctx.n_batch());
     // token ids do not change the cost; use a spread of ordinary ones
     const int32_t n_vocab = m.facts().n_vocab;
-    auto tok = [&](int32_t i) { return (llama_token) (1000 + (i * 7919) % std::max(1, n_vocab - 1000)); };
+    // (past the first ids, where the special tokens sit; a small vocabulary has fewer than 1000)
+    const int32_t base = std::min(1000, n_vocab / 4);
+    auto tok = [&](int32_t i) { return (llama_token) (base + (i * 7919) % std::max(1, n_vocab - base)); };
 
     ctx.kv_clear();
     batch b(std::max(n_prefix, n_max), 1);

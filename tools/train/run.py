@@ -52,6 +52,15 @@ PRESETS = {
               "draft": {"shape": DRAFT_SHAPE, "steps": 60, "batch": 4, "lr": 3e-3, "warmup": 20},
               "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5}, "labels": 40,
               "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8, "spec_edits": 8}, "eval_every": 30},
+    # the test suite's preset (tests/train): toy shapes and steps on a small corpus (--corpus-root), every
+    # stage in about a minute; checks that the pipeline runs and is deterministic, not what it learns
+    "test": {"n_vocab": 384, "n_ctx": 512, "edits_train": 400, "edits_heldout": 12,
+             "target": {"shape": {"n_embd": 64, "n_layer": 2, "n_head": 2, "n_head_kv": 2, "n_ff": 192, "tied": True},
+                        "steps": 12, "batch": 2, "lr": 2e-3, "warmup": 4, "p_edit": 0.7, "copy_warmup": 3},
+             "draft": {"shape": {"n_embd": 32, "n_layer": 1, "n_head": 2, "n_head_kv": 2, "n_ff": 96, "tied": True},
+                       "steps": 12, "batch": 2, "lr": 3e-3, "warmup": 4, "p_edit": 0.7, "copy_warmup": 3},
+             "finetune": {"steps": 6, "batch": 2, "lr": 1e-3, "warmup": 2}, "labels": 8,
+             "eval": {"spec_prompts": 4, "spec_gen": 16, "max_edits": 6, "spec_edits": 4}, "eval_every": 6},
     # learning curves in ~8 minutes of one core each
     "short": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
               "target": {"shape": TARGET_SHAPE, "steps": 160, "batch": 4, "lr": 1e-3, "warmup": 30},
@@ -92,18 +101,17 @@ def ensure_python():
         pass
     if os.path.realpath(sys.executable) != os.path.realpath(DEBIAN_PYTHON) and os.path.exists(DEBIAN_PYTHON):
         os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON] + sys.argv)
-    missing = [p for p in ("python3-torch", "libopenblas0-pthread")
-               if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True).stdout.find("ok installed") < 0]
-    if missing:
-        # the pipeline installs what it needs from Debian's packages, only where missing
-        sudo = [] if os.geteuid() == 0 else ["sudo"]
-        print(f"run: installing Debian packages: {' '.join(missing)}", file=sys.stderr)
-        ok = subprocess.run(sudo + ["apt-get", "update", "-qq"]).returncode == 0 and subprocess.run(
-            sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing,
-            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive")).returncode == 0
-        if ok and os.path.exists(DEBIAN_PYTHON):
-            os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON] + sys.argv)
-    sys.exit(f"run: torch is missing and could not be installed: apt-get install -y --no-install-recommends {' '.join(missing)}")
+    # the pipeline installs what it needs from Debian's packages, only where missing
+    pkgs = ["python3-numpy", "python3-torch", "libopenblas0-pthread"]
+    ok = subprocess.run([os.path.join(ROOT, "scripts", "deb-install.sh")] + pkgs).returncode == 0
+    if ok and os.path.exists(DEBIAN_PYTHON):
+        os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON] + sys.argv)
+    sys.exit(f"run: torch is missing and could not be installed: apt-get install -y {' '.join(pkgs)}")
+
+
+def editspec_bin() -> str:
+    """the editspec CLI the evaluation runs: $EDITSPEC_BIN (the test suite's build), else build/bin/editspec"""
+    return os.environ.get("EDITSPEC_BIN") or os.path.join(ROOT, "build", "bin", "editspec")
 
 
 def llama_prefix() -> str:
@@ -419,7 +427,7 @@ def main():
             return
         e = p["eval"]
         subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--eval-bin", eval_tool,
-                        "--editspec", os.path.join(ROOT, "build", "bin", "editspec"), "--threads", "1",
+                        "--editspec", editspec_bin(), "--threads", "1",
                         "--spec-prompts", str(e["spec_prompts"]), "--spec-gen", str(e["spec_gen"]),
                         "--max-edits", str(e["max_edits"]), "--spec-edits", str(e["spec_edits"]), "--jobs", str(a.jobs)],
                        check=True, env=env)

@@ -1,0 +1,169 @@
+"""The training pipeline end to end, at toy size (ctest: train-pipeline).
+
+    /usr/bin/python3 tools/train/test_pipeline.py      # EDITSPEC_BIN=<editspec> to test another build
+
+Runs `run.py --preset test` twice, into two folders, on a small corpus (40 files of the standard
+library) and checks what the full run relies on but cannot show at its size:
+  - every stage runs and the card is written; the GGUFs load in `editspec complete` and `editspec edit`;
+  - the pipeline is deterministic: the two runs give byte-identical data, tokens and GGUFs;
+  - llama.cpp computes on an exported checkpoint what torch computes (check_export.py);
+  - the edit examples' token kinds follow the line diff, and EfficientEdit's eq. 8 loss is the
+    cross-entropy of the new lines' tokens alone.
+What the models learn at this size means nothing; the full preset's card reports that.
+"""
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import corpus  # noqa: E402
+import data  # noqa: E402
+import edits  # noqa: E402
+import run  # noqa: E402
+from model import loss_weighted  # noqa: E402
+from train import weights_of  # noqa: E402
+
+N_FILES = 40
+
+
+def editspec_bin() -> str:
+    return run.editspec_bin()
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class pipeline_test(unittest.TestCase):
+    tmp = ""
+    gguf_py = ""
+    runs: list[str] = []
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="editspec-train-test-")
+        src = corpus.corpus_root_default()
+        root = os.path.join(cls.tmp, "corpus")
+        os.makedirs(root)
+        for f in sorted(f for f in os.listdir(src) if f.endswith(".py"))[:N_FILES]:
+            shutil.copyfile(os.path.join(src, f), os.path.join(root, f))
+        cls.gguf_py = os.path.join(os.path.dirname(run.llama_prefix()), "src", "gguf-py")
+        cls.runs = []
+        for name in ("a", "b"):
+            out = os.path.join(cls.tmp, name)
+            r = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "--preset", "test", "--seed", "1",
+                                "--out", out, "--corpus-root", root, "--jobs", "1"], capture_output=True, text=True)
+            if r.returncode != 0:
+                cls.tearDownClass()
+                raise RuntimeError(f"run.py --preset test failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+            cls.runs.append(out)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.tmp and not os.environ.get("EDITSPEC_KEEP_TEST"):
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_stages_and_card(self):
+        out = self.runs[0]
+        for s in ("build", "corpus", "edits", "tokenizer", "tokenize", "target", "draft", "labels", "draft-plain",
+                  "draft-edit", "eval"):
+            self.assertTrue(os.path.exists(os.path.join(out, f"stage-{s}.json")), s)
+        with open(os.path.join(out, "MODEL_CARD.md")) as f:
+            card = f.read()
+        self.assertIn("draft-edit", card)
+        ev = read_json(os.path.join(out, "eval", "summary.json"))
+        self.assertEqual(set(ev["code_acc"]), {"target", "draft", "draft-plain", "draft-edit"})
+
+    def test_models_run_in_editspec(self):
+        out = self.runs[0]
+        target = os.path.join(out, "target", "model.gguf")
+        r = subprocess.run([editspec_bin(), "complete", "-m", target, "-p", "def add(a, b):\n", "-n", "8", "-t", "1"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        code = os.path.join(self.tmp, "f.py")
+        with open(code, "w") as f:
+            f.write("def add(a, b):\n    return a + b\n")
+        r = subprocess.run([editspec_bin(), "edit", "-m", target, "--draft-model", os.path.join(out, "draft-edit", "model.gguf"),
+                            "--method", "efficientedit", "-f", code, "-i", "Rename `a` to `x`.", "-t", "1", "--json"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        res = json.loads(r.stdout)
+        self.assertGreater(res["by_source"]["model"]["drafted"], 0)   # the draft model took part
+
+    def test_deterministic(self):
+        a, b = self.runs
+        files = ["data/corpus.json", "data/edits-train.jsonl", "data/edits-heldout.jsonl", "data/tokenizer.gguf",
+                 "data/edits-train.npz", "data/code-train.npy", "labels/edits-train.npz",
+                 "target/model.gguf", "draft/model.gguf", "draft-plain/model.gguf", "draft-edit/model.gguf"]
+        for f in files:
+            pa, pb = os.path.join(a, f), os.path.join(b, f)
+            self.assertTrue(os.path.exists(pa), f)
+            if f == "data/corpus.json":   # names the corpus root, the same in both
+                self.assertEqual(read_json(pa), read_json(pb), f)
+                continue
+            self.assertTrue(filecmp.cmp(pa, pb, shallow=False), f"{f} differs between two runs of one seed")
+
+    def test_export_matches_torch(self):
+        out = self.runs[0]
+        dd = os.path.join(out, "data")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "check_export.py"), "--vocab", os.path.join(dd, "tokenizer.gguf"),
+                            "--tokens", os.path.join(dd, "code-heldout.bin"), "--checkpoint",
+                            os.path.join(out, "target", "ckpt.pt"),
+                            "--eval", os.path.join(ROOT, "build", "train", "bin", "editspec-train-eval")],
+                           capture_output=True, text=True, env=run.env_one_thread(self.gguf_py))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        self.assertEqual(res["argmax_agree"], 1.0)
+        self.assertLess(res["rel_l2_max"], 1e-3)
+
+    def test_edit_kinds_follow_the_line_diff(self):
+        dd = os.path.join(self.runs[0], "data")
+        rows = data.read_jsonl(os.path.join(dd, "edits-train.jsonl"))
+        z = np.load(os.path.join(dd, "edits-train.npz"))
+        kinds, offs, keep = z["kinds"], z["offsets"], z["rows"]
+        self.assertGreater(len(keep), 50)
+        for i, r in enumerate(keep):
+            k = kinds[offs[i]:offs[i + 1]]
+            e = rows[r]
+            self.assertEqual(k[0], data.KIND_PROMPT)
+            self.assertEqual(k[-1], data.KIND_EOS)
+            ans = k[1:-1][k[1:-1] != data.KIND_PROMPT]
+            # the prompt comes first, then the answer: SAME / NEW only
+            n_prompt = int((k[1:-1] == data.KIND_PROMPT).sum())
+            self.assertTrue((k[1:1 + n_prompt] == data.KIND_PROMPT).all())
+            self.assertTrue(np.isin(ans, [data.KIND_SAME, data.KIND_NEW]).all())
+            # tokens of new lines exactly when the diff has new lines
+            self.assertEqual(bool((ans == data.KIND_NEW).any()), bool(edits.lines_new(e["before"], e["after"])), e["kind"])
+
+    def test_eq8_loss_counts_only_new_lines(self):
+        torch.manual_seed(0)
+        kinds = np.array([[data.KIND_PROMPT, data.KIND_PROMPT, data.KIND_SAME, data.KIND_NEW, data.KIND_NEW,
+                           data.KIND_SAME, data.KIND_EOS, data.KIND_PAD]], np.uint8)
+        logits = torch.randn(1, 8, 11)
+        targets = torch.randint(0, 11, (1, 8))
+        edit = {k: v for k, v in run.WEIGHTS_EDIT.items()}
+        loss, wsum = loss_weighted(logits, targets, weights_of(kinds, edit))
+        ce = torch.nn.functional.cross_entropy(logits[0], targets[0], reduction="none")
+        self.assertEqual(float(wsum), 2.0)
+        self.assertAlmostEqual(float(loss), float(ce[3:5].mean()), places=5)
+        loss_p, wsum_p = loss_weighted(logits, targets, weights_of(kinds, run.WEIGHTS_PLAIN))
+        self.assertEqual(float(wsum_p), 5.0)   # the answer: same, new, eos
+        self.assertAlmostEqual(float(loss_p), float(ce[2:7].mean()), places=5)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
