@@ -78,7 +78,7 @@ PRESETS = {
                         "copy_warmup": 300},
              "draft": {"shape": DRAFT_SHAPE, "steps": 3000, "batch": 4, "lr": 1.5e-3, "warmup": 100, "p_edit": 0.7,
                        "copy_warmup": 300},
-             "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50}, "labels": 2000,
+             "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50, "p_edit": 0.5}, "labels": 2000,
              "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400},
 }
 
