@@ -270,9 +270,6 @@ def stage_tokenize(out_dir: str, tool: str, n_ctx: int, n_heldout: int, log=prin
             kinds.append(np.concatenate([[KIND_PROMPT], k, [KIND_EOS]]).astype(np.uint8))
             offs.append(offs[-1] + toks[-1].size)
             keep.append(i)
-        if not toks:
-            raise RuntimeError(f"tokenize: edits {split}: none of the {len(rows)} examples fits n_ctx = {n_ctx} tokens "
-                               f"({n_drop} longer)")
         np.savez(os.path.join(out_dir, f"edits-{split}.npz"), tokens=np.concatenate(toks).astype(dtype),
                  kinds=np.concatenate(kinds), offsets=np.array(offs, np.int64), rows=np.array(keep, np.int64))
         ntok = int(offs[-1])

@@ -384,11 +384,19 @@ def main():
     keys = {"target": k_target, "draft": k_draft}
 
     def run_todo(todo):
-        for s in todo:   # a stale run (other key) starts over
+        for s in todo:   # a stale run starts over; an interrupted one (same settings, no stamp) resumes
             ck = os.path.join(s["out"], "spec.json")
+            stamp = os.path.join(out, f"stage-{s['name']}.json")
             if os.path.exists(ck) and json.load(open(ck)) != s:
                 log(f"train: {s['name']}: settings changed, starting over")
                 shutil.rmtree(s["out"])
+            elif os.path.exists(s["out"]) and os.path.exists(stamp):
+                # same settings but other inputs (the data, the code, or the model it starts from, whose
+                # path names it): the stage key differs, so the old checkpoint must not be resumed
+                log(f"train: {s['name']}: inputs changed, starting over")
+                shutil.rmtree(s["out"])
+            if os.path.exists(stamp):   # an interrupted new run then resumes
+                os.remove(stamp)
         if todo:
             log(f"train: {', '.join(s['name'] for s in todo)} ({a.jobs} at a time, one thread each)")
             run_trainings(todo, env, a.jobs,

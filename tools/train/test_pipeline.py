@@ -6,6 +6,7 @@ Runs `run.py --preset test` twice, into two folders, on a small corpus (40 files
 library) and checks what the full run relies on but cannot show at its size:
   - every stage runs and the card is written; the GGUFs load in `editspec complete` and `editspec edit`;
   - the pipeline is deterministic: the two runs give byte-identical data, tokens and GGUFs;
+  - a re-run with another draft trains the fine-tunes again from it (not resuming the old ones);
   - llama.cpp computes on an exported checkpoint what torch computes (check_export.py);
   - the edit examples' token kinds follow the line diff, and EfficientEdit's eq. 8 loss is the
     cross-entropy of the new lines' tokens alone.
@@ -98,7 +99,7 @@ class pipeline_test(unittest.TestCase):
         with open(code, "w") as f:
             f.write("def add(a, b):\n    return a + b\n")
         r = subprocess.run([editspec_bin(), "edit", "-m", target, "--draft-model", os.path.join(out, "draft-edit", "model.gguf"),
-                            "--method", "efficientedit", "-f", code, "-i", "Rename `a` to `x`.", "-t", "1", "--json"],
+                            "--method", "efficientedit@16", "-f", code, "-i", "Rename `a` to `x`.", "-t", "1", "--json"],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         res = json.loads(r.stdout)
@@ -116,6 +117,22 @@ class pipeline_test(unittest.TestCase):
                 self.assertEqual(read_json(pa), read_json(pb), f)
                 continue
             self.assertTrue(filecmp.cmp(pa, pb, shallow=False), f"{f} differs between two runs of one seed")
+
+    def test_changed_draft_restarts_its_finetunes(self):
+        # a fine-tune's settings name its starting model by path only: when the draft changes, the stage
+        # key changes and the old fine-tune's checkpoint must not be resumed
+        out = os.path.join(self.tmp, "c")
+        base = [sys.executable, os.path.join(HERE, "run.py"), "--preset", "test", "--seed", "1", "--out", out,
+                "--corpus-root", os.path.join(self.tmp, "corpus"), "--jobs", "1", "--until", "finetune"]
+        for extra in ([], ["--set", "draft.lr=0.001"]):
+            r = subprocess.run(base + extra, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("inputs changed, starting over", r.stdout)
+        for m in ("draft", "draft-plain", "draft-edit"):
+            self.assertFalse(filecmp.cmp(os.path.join(out, m, "model.gguf"), os.path.join(self.runs[0], m, "model.gguf"),
+                                         shallow=False), m)
+        self.assertTrue(filecmp.cmp(os.path.join(out, "target", "model.gguf"),
+                                    os.path.join(self.runs[0], "target", "model.gguf"), shallow=False))
 
     def test_export_matches_torch(self):
         out = self.runs[0]
