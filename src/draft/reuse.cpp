@@ -188,11 +188,13 @@ void reuse_drafter::begin(std::span<const llama_token> prompt) {
     synced_ = true;
     run_ = 0;
     live_.clear();
+    live_prefix_.clear();
     live_resync_ = false;
 }
 
 void reuse_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
     live_.clear();
+    live_prefix_.clear();
     live_resync_ = false;
     const int32_t n = (int32_t) original_.size();
     if (budget <= 0 || n == 0) {
@@ -225,41 +227,99 @@ void reuse_drafter::propose(std::span<const llama_token> history, draft_tree & t
         tree.add_path(-1, std::span<const llama_token>(original_).subspan(cands[c].pos, len), DRAFT_SOURCE_REUSE,
                       (int32_t) max_nodes, {}, conf);
         live_.push_back(cands[c]);
+        live_prefix_.emplace_back();
     }
     n_proposals += live_.empty() ? 0 : 1;
+}
+
+int32_t reuse_drafter::propose_after(std::span<const llama_token> history, draft_tree & tree, int32_t first,
+                                     int32_t end, int32_t budget) {
+    const int32_t n = (int32_t) original_.size();
+    end = std::min(end, tree.size());
+    if (synced_ || budget <= 0 || n == 0 || params_.attach_k_min <= 0 || first >= end) {
+        return 0;
+    }
+    reuse_params rule = params_;
+    rule.sync  = REUSE_SYNC_NEAREST;
+    rule.k_min = params_.attach_k_min;
+    token_vec hist(history.begin(), history.end());
+    // the deepest node first: the longer the other drafter's path, the more it has already written
+    for (int32_t i = end - 1; i >= first; i--) {
+        const token_vec path = tree.path_to(i);
+        hist.resize(history.size());
+        hist.insert(hist.end(), path.begin(), path.end());
+        const std::vector<reuse_candidate> cands = reuse_sync_candidates(hist, original_, p_, rule);
+        if (cands.empty() || cands[0].pos < p_) {
+            continue; // only where the original goes on after the edit point
+        }
+        const reuse_candidate c = cands[0];
+        int32_t len = std::min({budget, params_.m_max, n - c.pos});
+        if (params_.resync_len > 0) {
+            len = std::min<int64_t>(len, (int64_t) params_.resync_len << std::min(c.k - 1, 20));
+        }
+        const int32_t before = tree.size();
+        tree.add_path(i, std::span<const llama_token>(original_).subspan(c.pos, len), DRAFT_SOURCE_REUSE,
+                      before + len, {}, (uint8_t) std::clamp<int32_t>(c.k, 1, 3));
+        if (tree.size() == before) {
+            return 0;
+        }
+        live_.push_back(c);
+        live_prefix_.push_back(path);
+        live_resync_ = true;
+        n_attached++;
+        return tree.size() - before;
+    }
+    return 0;
 }
 
 void reuse_drafter::accept(std::span<const llama_token> accepted) {
     const int32_t n = (int32_t) original_.size();
     std::vector<reuse_candidate> cands = live_;
+    std::vector<token_vec> prefixes = live_prefix_;
     if (cands.empty() && synced_) {
         cands.push_back({p_, 0}); // no proposal this pass (no budget): keep following the original
+        prefixes.emplace_back();
     }
     const bool was_resync = live_resync_;
     live_.clear();
+    live_prefix_.clear();
     live_resync_ = false;
     if (cands.empty() || accepted.empty()) {
         return;
     }
-    // how far each candidate's continuation was committed
-    int32_t best = 0, best_j = -1;
+    // how far each candidate's continuation was committed (an attached one: after its prefix, the
+    // other drafter's path, and only if some of the continuation was)
+    int32_t best = 0, best_j = -1, best_skip = 0;
     for (int32_t c = 0; c < (int32_t) cands.size(); c++) {
+        const int32_t skip = (int32_t) prefixes[c].size();
+        if (skip >= (int32_t) accepted.size() || !std::equal(prefixes[c].begin(), prefixes[c].end(), accepted.begin())) {
+            continue;
+        }
         int32_t j = 0;
-        while (j < (int32_t) accepted.size() && cands[c].pos + j < n && original_[cands[c].pos + j] == accepted[j]) {
+        while (skip + j < (int32_t) accepted.size() && cands[c].pos + j < n &&
+               original_[cands[c].pos + j] == accepted[skip + j]) {
             j++;
         }
-        if (j > best_j) {
-            best_j = j;
-            best = c;
+        if (skip > 0 && j == 0) {
+            continue;
         }
+        if (skip + j > best_j) {
+            best_j = skip + j;
+            best = c;
+            best_skip = skip;
+        }
+    }
+    if (best_j < 0) { // only attached candidates, none taken
+        best_j = 0;
+        best = -1;
     }
     if (was_resync && best_j > 0) {
         n_resync_ok++;
     }
-    if (best_j == (int32_t) accepted.size()) {
-        run_ = synced_ && !was_resync ? run_ + best_j : best_j;
+    if (best >= 0 && best_j == (int32_t) accepted.size()) {
+        run_ = synced_ && !was_resync ? run_ + best_j : best_j - best_skip;
         synced_ = true;
-        p_ = cands[best].pos + best_j;
+        p_ = cands[best].pos + best_j - best_skip;
         return;
     }
     run_ = 0;
@@ -268,8 +328,8 @@ void reuse_drafter::accept(std::span<const llama_token> accepted) {
         n_edits++;
     }
     synced_ = false;
-    if (best_j > 0 || !was_resync) {
-        p_ = cands[best].pos + best_j;
+    if (best >= 0 && (best_j > 0 || !was_resync)) {
+        p_ = cands[best].pos + best_j - best_skip;
     }
     // a re-sync whose first token was rejected leaves the edit point where it was
 }
@@ -296,13 +356,23 @@ void reuse_phase_drafter::propose(std::span<const llama_token> history, draft_tr
             return;
         }
     }
-    // Generate phase: the draft model first, then Reuse's re-sync candidates as siblings
+    // Generate phase: the draft model first, then Reuse's re-sync candidates as siblings, then with
+    // what is left the original's continuation below the deepest node of the draft model's path
+    // that re-joins it (the paper's return to Reuse once the edit is written, inside one pass)
     const int32_t before = tree.size();
     generate_->propose(history, tree, budget);
-    n_generate += tree.size() > before ? 1 : 0;
-    const int32_t left = budget - (tree.size() - before);
-    if (!reuse_->synced() && left > 0) {
+    const int32_t gen_end = tree.size();
+    n_generate += gen_end > before ? 1 : 0;
+    if (reuse_->synced()) {
+        return;
+    }
+    int32_t left = budget - (tree.size() - before);
+    if (left > 0) {
         reuse_->propose(history, tree, left);
+        left = budget - (tree.size() - before);
+    }
+    if (left > 0 && gen_end > before) {
+        reuse_->propose_after(history, tree, before, gen_end, left);
     }
 }
 

@@ -291,6 +291,60 @@ TEST(reuse_phase_drafter, generate_only_out_of_sync) {
     EXPECT_EQ(g->n_accepts, 3);
 }
 
+TEST(reuse_phase_drafter, continuation_below_the_generated_path) {
+    // the generator writes the edit (51) and goes on with the original (3, 4): below its path the
+    // original's continuation after [3, 4] is attached; taking it brings Reuse back in sync
+    const token_vec orig = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    auto gen = std::make_unique<fixed_drafter>();
+    gen->path = {51, 3, 4};
+    reuse_phase_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
+    d.begin(token_vec{0});
+    d.accept(token_vec{1, 2, 50}); // an edit at original[2]
+    ASSERT_FALSE(d.reuse().synced());
+    draft_tree t;
+    d.propose(token_vec{0, 1, 2, 50}, t, 100);
+    // k = 2 ([3, 4] before original[4]): 4 << 1 tokens
+    EXPECT_EQ(paths(t), (std::vector<token_vec>{{51, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}));
+    EXPECT_EQ(t.nodes[3].source, DRAFT_SOURCE_REUSE);
+    EXPECT_EQ(d.reuse().n_attached, 1);
+    d.accept(token_vec{51, 3, 4, 5, 6, 7});
+    EXPECT_TRUE(d.reuse().synced());
+    EXPECT_EQ(d.reuse().pointer(), 7);
+    t.clear();
+    d.propose(token_vec{0, 1, 2, 50, 51, 3, 4, 5, 6, 7}, t, 3);
+    EXPECT_EQ(paths(t), (std::vector<token_vec>{{8, 9, 10}}));
+}
+
+TEST(reuse_phase_drafter, continuation_not_taken) {
+    const token_vec orig = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    auto gen = std::make_unique<fixed_drafter>();
+    gen->path = {51, 3, 4};
+    reuse_phase_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
+    d.begin(token_vec{0});
+    d.accept(token_vec{1, 2, 50});
+    draft_tree t;
+    d.propose(token_vec{0, 1, 2, 50}, t, 5); // 3 for the generator, 2 left for the continuation
+    EXPECT_EQ(paths(t), (std::vector<token_vec>{{51, 3, 4, 5, 6}}));
+    // the target takes the generator's tokens and one of the continuation, then leaves it
+    d.accept(token_vec{51, 3, 4, 5, 99});
+    EXPECT_FALSE(d.reuse().synced());
+    EXPECT_EQ(d.reuse().pointer(), 5); // the new edit point: original[5] was not taken
+    // the target leaves inside the generator's path: the continuation was not reached
+    t.clear();
+    d.propose(token_vec{0, 1, 2, 50, 51, 3, 4, 5, 99}, t, 5);
+    d.accept(token_vec{51, 98});
+    EXPECT_FALSE(d.reuse().synced());
+    EXPECT_EQ(d.reuse().pointer(), 5);
+    // no budget left after the generator: nothing attached
+    reuse_drafter r(orig);
+    r.begin(token_vec{0});
+    r.accept(token_vec{1, 2, 50});
+    t.clear();
+    t.add_path(-1, token_vec{51, 3, 4}, DRAFT_SOURCE_MODEL, 3);
+    EXPECT_EQ(r.propose_after(token_vec{0, 1, 2, 50}, t, 0, t.size(), 0), 0);
+    EXPECT_EQ(t.size(), 3);
+}
+
 // ----------------------------------------------------------------------------
 // oracle replay on CanItEdit (design.md §4's reading): which re-sync rule
 
