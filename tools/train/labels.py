@@ -72,12 +72,8 @@ def stage_labels(out_dir: str, data_dir: str, eval_tool: str, tok_tool: str, tar
     for s in range(jobs):
         os.remove(os.path.join(tmp, f"prompts-{s}.jsonl"))
     # the same tokenization and token kinds as the reference data
-    try:
-        tok = data.stage_tokenize(tmp, tok_tool, n_ctx, int(np.load(os.path.join(data_dir, "edits-heldout.npz"))["rows"].size),
-                                  log=log)
-    except ValueError as e:   # np.concatenate of no examples
-        raise RuntimeError(f"labels: none of the target's {len(sel)} answers fits n_ctx = {n_ctx} tokens with its prompt "
-                           f"(an untrained target that never ends its answer?): {e}") from e
+    tok = data.stage_tokenize(tmp, tok_tool, n_ctx, int(np.load(os.path.join(data_dir, "edits-heldout.npz"))["rows"].size),
+                              log=log)
     same_as_ref = sum(a == e["after"] for a, e in zip(answers, sel))
     stats = {"edits": len(sel), "answers_equal_reference": same_as_ref, "generate_seconds": round(secs, 1),
              "tokens_generated": sum(x["n_gen"] for x in shard_stats), "shards": shard_stats,

@@ -411,8 +411,12 @@ def main():
         if st.done("labels", k_labels):
             return
         import labels
-        labels.stage_labels(out, dd, eval_tool, tok_tool, os.path.join(out, "target", "model.gguf"),
-                            os.path.join(out, "draft", "model.gguf"), p["labels"], p["n_ctx"], max(1, a.jobs), log=log)
+        try:
+            labels.stage_labels(out, dd, eval_tool, tok_tool, os.path.join(out, "target", "model.gguf"),
+                                os.path.join(out, "draft", "model.gguf"), p["labels"], p["n_ctx"], max(1, a.jobs), log=log)
+        except ValueError as e:   # data.stage_tokenize's np.concatenate of no examples
+            sys.exit(f"run: labels: none of the target's answers fits n_ctx = {p['n_ctx']} tokens with its prompt "
+                     f"(an undertrained target that never ends its answers?): {e}")
         st.mark("labels", k_labels)
     timed("labels", do_labels)
 
