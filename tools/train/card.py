@@ -142,8 +142,9 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     ee = ev.get("efficientedit", {})
     if ee:
         _per_draft_table(L, "\nThe paper's own comparison of the two losses (seed 000 Table II, *Our* vs *SFT*): the whole of "
-                         f"EfficientEdit, `editspec edit --method {ee.get('draft-plain', {}).get('method', 'efficientedit')}` (Reuse, the draft model in the Generate phase, "
-                         "entropy-aware verification of its tokens: lossy), on the held-out edits:\n",
+                         f"EfficientEdit, `editspec edit --method {ee.get('draft-plain', {}).get('method', 'efficientedit')}` (Reuse, the draft model in the Generate phase "
+                         "with the original's continuation below its path where it re-joins the original, entropy-aware "
+                         "verification of the draft model's tokens: lossy), on the held-out edits:\n",
                          ["edits", "draft-model acceptance", "tokens per target pass", "exact (reference)", "unchanged lines",
                           "same as greedy"], ee,
                          lambda g: [str(g.get("n", 0)), _pct(g.get("model_acceptance")), f"{g.get('tokens_per_pass', 0):.2f}",
