@@ -291,15 +291,27 @@ TEST(reuse_phase_drafter, generate_only_out_of_sync) {
     EXPECT_EQ(g->n_accepts, 3);
 }
 
-TEST(reuse_phase_drafter, continuation_below_the_generated_path) {
-    // the generator writes the edit (51) and goes on with the original (3, 4): below its path the
-    // original's continuation after [3, 4] is attached; taking it brings Reuse back in sync
+namespace {
+
+// original 1 .. 12, committed [1, 2] then 50 (an edit at original[2]); the generator then proposes
+// the edit's new token 51 and goes on with the original: 3, 4
+std::unique_ptr<reuse_phase_drafter> phase_after_edit() {
     const token_vec orig = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     auto gen = std::make_unique<fixed_drafter>();
     gen->path = {51, 3, 4};
-    reuse_phase_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
-    d.begin(token_vec{0});
-    d.accept(token_vec{1, 2, 50}); // an edit at original[2]
+    auto d = std::make_unique<reuse_phase_drafter>(std::make_unique<reuse_drafter>(orig), std::move(gen));
+    d->begin(token_vec{0});
+    d->accept(token_vec{1, 2, 50});
+    return d;
+}
+
+} // namespace
+
+TEST(reuse_phase_drafter, continuation_below_the_generated_path) {
+    // below the generator's path the original's continuation after [3, 4] is attached; taking it
+    // brings Reuse back in sync
+    auto pd = phase_after_edit();
+    reuse_phase_drafter & d = *pd;
     ASSERT_FALSE(d.reuse().synced());
     draft_tree t;
     d.propose(token_vec{0, 1, 2, 50}, t, 100);
@@ -316,12 +328,8 @@ TEST(reuse_phase_drafter, continuation_below_the_generated_path) {
 }
 
 TEST(reuse_phase_drafter, continuation_not_taken) {
-    const token_vec orig = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-    auto gen = std::make_unique<fixed_drafter>();
-    gen->path = {51, 3, 4};
-    reuse_phase_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
-    d.begin(token_vec{0});
-    d.accept(token_vec{1, 2, 50});
+    auto pd = phase_after_edit();
+    reuse_phase_drafter & d = *pd;
     draft_tree t;
     d.propose(token_vec{0, 1, 2, 50}, t, 5); // 3 for the generator, 2 left for the continuation
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{51, 3, 4, 5, 6}}));
@@ -336,7 +344,7 @@ TEST(reuse_phase_drafter, continuation_not_taken) {
     EXPECT_FALSE(d.reuse().synced());
     EXPECT_EQ(d.reuse().pointer(), 5);
     // no budget left after the generator: nothing attached
-    reuse_drafter r(orig);
+    reuse_drafter r(token_vec{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
     r.begin(token_vec{0});
     r.accept(token_vec{1, 2, 50});
     t.clear();
