@@ -87,6 +87,7 @@ int run_complete(const complete_opts & o) {
         return fail_runtime(cmd, error);
     }
     const token_vec tokens = m.tokenize(prompt, true, false);
+    warn_past_train_ctx(cmd, m, (int32_t) tokens.size(), 0);
 
     generate_params gp;
     gp.n_predict = o.n_predict;

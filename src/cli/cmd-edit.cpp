@@ -143,6 +143,8 @@ int run_edit(const edit_opts & o) {
         return fail_input(cmd, "the prompt is " + std::to_string(prompt.size()) + " tokens and the context holds " +
                                    std::to_string(o.n_ctx) + " (raise --ctx-size)");
     }
+    // an edit's answer is about as long as the code
+    warn_past_train_ctx(cmd, m, (int32_t) prompt.size(), (int32_t) original.size());
     context_params cp;
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.threads;

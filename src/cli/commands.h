@@ -30,6 +30,10 @@ int fail_input(const char * cmd, const std::string & msg);
 // same for runtime failures; returns 1
 int fail_runtime(const char * cmd, const std::string & msg);
 
+// a warning on stderr when the prompt and the answer expected after it (n_answer tokens; 0 = unknown)
+// go past the context the model was trained on (the shipped models: 512 tokens)
+void warn_past_train_ctx(const char * cmd, const model & m, int32_t n_prompt, int32_t n_answer);
+
 // the model used when -m is not given: $EDITSPEC_MODEL, else the shipped default
 std::string default_model_path();
 

@@ -19,6 +19,18 @@ int fail_runtime(const char * cmd, const std::string & msg) {
     return 1;
 }
 
+void warn_past_train_ctx(const char * cmd, const model & m, int32_t n_prompt, int32_t n_answer) {
+    const int32_t n_train = m.facts().n_ctx_train;
+    if (n_train <= 0 || n_prompt + n_answer <= n_train) {
+        return;
+    }
+    fprintf(stderr,
+            "editspec %s: warning: the prompt is %d tokens%s; the model was trained on contexts of %d tokens, and "
+            "past them its output degrades\n",
+            cmd, n_prompt, n_answer > 0 ? (" and the answer about " + std::to_string(n_answer) + " more").c_str() : "",
+            n_train);
+}
+
 static bool file_exists(const std::string & path) {
     struct stat st;
     return stat(path.c_str(), &st) == 0;

@@ -4,7 +4,8 @@
 
 Runs `run.py --preset test` twice, into two folders, on a small corpus (40 files of the standard
 library) and checks what the full run relies on but cannot show at its size:
-  - every stage runs and the card is written; the GGUFs load in `editspec complete` and `editspec edit`;
+  - every stage runs and the card is written; the GGUFs load in `editspec complete` and `editspec edit`,
+    which warns when a prompt goes past the model's training context;
   - the pipeline is deterministic: the two runs give byte-identical data, tokens and GGUFs;
   - a re-run with another draft trains the fine-tunes again from it (not resuming the old ones);
   - llama.cpp computes on an exported checkpoint what torch computes (check_export.py);
@@ -95,6 +96,12 @@ class pipeline_test(unittest.TestCase):
         r = subprocess.run([editspec_bin(), "complete", "-m", target, "-p", "def add(a, b):\n", "-n", "8", "-t", "1"],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("warning", r.stderr)
+        # a prompt past the 512 tokens the model was trained on: a warning, and the request still runs
+        r = subprocess.run([editspec_bin(), "complete", "-m", target, "-p", "x = 1\n" * 400, "-n", "2", "-t", "1"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("trained on contexts of 512 tokens", r.stderr)
         code = os.path.join(self.tmp, "f.py")
         with open(code, "w") as f:
             f.write("def add(a, b):\n    return a + b\n")
