@@ -145,6 +145,24 @@ static std::string cache_path(const context & ctx) {
     return root + "/cost/" + key.str();
 }
 
+// keeps the newest `keep` curves: every new model file (a test's, a training run's) adds one
+static void cost_cache_prune(const std::filesystem::path & dir, size_t keep) {
+    std::error_code ec;
+    std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> files;
+    for (const auto & e : std::filesystem::directory_iterator(dir, ec)) {
+        if (e.path().extension() == ".json") {
+            files.emplace_back(e.last_write_time(ec), e.path());
+        }
+    }
+    if (files.size() <= keep) {
+        return;
+    }
+    std::sort(files.begin(), files.end());
+    for (size_t i = 0; i + keep < files.size(); i++) {
+        std::filesystem::remove(files[i].second, ec);
+    }
+}
+
 bool cost_model_save(const context & ctx, const cost_model & cm) {
     const std::string path = cache_path(ctx);
     std::error_code ec;
@@ -162,6 +180,7 @@ bool cost_model_save(const context & ctx, const cost_model & cm) {
         return false;
     }
     ES_LOG_INFO("cost model: saved %s\n", path.c_str());
+    cost_cache_prune(std::filesystem::path(path).parent_path(), 256);
     return true;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -145,6 +146,32 @@ TEST(cli_bench, oracle_pass_overhead_costs_every_pass) {
     EXPECT_DOUBLE_EQ(cap8.tokens_per_pass, cap8_0.tokens_per_pass);
     EXPECT_NEAR(cap8.speedup, 2.0 / (1.0 / cap8_0.speedup + 1.0 / cap8_0.tokens_per_pass), 0.02) << md;
     expect_input_error(oracle_cmd() + " --out " + d0.path.string() + " --pass-overhead -1", "-1");
+}
+
+// the cost cache keeps the newest 256 curves (each model file adds one)
+TEST(cli_cost, cache_keeps_the_newest_curves) {
+    temp_dir cache;
+    const fs::path dir = cache.path / "cost";
+    fs::create_directories(dir);
+    const auto old_time = fs::file_time_type::clock::now() - std::chrono::hours(24);
+    for (int i = 0; i < 300; i++) {
+        const fs::path f = dir / ("old-" + std::to_string(i) + ".json");
+        std::ofstream(f) << "{}";
+        fs::last_write_time(f, old_time + std::chrono::seconds(i));
+    }
+    std::string out;
+    const std::string cmd = "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " +
+                            EDITSPEC_TEST_MODEL_Q8 + " -t 1 --fresh --max 4 --reps 1 2>&1";
+    ASSERT_EQ(editspec::test::run_command(cmd, &out), 0) << out;
+    int n = 0, n_old = 0;
+    for (const auto & e : fs::directory_iterator(dir)) {
+        n++;
+        n_old += e.path().filename().string().rfind("old-", 0) == 0;
+    }
+    EXPECT_EQ(n, 256);
+    EXPECT_EQ(n_old, 255); // the new curve stays, the 45 oldest went
+    EXPECT_FALSE(fs::exists(dir / "old-44.json"));
+    EXPECT_TRUE(fs::exists(dir / "old-45.json"));
 }
 
 // editspec cost: a fresh measurement at a chosen context, not cached with --no-save
