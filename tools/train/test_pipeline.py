@@ -58,7 +58,6 @@ class pipeline_test(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="editspec-train-test-")
-        os.environ["EDITSPEC_CACHE"] = os.path.join(cls.tmp, "cache")   # the toy models' cost curves stay here
         src = corpus.corpus_root_default()
         root = os.path.join(cls.tmp, "corpus")
         os.makedirs(root)
