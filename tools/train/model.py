@@ -126,8 +126,12 @@ class block(nn.Module):
         if Hkv != H:
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
-        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd)) + mask[:T, :T]        # [B, H, T, T]
-        y = (att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * hd)
+        att = q @ k.transpose(-1, -2)                                                  # [B, H, T, T]
+        # under bf16 autocast the scores stay bf16: autocast would run the softmax and its backward in
+        # fp32, 13 % of a training step, and round the result to bf16 for the next matmul anyway
+        with torch.autocast("cpu", enabled=False):
+            att = (att * (1.0 / math.sqrt(hd)) + mask[:T, :T].to(att.dtype)).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
         h = x + self.attn_output(y)
         m = self.ffn_norm(h)
         return h + self.ffn_down(F.silu(self.ffn_gate(m)) * self.ffn_up(m))
@@ -161,11 +165,15 @@ class llama(nn.Module):
                 else:
                     p.normal_(0.0, 0.02, generator=g)
 
-    def forward(self, tokens):
-        """tokens [B, T] (T <= n_ctx) -> logits [B, T, n_vocab]"""
+    def forward(self, tokens, select=None):
+        """tokens [B, T] (T <= n_ctx) -> logits [B, T, n_vocab]; with select (bool [B, T]) only the selected
+        positions' logits, [N, n_vocab]: the output layer is the largest matmul and a loss that weights a
+        position 0 (the prompt of an edit example) needs none"""
         x = self.token_embd(tokens)
         for b in self.blocks:
             x = b(x, self.rope_cos, self.rope_sin, self.causal_mask)
+        if select is not None:
+            x = x[select]
         x = self.output_norm(x)
         w = self.token_embd.weight if self.output is None else self.output.weight
         return x @ w.t()
@@ -173,7 +181,7 @@ class llama(nn.Module):
 
 def loss_weighted(logits, targets, weights):
     """mean cross-entropy over tokens, each counted with its weight (0 = not counted).
-    logits [B, T, V], targets [B, T], weights [B, T] float -> (loss, sum of weights)"""
+    logits [..., V], targets and weights (float) of the same leading shape -> (loss, sum of weights)"""
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none")
     w = weights.reshape(-1)
     wsum = w.sum()

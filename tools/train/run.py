@@ -74,7 +74,7 @@ PRESETS = {
     # edits need. Then the target answers 2,000 training edits (~4 min) and the two fine-tunings of
     # 1000 x 2048 run side by side (~7 min); data ~2 min, eval ~4 min: ~112 min in all
     "full": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
-             "target": {"shape": TARGET_SHAPE, "steps": 6400, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7,
+             "target": {"shape": TARGET_SHAPE, "steps": 8000, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7,
                         "copy_warmup": 300},
              "draft": {"shape": DRAFT_SHAPE, "steps": 3000, "batch": 4, "lr": 1.5e-3, "warmup": 100, "p_edit": 0.7,
                        "copy_warmup": 300},

@@ -240,9 +240,10 @@ def main():
         w = weights_of(kinds[:, 1:], spec["weights"])
         for g in opt.param_groups:
             g["lr"] = lr_at(step, spec)
+        sel = w > 0
         with autocast(spec):
-            logits = net(x[:, :-1])
-        loss, wsum = loss_weighted(logits, x[:, 1:], w)
+            logits = net(x[:, :-1], select=sel)
+        loss, wsum = loss_weighted(logits, x[:, 1:][sel], w[sel])
         opt.zero_grad(set_to_none=True)
         if float(wsum) > 0:
             loss.backward()
