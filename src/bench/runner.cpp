@@ -281,7 +281,13 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
             out.rows.push_back(row);
             char buf[160];
             if (ms.is_ar()) {
-                snprintf(buf, sizeof(buf), "ar %.1f tok/s", r.tokens_per_s());
+                if (r.tokens.empty()) {
+                    // a tok/s of 0 reads as a hang; the model ended the answer at once (often a prompt
+                    // past its training context)
+                    snprintf(buf, sizeof(buf), "ar: no tokens (EOS first, prompt %d tokens)", (int) row.prompt_tokens);
+                } else {
+                    snprintf(buf, sizeof(buf), "ar %.1f tok/s", r.tokens_per_s());
+                }
             } else {
                 const double ar_ms = out.rows[out.rows.size() - 1 - k].gen_ms;
                 snprintf(buf, sizeof(buf), " | %s %.2fx%s", ms.name.c_str(), r.gen_ms > 0 ? ar_ms / r.gen_ms : 0.0,
