@@ -228,6 +228,20 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     }
 
     const size_t n_items = prompts.size();
+    if (p.progress && !p.replay && m.facts().n_ctx_train > 0) {
+        // a model used past the contexts it was trained on gives degraded (often empty) answers, and its
+        // speed figures describe those answers: say so once, up front
+        size_t n_past = 0;
+        for (const bench_prompt & bp : prompts) {
+            n_past += bp.prompt.size() + bp.original.size() > (size_t) m.facts().n_ctx_train;
+        }
+        if (n_past > 0) {
+            fprintf(stderr,
+                    "bench: warning: %zu of %zu items' prompts (with an answer as long as the original code) go past "
+                    "the model's training context of %d tokens; its answers there degrade\n",
+                    n_past, n_items, m.facts().n_ctx_train);
+        }
+    }
     for (size_t i = 0; i < n_items; i++) {
         bench_prompt & bp = prompts[i];
         generate_params gp;
