@@ -42,7 +42,7 @@ DEBIAN_PYTHON = "/usr/bin/python3"
 # ----------------------------------------------------------------------------
 # presets: model shapes, schedules, data sizes
 
-TARGET_SHAPE = {"n_embd": 384, "n_layer": 8, "n_head": 6, "n_head_kv": 6, "n_ff": 1152, "tied": True}
+TARGET_SHAPE = {"n_embd": 384, "n_layer": 7, "n_head": 6, "n_head_kv": 6, "n_ff": 1152, "tied": True}
 DRAFT_SHAPE = {"n_embd": 256, "n_layer": 4, "n_head": 4, "n_head_kv": 4, "n_ff": 768, "tied": True}
 
 PRESETS = {
@@ -67,14 +67,14 @@ PRESETS = {
               "draft": {"shape": DRAFT_SHAPE, "steps": 320, "batch": 4, "lr": 1.5e-3, "warmup": 30},
               "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10}, "labels": 300,
               "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40},
-    # the shipped models: steps set from the throughput measured here (README.md): the draft ~6,400
-    # tokens/s on one core (3000 x 2048: ~16 min), beside it the target on the other core ~1,950
-    # (~950 steps by then), then on both cores ~3,200 (the other 7,050 steps: ~78 min). 70 % of the
-    # sequences of both are edits and their first 300 steps pure copies: both teach the copying exact
+    # the shipped models: steps set from the throughput measured here (README.md): the draft ~6,500
+    # tokens/s on one core (3000 x 2048: ~16 min), beside it the 7-layer target on the other core
+    # ~2,300 (~1,100 steps by then), then on both cores ~3,800 (the other 8,500 steps: ~71 min). 70 % of
+    # the sequences of both are edits and their first 300 steps pure copies: both teach the copying exact
     # edits need. Then the target answers 2,000 training edits (~4 min) and the two fine-tunings of
-    # 1000 x 2048 run side by side (~6 min); data ~1.5 min, eval ~6 min: ~113 min in all (measured)
+    # 1000 x 2048 run side by side (~5 min); data ~1.5 min, eval ~5 min: ~101 min in all (measured)
     "full": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
-             "target": {"shape": TARGET_SHAPE, "steps": 8000, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7,
+             "target": {"shape": TARGET_SHAPE, "steps": 9600, "batch": 4, "lr": 1e-3, "warmup": 100, "p_edit": 0.7,
                         "copy_warmup": 300},
              "draft": {"shape": DRAFT_SHAPE, "steps": 3000, "batch": 4, "lr": 1.5e-3, "warmup": 100, "p_edit": 0.7,
                        "copy_warmup": 300},
