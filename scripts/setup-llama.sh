@@ -7,11 +7,10 @@
 # (design.md §3). The cache is keyed by the commit, so a second run on the same machine is a no-op.
 # EDITSPEC_CACHE overrides the cache root (default: ~/.cache/editspec).
 #
-# EDITSPEC_LLAMAFILE=ON builds ggml with llamafile's sgemm kernels: batched passes run about twice
-# as fast on x86, but a batch of n >= 2 tokens then takes another code path than a single token
-# (sgemm refuses n < 2), so logits differ in the last bits and speculative output can differ from
-# autoregressive output at near-ties. The default (OFF) keeps every row of a batch bit-identical
-# to single-token decoding (tests/engine/test-batch-exact.cpp). See docs/exactness.md.
+# Our patch to ggml (patches/ggml-batch-invariant.patch, its header says what and why) is applied
+# to a clone of the pinned commit; the cache key holds the patch's hash, so a changed patch builds
+# anew. ggml is built with llamafile's sgemm kernels, which the patch makes batch-invariant: a row
+# of an n-token pass gets the same arithmetic as that token decoded alone (docs/exactness.md).
 set -euo pipefail
 
 NLC_VERSION=3.22.1
@@ -19,14 +18,17 @@ TARBALL_SHA256=a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f
 BUNDLE_SHA256=5f5d1105d5df040738d87b8290e5d17e7362131cdcfdb0831618e0ea528b4a51
 LLAMA_COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 
-llamafile=${EDITSPEC_LLAMAFILE:-OFF}
-case "$llamafile" in
-    ON|on|1) llamafile=ON; variant=sgemm ;;
-    OFF|off|0) llamafile=OFF; variant=exact ;;
-    *) echo "setup-llama: error: EDITSPEC_LLAMAFILE='$llamafile' must be ON or OFF" >&2; exit 2 ;;
-esac
+root=$(cd "$(dirname "$0")/.." && pwd)
+patch_file=$root/patches/ggml-batch-invariant.patch
+if [ ! -f "$patch_file" ]; then
+    echo "setup-llama: error: $patch_file is missing" >&2
+    exit 2
+fi
+patch_sha=$(sha256sum "$patch_file" | cut -d' ' -f1)
+variant=bi-${patch_sha:0:12}
 cache_root=${EDITSPEC_CACHE:-$HOME/.cache/editspec}
 src_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src
+patched_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src-$variant
 build_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/build-$variant
 prefix=$cache_root/llama.cpp-$LLAMA_COMMIT/install-$variant
 stamp=$prefix/.editspec-complete
@@ -72,20 +74,30 @@ if [ "$head" != "$LLAMA_COMMIT" ]; then
     exit 2
 fi
 
+# the pinned commit stays pristine in $src_dir; each patch version gets its own clone
+rm -rf "$patched_dir"
+git clone --quiet --shared --no-checkout "$src_dir" "$patched_dir"
+git -C "$patched_dir" -c advice.detachedHead=false checkout --quiet "$LLAMA_COMMIT"
+if ! git -C "$patched_dir" apply --whitespace=nowarn "$patch_file"; then
+    log "error: $patch_file does not apply to llama.cpp $LLAMA_COMMIT"
+    exit 2
+fi
+log "applied $(basename "$patch_file") (sha256 ${patch_sha:0:12})"
+
 jobs=$(nproc 2>/dev/null || echo 2)
-log "building libllama + ggml (CPU, $variant kernels) with $jobs jobs; this takes about 5 minutes once"
-cmake -S "$src_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
+log "building libllama + ggml (CPU, batch-invariant kernels) with $jobs jobs; this takes about 5 minutes once"
+cmake -S "$patched_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF \
-    -DGGML_NATIVE=ON -DGGML_LLAMAFILE=$llamafile -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/configure.log" 2>&1 \
+    -DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/configure.log" 2>&1 \
     || { cat "$work/configure.log" >&2; exit 1; }
 cmake --build "$build_dir" -j "$jobs" >"$work/build.log" 2>&1 \
     || { tail -50 "$work/build.log" >&2; exit 1; }
 cmake --install "$build_dir" >/dev/null
 # vocab files carry the real tokenizers make-model uses
 mkdir -p "$prefix/share/editspec/vocab"
-cp "$src_dir"/models/ggml-vocab-*.gguf "$prefix/share/editspec/vocab/"
+cp "$patched_dir"/models/ggml-vocab-*.gguf "$prefix/share/editspec/vocab/"
 touch "$stamp"
 log "installed llama.cpp $LLAMA_COMMIT to $prefix"
 echo "$prefix"

@@ -78,7 +78,7 @@ struct model_shape {
     std::vector<model_shape_token> tokens; // set after padding
 };
 
-// built-in shapes: tiny, tiny-qwen2, deepseek-coder-1.3b, deepseek-coder-6.7b, qwen2.5-coder-1.5b
+// built-in shapes: tiny, tiny-256, tiny-qwen2, deepseek-coder-1.3b, deepseek-coder-6.7b, qwen2.5-coder-1.5b
 const std::vector<model_shape> & model_shapes();
 
 // nullptr when no built-in shape has that name
@@ -100,6 +100,9 @@ struct make_model_params {
     ggml_type   type      = GGML_TYPE_F16; // matrices: F32, F16, Q8_0 or Q4_0; 1-D tensors are F32
                                            // F16 by default: exact enough for any test and half of F32;
                                            // Q8_0 is what benchmarks on CPU want
+    int32_t     ftype     = -1;     // a llama_ftype (see make_model_ftype_from_name): write F16, then
+                                    // quantize with libllama's llama_model_quantize, as llama-quantize
+                                    // does (K-quant mixes such as Q4_K_M); -1 = use `type` directly
     uint64_t    seed      = 1;
     int32_t     n_threads = 0;      // 0 = all cores; the bytes do not depend on it
     bool        header_only = false; // testing: metadata only, tensor data left as zeros (a sparse file
@@ -117,5 +120,12 @@ bool make_model_from_shape(const model_shape & shape, const make_model_params & 
 
 // "f32", "f16", "q8_0", "q4_0" -> type; GGML_TYPE_COUNT when not one of those
 ggml_type make_model_type_from_name(const std::string & name);
+
+// the types llama-quantize makes from an F16 file: "q4_k_m", "q4_k_s", "q5_k_m", "q5_k_s", "q6_k",
+// "q5_0", "iq4_nl", "bf16" -> a llama_ftype; -1 when not one of those
+int32_t make_model_ftype_from_name(const std::string & name);
+
+// every name --type takes, for messages: "f32, f16, q8_0, q4_0, q4_k_m, ..."
+std::string make_model_type_names();
 
 } // namespace editspec

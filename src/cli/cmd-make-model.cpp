@@ -92,9 +92,11 @@ bool out_path_check(const std::string & path, std::string & error) {
 
 int run_make_model(const make_model_opts & o) {
     const char * cmd = "make-model";
-    const ggml_type type = make_model_type_from_name(o.type);
+    const int32_t ftype = make_model_ftype_from_name(o.type);
+    // a llama-quantize type is written as F16 first
+    const ggml_type type = ftype >= 0 ? GGML_TYPE_F16 : make_model_type_from_name(o.type);
     if (type == GGML_TYPE_COUNT) {
-        return fail_input(cmd, "--type '" + o.type + "' not one of f32, f16, q8_0, q4_0");
+        return fail_input(cmd, "--type '" + o.type + "' not one of " + make_model_type_names());
     }
     if (o.list) {
         return run_list(type, o.type);
@@ -143,6 +145,7 @@ int run_make_model(const make_model_opts & o) {
     p.out = o.out;
     p.vocab_dir = o.vocab_dir;
     p.type = type;
+    p.ftype = ftype;
     p.seed = seed;
     p.n_threads = o.threads;
     p.header_only = o.header_only;
@@ -184,8 +187,10 @@ int run_make_model(const make_model_opts & o) {
     if (!ok) {
         return fail_runtime(cmd, g_interrupted ? "interrupted; '" + o.out + "' not written" : error);
     }
+    struct stat st;
+    const uint64_t n_written = stat(o.out.c_str(), &st) == 0 ? (uint64_t) st.st_size : n_bytes;
     printf("wrote %s: %s, %s, %s parameters, %s, seed %llu, %.1f s\n", o.out.c_str(), shape->name.c_str(),
-           o.type.c_str(), format_count(model_shape_n_params(*shape)).c_str(), format_bytes(n_bytes).c_str(),
+           o.type.c_str(), format_count(model_shape_n_params(*shape)).c_str(), format_bytes(n_written).c_str(),
            (unsigned long long) seed, secs);
     return 0;
 }
@@ -198,7 +203,7 @@ command cmd_make_model_add(CLI::App & app) {
                                         "write a GGUF with random weights and a real model's shape and tokenizer");
     sub->add_option("-s,--shape", o->shape, "shape name (--list shows them)");
     sub->add_option("-o,--out", o->out, "output GGUF file (replaced if it exists)");
-    sub->add_option("--type", o->type, "matrix type: f32, f16, q8_0, q4_0 (1-D tensors stay f32)")->capture_default_str();
+    sub->add_option("--type", o->type, "matrix type: f32, f16, q8_0, q4_0, or a type llama-quantize makes from f16 (q4_k_m, q4_k_s, q5_k_m, q5_k_s, q6_k, q5_0, iq4_nl, bf16); 1-D tensors stay f32")->capture_default_str();
     sub->add_option("--seed", o->seed, "random seed in [0, 2^64); the same seed gives the same bytes")->capture_default_str();
     sub->add_option("--vocab-dir", o->vocab_dir, "folder of llama.cpp's ggml-vocab-*.gguf files")->capture_default_str();
     sub->add_option("-t,--threads", o->threads, "threads generating weights (0 = all cores)")->capture_default_str();

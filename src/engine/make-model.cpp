@@ -12,6 +12,7 @@
 #include "editspec/log.h"
 
 #include "gguf.h"
+#include "llama.h"
 
 #include <algorithm>
 #include <atomic>
@@ -79,6 +80,18 @@ static std::vector<model_shape> shapes_build() {
     tiny.n_head = 4;
     tiny.n_head_kv = 4;
     v.push_back(tiny);
+
+    // the smallest shape whose rows K-quants (256-value super-blocks) and the 8-row repacked
+    // kernels apply to: what the exactness tests run every weight type on
+    model_shape t256 = ds;
+    t256.name = "tiny-256";
+    t256.source = "deepseek-coder-1.3b at toy size, 256 wide";
+    t256.n_layer = 2;
+    t256.n_embd = 256;
+    t256.n_ff = 768;
+    t256.n_head = 4;
+    t256.n_head_kv = 4;
+    v.push_back(t256);
 
     model_shape qw;  // Qwen/Qwen2.5-Coder-1.5B config.json
     qw.name = "qwen2.5-coder-1.5b";
@@ -190,6 +203,31 @@ ggml_type make_model_type_from_name(const std::string & name) {
     if (name == "q8_0") return GGML_TYPE_Q8_0;
     if (name == "q4_0") return GGML_TYPE_Q4_0;
     return GGML_TYPE_COUNT;
+}
+
+static const std::vector<std::pair<std::string, llama_ftype>> & quantize_ftypes() {
+    static const std::vector<std::pair<std::string, llama_ftype>> v = {
+        {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S},
+        {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M}, {"q5_k_s", LLAMA_FTYPE_MOSTLY_Q5_K_S},
+        {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K},     {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
+        {"iq4_nl", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"bf16", LLAMA_FTYPE_MOSTLY_BF16},
+    };
+    return v;
+}
+
+int32_t make_model_ftype_from_name(const std::string & name) {
+    for (const auto & [n, f] : quantize_ftypes()) {
+        if (n == name) return (int32_t) f;
+    }
+    return -1;
+}
+
+std::string make_model_type_names() {
+    std::string s = "f32, f16, q8_0, q4_0";
+    for (const auto & [n, f] : quantize_ftypes()) {
+        s += ", " + n;
+    }
+    return s;
 }
 
 // ----------------------------------------------------------------------------
@@ -529,7 +567,58 @@ static void slab_generate(const tensor_plan & t, uint64_t stream, int64_t row0, 
     }
 }
 
+static bool make_model_written(const model_shape & s, const make_model_params & p, std::string * error);
+
+// writes an F16 file next to p.out, then quantizes it to p.ftype with libllama (llama-quantize's
+// code, so K-quant mixes put Q6_K where llama-quantize does)
+static bool make_model_quantized(const model_shape & s, const make_model_params & p, std::string * error) {
+    make_model_params f16 = p;
+    f16.type = GGML_TYPE_F16;
+    f16.ftype = -1;
+    f16.out = p.out + ".f16-tmp";
+    f16.on_progress = [&](float f) { return !p.on_progress || p.on_progress(0.5f * f); };
+    struct remove_on_exit {
+        std::string path;
+        ~remove_on_exit() { unlink(path.c_str()); }
+    } tmp{f16.out};
+    if (!make_model_written(s, f16, error)) {
+        return false;
+    }
+    if (p.header_only) {
+        if (rename(f16.out.c_str(), p.out.c_str()) != 0) {
+            if (error) *error = "cannot rename '" + f16.out + "' to '" + p.out + "': " + strerror(errno);
+            return false;
+        }
+        return true;
+    }
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.ftype = (llama_ftype) p.ftype;
+    qp.nthread = p.n_threads > 0 ? p.n_threads : (int) std::max(1u, std::thread::hardware_concurrency());
+    const std::string part = p.out + ".part";
+    if (llama_model_quantize(f16.out.c_str(), part.c_str(), &qp) != 0) {
+        unlink(part.c_str());
+        if (error) *error = "llama_model_quantize failed on '" + f16.out + "' (EDITSPEC_LOG=info shows why)";
+        return false;
+    }
+    if (rename(part.c_str(), p.out.c_str()) != 0) {
+        if (error) *error = "cannot rename '" + part + "' to '" + p.out + "': " + strerror(errno);
+        unlink(part.c_str());
+        return false;
+    }
+    if (p.on_progress) {
+        p.on_progress(1.0f);
+    }
+    return true;
+}
+
 bool make_model_from_shape(const model_shape & s, const make_model_params & p, std::string * error) {
+    if (p.ftype >= 0) {
+        return make_model_quantized(s, p, error);
+    }
+    return make_model_written(s, p, error);
+}
+
+static bool make_model_written(const model_shape & s, const make_model_params & p, std::string * error) {
     std::string err;
     auto done = [&](bool r) {
         if (!r && error) *error = err;

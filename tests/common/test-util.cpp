@@ -23,10 +23,14 @@ std::string vocab_path(const std::string & name) {
     return std::string(EDITSPEC_VOCAB_DIR) + "/ggml-vocab-" + name + ".gguf";
 }
 
-std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx) {
+std::string typed_model_path(const std::string & type) {
+    return std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-256-" + type + ".gguf";
+}
+
+std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads) {
     context_params cp;
     cp.n_ctx = n_ctx;
-    cp.n_threads = 1;
+    cp.n_threads = n_threads;
     cp.n_seq_max = 65;
     cp.n_batch = 512;
     std::string err;

@@ -21,9 +21,12 @@ std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only = 
 // path of llama.cpp's ggml-vocab-<name>.gguf (e.g. "deepseek-coder")
 std::string vocab_path(const std::string & name);
 
-// a context for speculative tests: n_ctx tokens, one thread (a tiny model gains nothing from
-// threads, and spinning threads stall on a busy machine), 65 sequences, batches of 512
-std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx);
+// a context for speculative tests: n_ctx tokens, one thread by default (a tiny model gains
+// nothing from threads, and spinning threads stall on a busy machine), 65 sequences, batches of 512
+std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads = 1);
+
+// the tiny-256 model of a weight type made by the ctest fixture (make-typed-test-models), e.g. "q4_k_m"
+std::string typed_model_path(const std::string & type);
 
 // a random prompt of 1-30 code-like words, BOS first
 token_vec random_code_prompt(const model & m, std::mt19937 & rng);

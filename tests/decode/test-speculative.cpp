@@ -108,10 +108,10 @@ struct spec_fixture : public ::testing::Test {
     std::unique_ptr<context> ctx;
     cost_model flat_cost; // every pass costs the same: the cost model keeps whole trees
 
-    void load(const char * path, int32_t n_ctx = 192) {
+    void load(const std::string & path, int32_t n_ctx = 192, int32_t n_threads = 1) {
         m = test::load_or_fail(path);
         ASSERT_TRUE(m);
-        ctx = test::make_spec_context(*m, n_ctx);
+        ctx = test::make_spec_context(*m, n_ctx, n_threads);
         ASSERT_TRUE(ctx);
         flat_cost = cost_model_from_table({1, 512}, {1.0, 1.0});
     }
@@ -155,6 +155,23 @@ TEST_F(spec_fixture, greedy_lossless_q8_0_random_and_adversarial_drafts) {
 TEST_F(spec_fixture, greedy_lossless_f32_random_and_adversarial_drafts) {
     load(test::tiny_model_path());
     check_lossless(100, 12);
+}
+
+// the type most users download, and the batch-invariant kernels' two paths for it (repacked Q4_K
+// gemv and gemm, vec_dot Q6_K); 2 threads split the rows differently from 1
+TEST_F(spec_fixture, greedy_lossless_q4_k_m_random_and_adversarial_drafts) {
+    load(test::typed_model_path("q4_k_m"), 192, 2);
+    check_lossless(60, 13);
+}
+
+TEST_F(spec_fixture, greedy_lossless_q8_0_wide_two_threads) {
+    load(test::typed_model_path("q8_0"), 192, 2);
+    check_lossless(40, 14);
+}
+
+TEST_F(spec_fixture, greedy_lossless_q5_k_m) {
+    load(test::typed_model_path("q5_k_m"));
+    check_lossless(30, 15);
 }
 
 // each draft kind alone, so a failure names the kind
