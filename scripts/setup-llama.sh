@@ -25,7 +25,9 @@ if [ ! -f "$patch_file" ]; then
     exit 2
 fi
 patch_sha=$(sha256sum "$patch_file" | cut -d' ' -f1)
-variant=bi-${patch_sha:0:12}
+# bump SETUP_VERSION when the build's configuration changes (2: common library installed)
+SETUP_VERSION=2
+variant=bi-${patch_sha:0:12}-v$SETUP_VERSION
 cache_root=${EDITSPEC_CACHE:-$HOME/.cache/editspec}
 src_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src
 patched_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src-$variant
@@ -89,12 +91,17 @@ log "building libllama + ggml (CPU, batch-invariant kernels) with $jobs jobs; th
 cmake -S "$patched_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF \
     -DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/configure.log" 2>&1 \
     || { cat "$work/configure.log" >&2; exit 1; }
-cmake --build "$build_dir" -j "$jobs" >"$work/build.log" 2>&1 \
+cmake --build "$build_dir" -j "$jobs" --target llama llama-common >"$work/build.log" 2>&1 \
     || { tail -50 "$work/build.log" >&2; exit 1; }
 cmake --install "$build_dir" >/dev/null
+# llama.cpp does not install its common library; editspec's bench runs its speculative drafters
+# in-process (llama-ngram-* methods), so copy it and its headers beside libllama
+cp -P "$build_dir"/bin/libllama-common.so* "$prefix/lib/"
+mkdir -p "$prefix/include/llama-common"
+cp "$patched_dir"/common/*.h "$prefix/include/llama-common/"
 # vocab files carry the real tokenizers make-model uses
 mkdir -p "$prefix/share/editspec/vocab"
 cp "$patched_dir"/models/ggml-vocab-*.gguf "$prefix/share/editspec/vocab/"

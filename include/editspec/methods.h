@@ -11,6 +11,8 @@
 //   efficientedit           Reuse, plus the draft model (--draft-model) in the Generate phase only
 //                           (after a rejection until Reuse re-syncs); policy entropy by default,
 //                           applied to the draft model's nodes only (method_lossy_ok)
+//   llama-ngram-simple, llama-ngram-map-k, llama-ngram-mod, llama-ngram-cache
+//                           llama.cpp's own drafters from its common library, in-process (llama-common.h)
 //   a+b                     several drafters merged into one tree (first named, first placed)
 //   NAME@N                  fixed cap of N draft tokens per pass instead of the cost model
 //   NAME:POLICY             acceptance policy (greedy, sampling, topk, entropy, direct)

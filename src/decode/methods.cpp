@@ -1,6 +1,7 @@
 // Method names → drafters, sizing and acceptance policy.
 #include "editspec/methods.h"
 #include "editspec/decoder.h"
+#include "editspec/llama-common.h"
 #include "editspec/lookup.h"
 #include "editspec/reuse.h"
 
@@ -19,7 +20,11 @@ struct null_drafter : drafter_i {
 };
 
 const std::vector<std::string> & method_drafter_names() {
-    static const std::vector<std::string> names = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd"};
+        for (const std::string & n : llama_common_drafter_names()) v.push_back(n);
+        return v;
+    }();
     return names;
 }
 
@@ -102,6 +107,10 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
                 return false;
             }
             std::unique_ptr<model_drafter> d = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error);
+            if (!d) return false;
+            out.push_back(std::move(d));
+        } else if (name.rfind("llama-", 0) == 0) {
+            std::unique_ptr<drafter_i> d = llama_common_drafter_create(name, error);
             if (!d) return false;
             out.push_back(std::move(d));
         } else if (name == "none") {

@@ -1,0 +1,128 @@
+// llama.cpp's common_speculative drafters as editspec drafters (include/editspec/llama-common.h).
+#include "editspec/llama-common.h"
+
+#if EDITSPEC_HAVE_LLAMA_COMMON
+#include "common.h"
+#include "speculative.h"
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+namespace editspec {
+
+const std::vector<std::string> & llama_common_drafter_names() {
+    static const std::vector<std::string> names = {"llama-ngram-simple", "llama-ngram-map-k", "llama-ngram-mod",
+                                                   "llama-ngram-cache"};
+    return names;
+}
+
+#if EDITSPEC_HAVE_LLAMA_COMMON
+
+namespace {
+
+struct named_type {
+    const char * name;
+    common_speculative_type type;
+};
+
+const named_type TYPES[] = {
+    {"llama-ngram-simple", COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE},
+    {"llama-ngram-map-k", COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K},
+    {"llama-ngram-mod", COMMON_SPECULATIVE_TYPE_NGRAM_MOD},
+    {"llama-ngram-cache", COMMON_SPECULATIVE_TYPE_NGRAM_CACHE},
+};
+
+// one common_speculative with one sequence (id 0) per request, driven as llama-server drives it:
+// draft params {n_max, pos0, id_last, prompt = every token before id_last}, then draft, then
+// accept with the number of draft tokens the target kept
+class llama_common_drafter : public drafter_i {
+public:
+    llama_common_drafter(const char * name, common_speculative_type type) : name_(name) {
+        params_.types = {type};
+        spec_ = common_speculative_init(params_, 1);
+    }
+    ~llama_common_drafter() override {
+        if (spec_) common_speculative_free(spec_);
+    }
+    bool ok() const { return spec_ != nullptr; }
+
+    const char * name() const override { return name_; }
+    uint8_t source() const override { return DRAFT_SOURCE_LOOKUP; }
+
+    // llama-server begins with the tokens in the KV cache and drafts after {those, id_last}; the
+    // decoder's first proposal comes before the prompt's last token is decoded, so that token is
+    // id_last and the rest is what begin() sees (the ngram maps require prompts that only grow)
+    void begin(std::span<const llama_token> prompt) override {
+        const size_t n = prompt.empty() ? 0 : prompt.size() - 1;
+        common_speculative_begin(spec_, 0, llama_tokens(prompt.begin(), prompt.begin() + n));
+    }
+
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
+        draft_.clear();
+        if (history.empty() || budget < 1) return;
+        prompt_.assign(history.begin(), history.end() - 1);
+        common_speculative_get_draft_params(spec_, 0) = {
+            /* .drafting = */ true,
+            /* .n_max    = */ budget,
+            /* .pos0     = */ (llama_pos) history.size() - 1,
+            /* .id_last  = */ history.back(),
+            /* .prompt   = */ &prompt_,
+            /* .result   = */ &draft_,
+        };
+        common_speculative_draft(spec_);
+        if (draft_.empty()) return;
+        const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
+        tree.add_path(-1, draft_, DRAFT_SOURCE_LOOKUP, max_nodes);
+    }
+
+    void accept(std::span<const llama_token> accepted) override {
+        if (draft_.empty()) return; // llama-server reports only passes that carried a draft
+        size_t n = 0;
+        while (n + 1 < accepted.size() && n < draft_.size() && accepted[n] == draft_[n]) n++;
+        common_speculative_accept(spec_, 0, (uint16_t) std::min<size_t>(n, UINT16_MAX));
+        draft_.clear();
+    }
+
+private:
+    const char * name_;
+    common_params_speculative params_;
+    common_speculative * spec_ = nullptr;
+    llama_tokens prompt_;
+    llama_tokens draft_;
+};
+
+} // namespace
+
+bool llama_common_available() { return true; }
+
+std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error) {
+    for (const named_type & t : TYPES) {
+        if (name == t.name) {
+            auto d = std::make_unique<llama_common_drafter>(t.name, t.type);
+            if (!d->ok()) {
+                if (error) *error = "llama.cpp's common_speculative_init failed for '" + name + "'";
+                return nullptr;
+            }
+            return d;
+        }
+    }
+    if (error) *error = "no llama.cpp drafter named '" + name + "'";
+    return nullptr;
+}
+
+#else // built against a llama.cpp without its common library
+
+bool llama_common_available() { return false; }
+
+std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error) {
+    if (error) {
+        *error = "'" + name + "' needs llama.cpp's common library, which this build's llama.cpp does not have "
+                              "(scripts/setup-llama.sh installs it)";
+    }
+    return nullptr;
+}
+
+#endif
+
+} // namespace editspec
