@@ -70,28 +70,23 @@ static std::vector<model_shape> shapes_build() {
     ds.rope_scaling_factor = 4.0f;
     ds.rms_eps = 1e-6f;
 
-    // a few MB, used by every test: deepseek-coder's tokenizer, rope and norms at toy width
-    model_shape tiny = ds;
-    tiny.name = "tiny";
-    tiny.source = "deepseek-coder-1.3b at toy size";
-    tiny.n_layer = 2;
-    tiny.n_embd = 64;
-    tiny.n_ff = 192;
-    tiny.n_head = 4;
-    tiny.n_head_kv = 4;
-    v.push_back(tiny);
-
+    // a released shape at toy size: 2 layers, 4 heads, its tokenizer, rope and norms
+    auto toy = [](model_shape s, const char * name, const char * source, int32_t n_embd, int32_t n_ff,
+                  int32_t n_head_kv) {
+        s.name = name;
+        s.source = source;
+        s.n_layer = 2;
+        s.n_embd = n_embd;
+        s.n_ff = n_ff;
+        s.n_head = 4;
+        s.n_head_kv = n_head_kv;
+        return s;
+    };
+    // a few MB, used by every test
+    v.push_back(toy(ds, "tiny", "deepseek-coder-1.3b at toy size", 64, 192, 4));
     // the smallest shape whose rows K-quants (256-value super-blocks) and the 8-row repacked
     // kernels apply to: what the exactness tests run every weight type on
-    model_shape t256 = ds;
-    t256.name = "tiny-256";
-    t256.source = "deepseek-coder-1.3b at toy size, 256 wide";
-    t256.n_layer = 2;
-    t256.n_embd = 256;
-    t256.n_ff = 768;
-    t256.n_head = 4;
-    t256.n_head_kv = 4;
-    v.push_back(t256);
+    v.push_back(toy(ds, "tiny-256", "deepseek-coder-1.3b at toy size, 256 wide", 256, 768, 4));
 
     model_shape qw;  // Qwen/Qwen2.5-Coder-1.5B config.json
     qw.name = "qwen2.5-coder-1.5b";
@@ -112,15 +107,7 @@ static std::vector<model_shape> shapes_build() {
     qw.add_bos = 0;
     qw.tokens = qwen25_added_tokens();
 
-    model_shape tq = qw;
-    tq.name = "tiny-qwen2";
-    tq.source = "qwen2.5-coder-1.5b at toy size";
-    tq.n_layer = 2;
-    tq.n_embd = 64;
-    tq.n_ff = 192;
-    tq.n_head = 4;
-    tq.n_head_kv = 2;
-    v.push_back(tq);
+    v.push_back(toy(qw, "tiny-qwen2", "qwen2.5-coder-1.5b at toy size", 64, 192, 2));
 
     v.push_back(ds);
 

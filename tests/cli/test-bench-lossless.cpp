@@ -1,0 +1,62 @@
+// The lossless promise end to end, as a user meets it: `editspec bench` on all 105 CanItEdit items,
+// every greedy method's output identical to `ar`'s token for token, with the models we ship (target
+// and draft) and with a K-quant (Q4_K_M) model, the type most users download. A greedy method that
+// differs from ar on any item fails here with the item named in results.json.
+#include "common/test-util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace {
+
+const std::string k_canitedit = std::string(EDITSPEC_DATASETS) + "/canitedit/normalized.jsonl";
+
+// runs bench on every item with `methods`, returns results.json
+nlohmann::json bench_all_items(const std::string & model_args, const std::string & methods, int n_predict) {
+    editspec::test::temp_dir d;
+    const std::string cmd = std::string(EDITSPEC_BIN) + " bench " + model_args + " --dataset " + k_canitedit +
+                            " --task edit --threads 1 -n " + std::to_string(n_predict) + " --methods " + methods +
+                            " --out " + d.path.string() + " 2>&1";
+    std::string out;
+    const int rc = editspec::test::run_command(cmd, &out);
+    EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+    std::ifstream f(d.path / "results.json");
+    if (!f) return nlohmann::json::object();
+    return nlohmann::json::parse(f);
+}
+
+void expect_identical(const nlohmann::json & j, const std::vector<std::string> & methods) {
+    ASSERT_TRUE(j.contains("methods")) << j.dump();
+    for (const std::string & m : methods) {
+        const auto & s = j["methods"][m];
+        EXPECT_EQ(s["items"], 105) << m;
+        EXPECT_TRUE(s["identical_to_ar"].get<bool>()) << m;
+    }
+    // name the items that differ, if any
+    for (const auto & r : j["items"]) {
+        if (!r["identical_to_ar"].get<bool>()) {
+            ADD_FAILURE() << r["method"] << " differs from ar on " << r["item"];
+        }
+    }
+}
+
+} // namespace
+
+TEST(bench_lossless, shipped_models_every_canitedit_item) {
+    const std::string models = std::string(" -m ") + EDITSPEC_MODELS + "/editspec-target.gguf --draft-model " +
+                               EDITSPEC_MODELS + "/editspec-draft.gguf";
+    const std::vector<std::string> greedy = {"lookup", "lookup-longest", "reuse", "reuse+lookup", "sd", "reuse+sd",
+                                             "lookup-longest@16", "llama-ngram-cache"};
+    std::string list = "ar";
+    for (const std::string & m : greedy) list += "," + m;
+    expect_identical(bench_all_items(models, list, 48), greedy);
+}
+
+TEST(bench_lossless, q4_k_m_every_canitedit_item) {
+    const std::vector<std::string> greedy = {"lookup", "lookup-longest", "reuse+lookup"};
+    std::string list = "ar";
+    for (const std::string & m : greedy) list += "," + m;
+    expect_identical(bench_all_items(" -m " + editspec::test::typed_model_path("q4_k_m"), list, 32), greedy);
+}
