@@ -49,6 +49,8 @@ llama_token generate_replay_token(const generate_params & p, const model & m, si
 struct source_stats {
     int64_t n_drafted  = 0; // draft nodes this source proposed that went to the target
     int64_t n_accepted = 0; // of those, accepted
+    int64_t n_offered  = 0; // passes in which this source offered nodes (before sizing): for a draft
+                            // model, its proposals (each costs up to gamma draft-model passes)
 };
 
 struct generate_result {

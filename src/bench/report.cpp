@@ -18,7 +18,8 @@ nlohmann::json sources_json(const source_stats * by_source) {
     nlohmann::json j = nlohmann::json::object();
     for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
         if (by_source[s].n_drafted == 0) continue;
-        j[draft_source_name((uint8_t) s)] = {{"drafted", by_source[s].n_drafted}, {"accepted", by_source[s].n_accepted}};
+        j[draft_source_name((uint8_t) s)] = {{"drafted", by_source[s].n_drafted}, {"accepted", by_source[s].n_accepted},
+                                            {"offered_passes", by_source[s].n_offered}};
     }
     return j;
 }

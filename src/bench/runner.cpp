@@ -116,6 +116,7 @@ void bench_summarize(bench_results & out) {
             for (int k = 0; k < 8; k++) {
                 s.by_source[k].n_drafted += row.by_source[k].n_drafted;
                 s.by_source[k].n_accepted += row.by_source[k].n_accepted;
+                s.by_source[k].n_offered += row.by_source[k].n_offered;
             }
             auto it = ar_ms_by_item.find(row.item);
             ar_ms += it != ar_ms_by_item.end() ? it->second : 0.0;

@@ -139,7 +139,8 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
     for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
         if (r.by_source[s].n_drafted == 0) continue;
         by_source[draft_source_name((uint8_t) s)] = {{"drafted", r.by_source[s].n_drafted},
-                                                     {"accepted", r.by_source[s].n_accepted}};
+                                                     {"accepted", r.by_source[s].n_accepted},
+                                                     {"offered_passes", r.by_source[s].n_offered}};
     }
     return {
         {"text", r.text},

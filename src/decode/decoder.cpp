@@ -145,6 +145,11 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
             drafters[k]->propose(history, tree, budget);
             asked[k] = drafters[k]->costly() && tree.size() > before;
         }
+        {
+            bool offered[DRAFT_SOURCE_COUNT] = {};
+            for (const draft_node & nd : tree.nodes) offered[nd.source] = true;
+            for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) r.by_source[s].n_offered += offered[s];
+        }
         // no position past the cache, no token past n_predict; every node takes a KV cell
         pass_shape shape;
         shape.max_depth = ctx.n_ctx() - 1 - root_pos;
