@@ -14,42 +14,17 @@
 #include "editspec/cost.h"
 #include "editspec/draft.h"
 #include "editspec/generate.h"
+#include "editspec/sizing.h"
 #include "editspec/verify.h"
 
-#include <array>
-#include <climits>
+#include <functional>
 #include <span>
 
 namespace editspec {
 
-// Running acceptance statistics per draft source and depth: how often a node whose parent was
-// accepted is itself accepted. The cost model turns them into expected accepted tokens.
-struct accept_stats {
-    static constexpr int32_t n_depth = 64; // depths past this share the last bucket
-    using table = std::array<std::array<std::array<float, n_depth + 1>, DRAFT_CONF_COUNT>, DRAFT_SOURCE_COUNT>;
-
-    table reached{};  // [source][conf][depth] nodes tested (their parent was accepted)
-    table accepted{}; // [source][conf][depth] of those, accepted
-
-    float prior = 0.5f;        // acceptance assumed before any evidence
-    float prior_weight = 2.0f; // in observations
-    // while a class has fewer observations at a depth than this, its rate is taken as at least
-    // `optimistic`: a drafter must be tried before its statistics can say it does not pay
-    float explore_min_obs = 8.0f;
-    float optimistic = 0.9f;
-
-    // P(node accepted | parent accepted) for a node of `source` and class `conf` at `depth` (1 =
-    // child of the root)
-    float rate(uint8_t source, uint8_t conf, int32_t depth) const;
-    void record(uint8_t source, uint8_t conf, int32_t depth, bool was_accepted);
-};
-
-struct spec_params {
+// sizing (draft_sizing, sizing.h: a fixed cap or the cost model) and verification of one request
+struct spec_params : draft_sizing {
     verify_params verify;         // acceptance policy; greedy = lossless
-    int32_t draft_max = 0;        // fixed cap on draft nodes per pass, 0 = the cost model sizes each tree
-    int32_t draft_min = 0;        // with a fixed cap: drafts smaller than this are not sent
-    int32_t tree_max  = 256;      // most nodes drafters may offer per pass (cost-model mode)
-    const cost_model * cost = nullptr; // required when draft_max == 0
     accept_stats * stats = nullptr;    // running statistics to use and update (null: per request)
     // lossless policies verify only the tree's likeliest chain, whose logits are bit-identical to
     // one-token-at-a-time decoding; false verifies whole trees (faster on some drafts, but greedy
@@ -62,53 +37,5 @@ struct spec_params {
 // Runs prompt → tokens with the drafters. The drafters' begin() is called with the prompt.
 generate_result generate_spec(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
                               const spec_params & sp, std::span<drafter_i * const> drafters);
-
-// ----------------------------------------------------------------------------
-// one pass's tree (generate_spec and the oracle replay share these)
-
-struct pass_shape {
-    int32_t max_depth  = INT32_MAX; // no node deeper (KV cells and n_predict left)
-    int32_t max_nodes  = INT32_MAX; // no more nodes (KV cells left)
-    int32_t max_leaves = 1;         // sequences the context offers for paths
-    bool    chain_only = true;      // lossless exact mode: only the likeliest chain (see generate_spec)
-};
-
-// What one pass verifies, from what the drafters offered: cut to max_depth, reduced to its
-// likeliest chain when chain_only, sized by sp (fixed cap sp.draft_max, else the cost model),
-// cut to max_nodes, then ordered depth-first with the likeliest child first.
-draft_tree tree_for_pass(const draft_tree & offered, const spec_params & sp, const accept_stats & stats,
-                         const pass_shape & shape);
-
-// After a pass: every node whose parent was accepted (or that hangs off the root) was tested.
-// `accepted` lists the accepted path's nodes root first; by_source (8 entries) counts per source.
-void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std::span<const int32_t> accepted,
-                              source_stats * by_source);
-
-// ----------------------------------------------------------------------------
-// pieces, exposed for tests
-
-// nodes deeper than max_depth go, with everything under them
-draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth);
-
-// expected acceptance probability of every node: parent's × the source's rate at that depth,
-// shared among siblings so that siblings sum to at most the parent's
-std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats & stats);
-
-// keeps the nodes that maximise (1 + expected accepted) / cost(1 + nodes), at most max_leaves
-// leaves; returns the pruned tree (order kept, parents re-indexed)
-draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
-                              int32_t max_leaves);
-
-// drops the least likely leaves (by probs) until at most max_leaves remain
-draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves);
-
-// depth-first preorder, children by descending probability: the likeliest path comes first
-draft_tree tree_order_dfs(const draft_tree & tree, const std::vector<float> & probs);
-
-// the first chain of a depth-first tree: node 0, its first child, that node's first child, ...
-draft_tree tree_first_chain(const draft_tree & tree);
-
-// keeps the first n nodes (insertion order keeps parents first)
-draft_tree tree_truncate(const draft_tree & tree, int32_t n);
 
 } // namespace editspec

@@ -61,7 +61,8 @@ public:
     void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
     // nothing: the history passed to propose() is the truth
     void accept(std::span<const llama_token> accepted) override;
-    bool costly() const override { return true; }
+    // backs off while the sizing sends none of its nodes (draft_backoff)
+    void sized(const draft_tree & sent) override { backoff_.sized(sent, source()); }
 
     // drafts up to n tokens after `history` (greedy), for callers that place them in the tree
     // themselves (e.g. EfficientEdit's Generate phase under a chosen parent). p_out gets the draft
@@ -93,6 +94,7 @@ private:
     int64_t n_drafted_ = 0;
     bool    failed_    = false;
     bool    logged_    = false; // a decode failure was logged (once per drafter)
+    draft_backoff backoff_;
 };
 
 // null with *error set when the vocabularies differ (model_vocab_compatible: the error names both

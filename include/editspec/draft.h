@@ -82,10 +82,28 @@ struct drafter_i {
     virtual void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) = 0;
     // tokens the target committed this step (accepted drafts + the target's own token)
     virtual void accept(std::span<const llama_token> accepted) = 0;
-    // true when proposing costs real time (a draft model's passes): the decoder then stops asking,
-    // for a growing number of passes, while the cost model keeps none of its nodes. Every node such
-    // a drafter adds carries its source().
-    virtual bool costly() const { return false; }
+    // after sizing, before the target's pass: `sent` is what the target verifies (every drafter's
+    // nodes the sizing kept). A drafter whose proposals cost real time backs off here (draft_backoff).
+    virtual void sized(const draft_tree & sent) {}
+};
+
+// Back-off for a drafter whose proposals cost real time (a draft model's passes): that time is not
+// in the cost model, so a proposal the sizing drops is pure loss (a small target on exact kernels,
+// where long passes barely pay). After each proposal of which nothing was sent it waits 1, 2, 4,
+// ... 32 passes before proposing again; one sent node resets it.
+//
+//     void propose(...) { if (backoff.skip()) return; ...add nodes...; backoff.proposed(added); }
+//     void sized(const draft_tree & sent) { backoff.sized(sent, source()); }
+struct draft_backoff {
+    int32_t wait    = 0;     // passes left to skip
+    int32_t step    = 0;     // the current wait after a dropped proposal: 0, 1, 2, 4, ... 32
+    bool    pending = false; // proposed this pass, not yet sized
+
+    // true while waiting (and counts the pass)
+    bool skip();
+    void proposed(bool added) { pending = added; }
+    // nodes of `source` in `sent`: the proposal paid
+    void sized(const draft_tree & sent, uint8_t source);
 };
 
 } // namespace editspec

@@ -82,9 +82,8 @@ enum reuse_sync : uint8_t {
                              // the next longest matches; the budget is shared between them
 };
 
+// "paper", "longest", "k-down", "nearest", "branches"
 const char * reuse_sync_name(reuse_sync rule);
-// "paper", "longest", "k-down", "nearest", "branches"; false (out untouched) if unknown
-bool reuse_sync_from_name(const std::string & name, reuse_sync * out);
 
 struct reuse_params {
     reuse_sync sync     = REUSE_SYNC_BRANCHES;
@@ -96,7 +95,7 @@ struct reuse_params {
     // k-token match (4 after 1 token, 8 after 2, ...), 0 = m_max. Once a re-sync is confirmed the
     // drafter is in sync and drafts m_max again.
     int32_t    resync_len = 4;
-    // Generate phase (reuse_phase_drafter): the shortest match, after the committed tokens and a node
+    // Generate phase (efficientedit_drafter, efficientedit.h): the shortest match, after the committed tokens and a node
     // of the draft model's path, below which the original's continuation is attached; 0 = never
     int32_t    attach_k_min = 2;
 };
@@ -163,38 +162,6 @@ private:
     std::vector<reuse_candidate> live_; // positions the last proposal drafted from (first = main)
     std::vector<token_vec> live_prefix_; // per live_ entry: the path it hangs below (empty: the root)
     bool         live_resync_ = false;  // the last proposal was a re-sync
-};
-
-// EfficientEdit's two phases as one drafter: Reuse while it has a draft, else `generate` (the
-// Generate phase, e.g. a draft model) proposes, with Reuse's re-sync candidates beside its path and
-// the original's continuation below it where the path re-joins the original (propose_after). Both
-// hear every accept(). Nodes keep their own sources, so spec_params::lossy_ok can pick the
-// generated ones (DRAFT_SOURCE_MODEL).
-//
-// The continuation below the path, measured (shipped models, 200 held-out edits of tools/train,
-// `editspec edit --method efficientedit@16:greedy`, this 2-core EPYC): tokens per target pass with
-// the shipped draft 10.15 -> 11.22 (attach_k_min 2; 1: 11.14), fewer target passes on 119 edits and
-// more on none; the edit-oriented draft 10.09 -> 10.99. Outputs identical in all six runs. Sized by
-// this machine's cost curve (`--method efficientedit:greedy`, no cap) the trees stay small enough
-// that the draft model's path takes the whole budget: 3,593 vs 3,592 target passes, 1.00x wall time,
-// so the gain shows where a pass costs little more for more nodes (larger models, GPUs).
-class reuse_phase_drafter : public drafter_i {
-public:
-    reuse_phase_drafter(std::unique_ptr<reuse_drafter> reuse, std::unique_ptr<drafter_i> generate);
-
-    const char * name() const override { return "efficientedit"; }
-    uint8_t source() const override { return DRAFT_SOURCE_REUSE; }
-    void begin(std::span<const llama_token> prompt) override;
-    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
-    void accept(std::span<const llama_token> accepted) override;
-
-    reuse_drafter & reuse() { return *reuse_; }
-    drafter_i & generate() { return *generate_; }
-    int64_t n_generate = 0; // proposals handed to the Generate phase
-
-private:
-    std::unique_ptr<reuse_drafter> reuse_;
-    std::unique_ptr<drafter_i> generate_;
 };
 
 } // namespace editspec

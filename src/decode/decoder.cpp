@@ -110,12 +110,6 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         r.stop = STOP_REASON_MAX_TOKENS;
     }
 
-    // costly drafters (a draft model) whose nodes the sizing dropped wait 1, 2, 4, ... 32 passes
-    // before they are asked again: their time is not in the cost model, so a proposal nobody
-    // verifies is pure loss (a small target on the exact kernels, where long passes barely pay)
-    std::vector<int32_t> wait(drafters.size(), 0), backoff(drafters.size(), 0);
-    std::vector<bool> asked(drafters.size(), false);
-
     draft_tree tree;
     std::vector<std::vector<llama_seq_id>> node_seqs;
     std::vector<llama_seq_id> root_seqs;
@@ -133,17 +127,10 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         // ---- draft
         const auto td = clock_type::now();
         tree.clear();
-        for (size_t k = 0; k < drafters.size(); k++) {
-            asked[k] = false;
+        for (drafter_i * d : drafters) {
             const int32_t budget = tree_cap - tree.size();
             if (budget <= 0) break;
-            if (wait[k] > 0) {
-                wait[k]--;
-                continue;
-            }
-            const int32_t before = tree.size();
-            drafters[k]->propose(history, tree, budget);
-            asked[k] = drafters[k]->costly() && tree.size() > before;
+            d->propose(history, tree, budget);
         }
         {
             bool offered[DRAFT_SOURCE_COUNT] = {};
@@ -161,12 +148,8 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         shape.max_leaves = max_leaves;
         shape.chain_only = chain_only;
         tree = tree_for_pass(tree, sp, stats, shape);
-        for (size_t k = 0; k < drafters.size(); k++) {
-            if (!asked[k]) continue;
-            bool kept = false;
-            for (const draft_node & nd : tree.nodes) kept = kept || nd.source == drafters[k]->source();
-            backoff[k] = kept ? 0 : std::min(32, std::max(1, 2 * backoff[k]));
-            wait[k] = backoff[k];
+        for (drafter_i * d : drafters) {
+            d->sized(tree);
         }
         r.draft_ms += ms_since(td);
 

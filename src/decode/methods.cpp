@@ -3,6 +3,7 @@
 #include "editspec/decoder.h"
 #include "editspec/llama-common.h"
 #include "editspec/lookup.h"
+#include "editspec/efficientedit.h"
 #include "editspec/reuse.h"
 
 #include <algorithm>
@@ -136,7 +137,7 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
                 if (error) *error = "efficientedit: " + why;
                 return false;
             }
-            out.push_back(std::make_unique<reuse_phase_drafter>(std::move(reuse), std::move(sd)));
+            out.push_back(std::make_unique<efficientedit_drafter>(std::move(reuse), std::move(sd)));
         } else {
             if (error) *error = "no drafter named '" + name + "'";
             return false;

@@ -1,6 +1,6 @@
 // Draft sizing: expected acceptance per node from running statistics, and the tree that maximises
 // expected tokens per unit of measured pass cost.
-#include "editspec/decoder.h"
+#include "editspec/sizing.h"
 #include "editspec/log.h"
 
 #include <algorithm>
@@ -180,7 +180,7 @@ draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth) {
     return out;
 }
 
-draft_tree tree_for_pass(const draft_tree & offered, const spec_params & sp, const accept_stats & stats,
+draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, const accept_stats & stats,
                          const pass_shape & shape) {
     draft_tree tree = tree_limit_depth(offered, shape.max_depth);
     if (shape.chain_only) {

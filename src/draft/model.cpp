@@ -152,6 +152,7 @@ void model_drafter::begin(std::span<const llama_token> prompt) {
     impl & s = *impl_;
     s.reset();
     failed_ = false;
+    backoff_ = {};
     if (prompt.size() > 1 && (int64_t) prompt.size() - 1 <= s.ctx->n_ctx()) {
         const auto pre = prompt.first(prompt.size() - 1);
         const int32_t chunk = std::min(s.ctx->n_batch(), s.b.capacity());
@@ -285,12 +286,13 @@ token_vec model_drafter::draft(std::span<const llama_token> history, int32_t n, 
 }
 
 void model_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
-    if (budget <= 0) {
+    if (budget <= 0 || backoff_.skip()) {
         return;
     }
     token_vec out;
     std::vector<float> p;
     draft_into(history, std::min(params_.gamma, budget), out, p);
+    backoff_.proposed(!out.empty());
     if (out.empty()) {
         return;
     }

@@ -22,17 +22,6 @@ const char * reuse_sync_name(reuse_sync rule) {
     }
 }
 
-bool reuse_sync_from_name(const std::string & name, reuse_sync * out) {
-    for (reuse_sync r : {REUSE_SYNC_PAPER, REUSE_SYNC_LONGEST, REUSE_SYNC_K_DOWN, REUSE_SYNC_NEAREST,
-                         REUSE_SYNC_BRANCHES}) {
-        if (name == reuse_sync_name(r)) {
-            *out = r;
-            return true;
-        }
-    }
-    return false;
-}
-
 reuse_params reuse_params_for(reuse_sync rule) {
     reuse_params p;
     p.sync = rule;
@@ -332,53 +321,6 @@ void reuse_drafter::accept(std::span<const llama_token> accepted) {
         p_ = cands[best].pos + best_j - best_skip;
     }
     // a re-sync whose first token was rejected leaves the edit point where it was
-}
-
-// ----------------------------------------------------------------------------
-// Reuse, else Generate
-
-reuse_phase_drafter::reuse_phase_drafter(std::unique_ptr<reuse_drafter> reuse, std::unique_ptr<drafter_i> generate)
-    : reuse_(std::move(reuse)), generate_(std::move(generate)) {}
-
-void reuse_phase_drafter::begin(std::span<const llama_token> prompt) {
-    reuse_->begin(prompt);
-    generate_->begin(prompt);
-}
-
-void reuse_phase_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
-    if (budget <= 0) {
-        return;
-    }
-    if (reuse_->synced()) {
-        const int32_t before = tree.size();
-        reuse_->propose(history, tree, budget);
-        if (tree.size() > before) {
-            return;
-        }
-    }
-    // Generate phase: the draft model first, then Reuse's re-sync candidates as siblings, then with
-    // what is left the original's continuation below the deepest node of the draft model's path
-    // that re-joins it (the paper's return to Reuse once the edit is written, inside one pass)
-    const int32_t before = tree.size();
-    generate_->propose(history, tree, budget);
-    const int32_t gen_end = tree.size();
-    n_generate += gen_end > before ? 1 : 0;
-    if (reuse_->synced()) {
-        return;
-    }
-    int32_t left = budget - (tree.size() - before);
-    if (left > 0) {
-        reuse_->propose(history, tree, left);
-        left = budget - (tree.size() - before);
-    }
-    if (left > 0 && gen_end > before) {
-        reuse_->propose_after(history, tree, before, gen_end, left);
-    }
-}
-
-void reuse_phase_drafter::accept(std::span<const llama_token> accepted) {
-    reuse_->accept(accepted);
-    generate_->accept(accepted);
 }
 
 } // namespace editspec

@@ -1,6 +1,8 @@
 // Draft tree: candidates of several drafters merged on shared prefixes.
 #include "editspec/draft.h"
 
+#include <algorithm>
+
 namespace editspec {
 
 const char * draft_source_name(uint8_t source) {
@@ -82,6 +84,25 @@ std::vector<int32_t> draft_tree::leaves() const {
         }
     }
     return out;
+}
+
+bool draft_backoff::skip() {
+    if (wait <= 0) {
+        return false;
+    }
+    wait--;
+    return true;
+}
+
+void draft_backoff::sized(const draft_tree & sent, uint8_t source) {
+    if (!pending) {
+        return;
+    }
+    pending = false;
+    bool kept = false;
+    for (const draft_node & nd : sent.nodes) kept = kept || nd.source == source;
+    step = kept ? 0 : std::min(32, std::max(1, 2 * step));
+    wait = step;
 }
 
 } // namespace editspec

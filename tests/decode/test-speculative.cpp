@@ -347,15 +347,20 @@ TEST_F(spec_fixture, first_chain_is_exact_later_siblings_need_not_be) {
 struct counting_drafter : drafter_i {
     bool is_costly;
     int32_t n_asked = 0;
+    draft_backoff backoff;
     explicit counting_drafter(bool costly) : is_costly(costly) {}
     const char * name() const override { return "counting"; }
     uint8_t source() const override { return DRAFT_SOURCE_TEST; }
     void begin(std::span<const llama_token>) override { n_asked = 0; }
     void accept(std::span<const llama_token>) override {}
-    bool costly() const override { return is_costly; }
+    void sized(const draft_tree & sent) override {
+        if (is_costly) backoff.sized(sent, source());
+    }
     void propose(std::span<const llama_token>, draft_tree & tree, int32_t budget) override {
+        if (is_costly && backoff.skip()) return;
         n_asked++;
         tree.add_path(-1, token_vec(4, 7), source(), budget);
+        backoff.proposed(true);
     }
 };
 

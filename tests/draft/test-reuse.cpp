@@ -3,6 +3,7 @@
 // chose the default rule.
 #include "common/test-util.h"
 #include "editspec/dataset.h"
+#include "editspec/efficientedit.h"
 #include "editspec/lookup.h"
 #include "editspec/replay.h"
 #include "editspec/reuse.h"
@@ -26,17 +27,22 @@ std::vector<token_vec> paths(const draft_tree & t) {
 }
 
 // proposes a fixed path out of sync (a stand-in for a draft model); records what it heard
+// a draft model's stand-in: proposes `path`, backs off as model_drafter does
 struct fixed_drafter : drafter_i {
     token_vec path;
     int32_t n_proposed = 0, n_accepts = 0;
+    draft_backoff backoff;
     const char * name() const override { return "fixed"; }
     uint8_t source() const override { return DRAFT_SOURCE_MODEL; }
     void begin(std::span<const llama_token>) override {}
     void propose(std::span<const llama_token>, draft_tree & tree, int32_t budget) override {
+        if (backoff.skip()) return;
         n_proposed++;
         tree.add_path(-1, path, DRAFT_SOURCE_MODEL, tree.size() + budget);
+        backoff.proposed(true);
     }
     void accept(std::span<const llama_token>) override { n_accepts++; }
+    void sized(const draft_tree & sent) override { backoff.sized(sent, source()); }
 };
 
 } // namespace
@@ -262,14 +268,14 @@ TEST(reuse_drafter, branch_that_was_taken_becomes_the_pointer) {
     EXPECT_EQ(d.pointer(), 8);
 }
 
-TEST(reuse_phase_drafter, generate_only_out_of_sync) {
+TEST(efficientedit_drafter, generate_only_out_of_sync) {
     // in sync only Reuse drafts; after an edit the generator drafts, with Reuse's re-sync
     // candidates beside it; both always hear accept()
     const token_vec orig = {1, 2, 3, 4};
     auto gen = std::make_unique<fixed_drafter>();
     gen->path = {40, 41};
     fixed_drafter * g = gen.get();
-    reuse_phase_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
+    efficientedit_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
     d.begin(token_vec{0});
     draft_tree t;
     d.propose(token_vec{0}, t, 100);
@@ -291,15 +297,44 @@ TEST(reuse_phase_drafter, generate_only_out_of_sync) {
     EXPECT_EQ(g->n_accepts, 3);
 }
 
+TEST(efficientedit_drafter, draft_model_backs_off_while_its_nodes_are_dropped_and_reuse_goes_on) {
+    // out of sync (an edit): every pass the sizing sends Reuse's re-sync candidates but none of
+    // the generator's nodes; the generator is asked at passes 0, 2, 5, 10, 19, 36 (waits 1, 2, 4, 8, 16)
+    const token_vec orig = {1, 2, 3, 4, 1, 2, 3, 4};
+    auto gen = std::make_unique<fixed_drafter>();
+    gen->path = {40, 41};
+    fixed_drafter * g = gen.get();
+    efficientedit_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
+    EXPECT_EQ(d.source(), DRAFT_SOURCE_MODEL);
+    d.begin(token_vec{0});
+    d.accept(token_vec{1, 50}); // an edit: Reuse is out of sync
+    int32_t n_reuse_passes = 0;
+    for (int pass = 0; pass < 40; pass++) {
+        draft_tree offered;
+        d.propose(token_vec{0, 1, 50, 1}, offered, 100);
+        draft_tree sent;
+        for (const draft_node & nd : offered.nodes) {
+            if (nd.source == DRAFT_SOURCE_REUSE && (nd.parent < 0 || sent.size() > 0)) {
+                sent.nodes.push_back(nd);
+                sent.nodes.back().parent = sent.size() == 1 ? -1 : sent.size() - 2;
+            }
+        }
+        n_reuse_passes += sent.size() > 0;
+        d.sized(sent);
+    }
+    EXPECT_EQ(g->n_proposed, 6);
+    EXPECT_EQ(n_reuse_passes, 40); // Reuse's candidates every pass meanwhile
+}
+
 namespace {
 
 // original 1 .. 12, committed [1, 2] then 50 (an edit at original[2]); the generator then proposes
 // the edit's new token 51 and goes on with the original: 3, 4
-std::unique_ptr<reuse_phase_drafter> phase_after_edit() {
+std::unique_ptr<efficientedit_drafter> phase_after_edit() {
     const token_vec orig = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     auto gen = std::make_unique<fixed_drafter>();
     gen->path = {51, 3, 4};
-    auto d = std::make_unique<reuse_phase_drafter>(std::make_unique<reuse_drafter>(orig), std::move(gen));
+    auto d = std::make_unique<efficientedit_drafter>(std::make_unique<reuse_drafter>(orig), std::move(gen));
     d->begin(token_vec{0});
     d->accept(token_vec{1, 2, 50});
     return d;
@@ -307,11 +342,11 @@ std::unique_ptr<reuse_phase_drafter> phase_after_edit() {
 
 } // namespace
 
-TEST(reuse_phase_drafter, continuation_below_the_generated_path) {
+TEST(efficientedit_drafter, continuation_below_the_generated_path) {
     // below the generator's path the original's continuation after [3, 4] is attached; taking it
     // brings Reuse back in sync
     auto pd = phase_after_edit();
-    reuse_phase_drafter & d = *pd;
+    efficientedit_drafter & d = *pd;
     ASSERT_FALSE(d.reuse().synced());
     draft_tree t;
     d.propose(token_vec{0, 1, 2, 50}, t, 100);
@@ -327,9 +362,9 @@ TEST(reuse_phase_drafter, continuation_below_the_generated_path) {
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{8, 9, 10}}));
 }
 
-TEST(reuse_phase_drafter, continuation_not_taken) {
+TEST(efficientedit_drafter, continuation_not_taken) {
     auto pd = phase_after_edit();
-    reuse_phase_drafter & d = *pd;
+    efficientedit_drafter & d = *pd;
     draft_tree t;
     d.propose(token_vec{0, 1, 2, 50}, t, 5); // 3 for the generator, 2 left for the continuation
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{51, 3, 4, 5, 6}}));
