@@ -182,4 +182,35 @@ void engine_init();
 // the context's n_batch; logits are kept for the last token only. False on decode failure.
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq);
 
+// ----------------------------------------------------------------------------
+// One speculative pass over a token tree (n = tokens of sequence 0 in the KV cache, L = leaves):
+//
+//   row      token             pos          seq ids
+//   0..P-1   pending tokens    n .. n+P-1   {0, 1 .. L}   committed, not yet in the KV cache; the
+//                                                         last one (row P-1, position r) is the root
+//   P+i      tree node i       r + d(i)     {j : leaf j-1 lies under node i}
+//
+// Every path root -> leaf j-1 is sequence j, so attention sees exactly that path's ancestors
+// (llama.cpp has no custom mask; its examples/lookahead does the same). Sequences that share a token
+// must hold the same positions, so sequence 0's cells are first copied into each path's sequence
+// (metadata only in a unified cache). A tree with one leaf uses sequence 0 alone.
+
+struct tree_pass {
+    llama_pos n_past  = 0; // tokens of sequence 0 in the KV cache
+    int32_t n_pending = 0; // P
+    int32_t n_nodes   = 0;
+    int32_t n_leaves  = 0; // L; sequences 1..L are used when L > 1
+    llama_pos root_pos() const { return n_past + n_pending - 1; }
+};
+
+// Lays out the batch above (b must hold n_pending + nodes rows and L + 1 sequence ids; the context
+// n_seq_max > L). parents[i] is node i's parent (-1 = the root), parents before children.
+tree_pass context_tree_batch(context & ctx, batch & b, std::span<const llama_token> pending, llama_pos n_past,
+                             std::span<const llama_token> tokens, std::span<const int32_t> parents);
+
+// After the pass: sequence 0 keeps the pending tokens and tree rows 0 .. n_kept-1 (a path that
+// occupies the first rows); every path sequence and every other node's cell goes. False when the
+// cache refuses a partial removal (recurrent models).
+bool context_tree_keep(context & ctx, const tree_pass & tp, int32_t n_kept);
+
 } // namespace editspec

@@ -37,13 +37,7 @@ struct generate_params {
     // streaming: called with each new piece of text (whole UTF-8 characters, held back while it
     // could still be the start of a stop string); return false to stop
     std::function<bool(std::string_view)> on_text;
-    // replay (benchmarks on random-weight models): the target's choice at output position i is
-    // replay[i] instead of its own; past the end, EOS. The model still runs every pass.
-    const token_vec * replay = nullptr;
 };
-
-// the target's token at output position i under replay
-llama_token generate_replay_token(const generate_params & p, const model & m, size_t i);
 
 // per-drafter counters (vLLM / common_speculative style)
 struct source_stats {

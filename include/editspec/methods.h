@@ -55,6 +55,9 @@ struct method_inputs {
     const model * target      = nullptr;   // the target model ("sd": its vocabulary is checked)
     const model * draft_model = nullptr;   // "sd": the draft model (--draft-model), null = none
     draft_model_params draft_params;       // "sd": gamma, the draft context, threads
+    // the target's choices forced (verify.h; replay benchmarks): every method, "ar" included, then
+    // runs through generate_spec so that one policy decides
+    const verify_forced * forced = nullptr;
 };
 
 // names a method may combine with "+"

@@ -40,6 +40,10 @@
 //   DIRECT    lossy, for comparison only (seed 000, Table III "Direct"): drafts are accepted
 //             unverified, following the first child at each node.
 //
+// Forced choices (verify_params::forced, in place of the policy): the target's token at output
+// position i is a given token instead of its own. Replay benchmarks use it on random-weight models
+// of a real shape (`bench --replay`): every pass is real, the choices come from a reference output.
+//
 // The lossy rules apply only to nodes with lossy_ok (e.g. draft-model drafts, not Reuse drafts:
 // the paper verifies the Reuse phase greedily). Elsewhere, and wherever the lossy rule accepts
 // nothing, the lossless rule of sampling.temp runs (argmax at temp <= 0, speculative sampling
@@ -79,8 +83,17 @@ bool verify_policy_from_name(const std::string & name, verify_policy * out);
 // true for TOPK, ENTROPY, DIRECT
 bool verify_policy_is_lossy(verify_policy policy);
 
+// the target's choice at output position i: tokens[i], past them `end` (EOS)
+struct verify_forced {
+    std::span<const llama_token> tokens;
+    llama_token end = LLAMA_TOKEN_NULL;
+
+    llama_token at(size_t i) const { return i < tokens.size() ? tokens[i] : end; }
+};
+
 struct verify_params {
     verify_policy   policy    = VERIFY_POLICY_GREEDY;
+    const verify_forced * forced = nullptr; // set: every choice is forced (verify_forced_path); policy unused
     sampling_params sampling;              // the target's distribution; temp 0 = the target picks its argmax
     int32_t         top_k     = 3;         // TOPK: accept a draft among the target's top_k logits
     int32_t         entropy_k = 5;         // ENTROPY: base threshold k (paper: 3 Qwen2.5-Coder, 5 DeepSeek-Coder)
@@ -96,6 +109,7 @@ struct verify_input {
     const float *              root_logits = nullptr; // [n_vocab] target logits after the last committed token
     std::vector<const float *> node_logits;           // [n_nodes][n_vocab] target logits after each tree node
     std::vector<uint8_t>       lossy_ok;              // [n_nodes] or empty (= all 1); lossy rules judge node i only where 1
+    size_t                     n_out       = 0;       // output tokens before this pass (where forced choices start)
 };
 
 struct verify_result {
@@ -119,6 +133,10 @@ verify_result verify_sampling(const verify_input & in, const sampling_params & s
 verify_result verify_topk    (const verify_input & in, const verify_params & p, rng_state & rng);            // topk.cpp
 verify_result verify_entropy (const verify_input & in, const verify_params & p, rng_state & rng);            // entropy.cpp
 verify_result verify_direct  (const verify_input & in, const sampling_params & sp, rng_state & rng);         // direct.cpp
+
+// Forced choices (forced.cpp): the deepest path whose tokens are f.at(n_out), f.at(n_out + 1), ...;
+// then the forced token after it (recovered when that node had children). Needs no logits.
+verify_result verify_forced_path(const draft_tree & tree, const verify_forced & f, size_t n_out);
 
 // ----------------------------------------------------------------------------
 // Building blocks, shared by the policy files and reachable from tests

@@ -1,6 +1,7 @@
 // Oracle replay (design.md §4): target passes a drafter needs when the greedy output is known.
 #include "editspec/replay.h"
 #include "editspec/log.h"
+#include "editspec/verify.h"
 
 #include <algorithm>
 #include <climits>
@@ -83,20 +84,6 @@ void drafter_chain::accept(std::span<const llama_token> accepted) {
     }
 }
 
-// the nodes of the deepest tree path that equals a prefix of `ref`, root first
-static void tree_accepted(const draft_tree & tree, std::span<const llama_token> ref, std::vector<int32_t> & path) {
-    path.clear();
-    int32_t cur = -1;
-    while (path.size() < ref.size()) {
-        const int32_t c = tree.find_child(cur, ref[path.size()]);
-        if (c < 0) {
-            break;
-        }
-        path.push_back(c);
-        cur = c;
-    }
-}
-
 // depth of the deepest node: a draft is fully accepted when its longest path is
 static int32_t tree_max_depth(const draft_tree & tree) {
     std::vector<int32_t> depth(tree.nodes.size());
@@ -152,7 +139,7 @@ replay_result oracle_replay(std::span<const llama_token> context, std::span<cons
         }
 
         const std::span<const llama_token> rest = reference.subspan(pos);
-        tree_accepted(tree, rest, path);
+        path = verify_forced_path(tree, verify_forced{rest}, 0).accepted; // the target's choices are the reference
         const int32_t a = (int32_t) path.size();
         if (by_decoder) {
             accept_stats_record_pass(stats, tree, path, nullptr);

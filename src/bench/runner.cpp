@@ -247,7 +247,8 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
         bench_prompt & bp = prompts[i];
         generate_params gp;
         gp.n_predict = p.n_predict > 0 ? p.n_predict : (p.replay ? -1 : 512);
-        gp.replay = p.replay ? &bp.reference : nullptr;
+        // replay: the target's choices are the reference's (EOS last)
+        verify_forced forced{bp.reference, m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot};
         if ((int32_t) bp.prompt.size() + 8 >= ctx->n_ctx()) {
             fprintf(stderr, "bench: skipping %s: prompt is %zu tokens, the context holds %d\n", bp.id.c_str(),
                     bp.prompt.size(), ctx->n_ctx());
@@ -273,6 +274,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
             in.draft_params = p.draft;
             in.draft_params.n_ctx = p.n_ctx;
             in.draft_params.n_threads = p.threads;
+            in.forced = p.replay ? &forced : nullptr;
             generate_result r;
             if (!method_generate(*ctx, bp.prompt, gp, ms, in, &cost, &stats[k], r, error)) return false;
             if (r.stop == STOP_REASON_ERROR) {

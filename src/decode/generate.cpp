@@ -112,13 +112,6 @@ void output_sink::finish() {
 // ----------------------------------------------------------------------------
 // autoregressive generation
 
-llama_token generate_replay_token(const generate_params & p, const model & m, size_t i) {
-    if (i < p.replay->size()) {
-        return (*p.replay)[i];
-    }
-    return m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot;
-}
-
 bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r) {
     r.prompt_tokens = (int32_t) prompt.size();
     if (prompt.empty()) {
@@ -193,8 +186,7 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         r.decode_ms += ms_since(tdec);
         r.target_passes++;
         pos++;
-        const llama_token t = p.replay ? generate_replay_token(p, m, r.tokens.size())
-                                       : sampling_sample(ctx.logits(0), n_vocab, p.sampling, rng.coin());
+        const llama_token t = sampling_sample(ctx.logits(0), n_vocab, p.sampling, rng.coin());
         if (!sink.push(t)) {
             break;
         }

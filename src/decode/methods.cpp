@@ -160,11 +160,11 @@ std::function<bool(const draft_node &)> method_lossy_ok(const method_spec & spec
 bool method_generate(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
                      const method_spec & spec, const method_inputs & in, const cost_model * cost,
                      accept_stats * stats, generate_result & r, std::string * error) {
-    if (spec.is_ar()) {
+    if (spec.is_ar() && !in.forced) {
         r = generate_ar(ctx, prompt, gp);
         return true;
     }
-    if (spec.draft_max == 0 && !cost) {
+    if (!spec.is_ar() && spec.draft_max == 0 && !cost) {
         if (error) *error = "method '" + spec.name + "' sizes drafts with a cost model, and none was given";
         return false;
     }
@@ -178,6 +178,7 @@ bool method_generate(context & ctx, std::span<const llama_token> prompt, const g
     // greedy verification would ignore the temperature: sample unless a policy was named
     sp.verify.policy = (!spec.policy_set && gp.sampling.temp > 0.0f) ? VERIFY_POLICY_SAMPLING : spec.policy;
     sp.verify.sampling = gp.sampling;
+    sp.verify.forced = in.forced;
     sp.lossy_ok = method_lossy_ok(spec);
     sp.draft_max = spec.draft_max;
     sp.cost = spec.draft_max == 0 ? cost : nullptr;

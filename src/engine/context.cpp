@@ -159,4 +159,55 @@ bool context_prefill(context & ctx, batch & b, std::span<const llama_token> toke
     return true;
 }
 
+// ----------------------------------------------------------------------------
+// tree passes
+
+tree_pass context_tree_batch(context & ctx, batch & b, std::span<const llama_token> pending, llama_pos n_past,
+                             std::span<const llama_token> tokens, std::span<const int32_t> parents) {
+    tree_pass tp;
+    tp.n_past = n_past;
+    tp.n_pending = (int32_t) pending.size();
+    tp.n_nodes = (int32_t) tokens.size();
+    const int32_t n = tp.n_nodes;
+    std::vector<bool> has_child(n, false);
+    std::vector<int32_t> depth(n, 0);
+    for (int32_t i = 0; i < n; i++) {
+        depth[i] = parents[i] < 0 ? 1 : depth[parents[i]] + 1;
+        if (parents[i] >= 0) has_child[parents[i]] = true;
+    }
+    // sequence ids per row: 0 alone for a chain; else path j (leaf j-1) is sequence j
+    std::vector<std::vector<llama_seq_id>> seqs(n, std::vector<llama_seq_id>{0});
+    std::vector<llama_seq_id> root_seqs = {0};
+    for (int32_t i = 0; i < n; i++) tp.n_leaves += has_child[i] ? 0 : 1;
+    if (tp.n_leaves > 1) {
+        for (auto & s : seqs) s.clear();
+        llama_seq_id s = 0;
+        for (int32_t leaf = 0; leaf < n; leaf++) {
+            if (has_child[leaf]) continue;
+            s++;
+            root_seqs.push_back(s);
+            for (int32_t i = leaf; i >= 0; i = parents[i]) seqs[i].push_back(s);
+            ctx.kv_cp(0, s, -1, -1);
+        }
+    }
+    b.clear();
+    for (int32_t i = 0; i < tp.n_pending; i++) {
+        ES_ASSERT(b.add(pending[i], n_past + i, root_seqs, i == tp.n_pending - 1));
+    }
+    for (int32_t i = 0; i < n; i++) {
+        ES_ASSERT(b.add(tokens[i], tp.root_pos() + depth[i], seqs[i], true));
+    }
+    return tp;
+}
+
+bool context_tree_keep(context & ctx, const tree_pass & tp, int32_t n_kept) {
+    if (tp.n_leaves > 1) {
+        // rows 0 .. n_kept-1 are the first path's, sequence 1
+        if (n_kept > 0) ctx.kv_cp(1, 0, tp.root_pos() + 1, tp.root_pos() + 1 + n_kept);
+        for (llama_seq_id s = 1; s <= tp.n_leaves; s++) ctx.kv_rm(s, -1, -1);
+        return true;
+    }
+    return tp.n_nodes <= n_kept || ctx.kv_rm(0, tp.root_pos() + 1 + n_kept, -1);
+}
+
 } // namespace editspec

@@ -56,8 +56,11 @@ static void verify_check_input(const verify_input & in) {
 }
 
 verify_result verify_tree(const verify_input & in, const verify_params & p, rng_state & rng) {
-    verify_check_input(in);
     verify_result r;
+    if (p.forced) {
+        return verify_forced_path(*in.tree, *p.forced, in.n_out);
+    }
+    verify_check_input(in);
     switch (p.policy) {
         case VERIFY_POLICY_GREEDY:   r = verify_greedy(in);                  break;
         case VERIFY_POLICY_SAMPLING: r = verify_sampling(in, p.sampling, rng); break;

@@ -216,20 +216,23 @@ TEST_F(spec_fixture, empty_drafts_behave_like_autoregressive) {
     EXPECT_EQ(spec.draft_tokens, 0);
 }
 
-// replay: the reference is the output whatever the model says, and right drafts are accepted
-TEST_F(spec_fixture, replay_follows_the_reference) {
+// forced choices (replay): the reference is the output whatever the model says, and right drafts
+// are accepted
+TEST_F(spec_fixture, forced_choices_follow_the_reference) {
     load(test::tiny_model_q8_path());
     const token_vec prompt = m->tokenize("def f(x):\n", true, false);
     const token_vec ref = m->tokenize("    return x * 2\n", false, false);
     generate_params gp;
     gp.n_predict = -1;
-    gp.replay = &ref;
-    const generate_result ar = generate_ar(*ctx, prompt, gp);
+    const verify_forced forced{ref, m->facts().eos};
+    spec_params sp;
+    sp.verify.forced = &forced;
+    const generate_result ar = generate_spec(*ctx, prompt, gp, sp, {});
     EXPECT_EQ(ar.tokens, ref);
     EXPECT_EQ(ar.stop, STOP_REASON_EOG);
+    EXPECT_EQ(ar.target_passes, (int32_t) ref.size() + 1);
     adversarial_drafter d(ref, 1, 2, m->facts().n_vocab, m->facts().eos);
     drafter_i * ds[] = {&d};
-    spec_params sp;
     sp.draft_max = 64;
     const generate_result spec = generate_spec(*ctx, prompt, gp, sp, ds);
     EXPECT_EQ(spec.tokens, ref);
@@ -239,26 +242,19 @@ TEST_F(spec_fixture, replay_follows_the_reference) {
 // logits of every tree node equal the logits of decoding that node's path linearly
 void check_tree_logits(const model & m, context & ctx, const draft_tree & tree, const token_vec & prompt, double tol) {
     const int32_t n_vocab = m.facts().n_vocab;
-    const std::vector<int32_t> leaves = tree.leaves();
 
     // tree pass, laid out as generate_spec does
     ctx.kv_clear();
     batch b(512, 65);
     ASSERT_TRUE(context_prefill(ctx, b, token_vec(prompt.begin(), prompt.end() - 1), 0, 0));
-    const llama_pos n_past = (llama_pos) prompt.size() - 1;
-    std::vector<std::vector<llama_seq_id>> seqs(tree.size());
-    std::vector<llama_seq_id> root = {0};
-    for (size_t j = 0; j < leaves.size(); j++) {
-        const llama_seq_id s = (llama_seq_id) j + 1;
-        root.push_back(s);
-        ctx.kv_cp(0, s, -1, -1);
-        for (int32_t i = leaves[j]; i >= 0; i = tree.nodes[i].parent) seqs[i].push_back(s);
+    token_vec tokens;
+    std::vector<int32_t> parents;
+    for (const draft_node & nd : tree.nodes) {
+        tokens.push_back(nd.token);
+        parents.push_back(nd.parent);
     }
-    b.clear();
-    b.add(prompt.back(), n_past, root, true);
-    for (int32_t i = 0; i < tree.size(); i++) {
-        ASSERT_TRUE(b.add(tree.nodes[i].token, n_past + tree.depth(i), seqs[i], true));
-    }
+    const tree_pass tp = context_tree_batch(ctx, b, token_vec{prompt.back()}, (llama_pos) prompt.size() - 1, tokens, parents);
+    EXPECT_EQ(tp.n_leaves, (int32_t) tree.leaves().size());
     ASSERT_TRUE(ctx.decode(b));
     std::vector<std::vector<float>> tree_logits;
     for (int32_t i = 0; i <= tree.size(); i++) {
@@ -327,7 +323,8 @@ TEST_F(spec_fixture, wide_tree_node_logits_equal_linear_decoding) {
     check_tree_logits(*m, *ctx, tree_first_chain(dfs), prompt, 0.0);
 }
 
-TEST_F(spec_fixture, first_chain_is_exact_later_siblings_need_not_be) {
+// which of two siblings the chain takes does not matter: either chain is bit-identical
+TEST_F(spec_fixture, first_chain_is_exact_whichever_sibling_it_takes) {
     load(test::tiny_model_q8_path());
     const token_vec prompt = {32013, 327, 207, 15, 207, 15, 3160};
     draft_tree small;
