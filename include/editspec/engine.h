@@ -89,6 +89,9 @@ model_load_result model_load(const std::string & path, bool vocab_only = false);
 // true when both vocabularies tokenize identically (same size, same token texts); used to accept a
 // draft model for a target. On false, *why names the first difference.
 bool model_vocab_compatible(const model & a, const model & b, std::string * why);
+// model_vocab_compatible as a user reads it: false with *error "draft model 'D' cannot draft for
+// target 'T': vocabularies differ (...)"
+bool model_can_draft_for(const model & target, const model & draft, std::string * error);
 
 // ----------------------------------------------------------------------------
 // batch: tokens with positions, sequence ids and logits flags

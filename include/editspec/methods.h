@@ -21,6 +21,8 @@
 //     if (!editspec::method_parse("lookup-longest@48", ms, &err)) ...;
 //     std::vector<std::unique_ptr<editspec::drafter_i>> ds;
 //     editspec::method_make_drafters(ms, {}, ds, &err);
+//
+// A request runs a method through runner_generate (request.h).
 #pragma once
 
 #include "editspec/draft-model.h"
@@ -55,26 +57,12 @@ struct method_inputs {
     const model * target      = nullptr;   // the target model ("sd": its vocabulary is checked)
     const model * draft_model = nullptr;   // "sd": the draft model (--draft-model), null = none
     draft_model_params draft_params;       // "sd": gamma, the draft context, threads
-    // the target's choices forced (verify.h; replay benchmarks): every method, "ar" included, then
-    // runs through generate_spec so that one policy decides
-    const verify_forced * forced = nullptr;
 };
 
 // names a method may combine with "+"
 const std::vector<std::string> & method_drafter_names();
 
 bool method_parse(const std::string & text, method_spec & out, std::string * error);
-
-// Runs one request with a method: generate_ar for "ar", else generate_spec with fresh drafters,
-// the method's policy (speculative sampling when the request samples and no policy was named),
-// its lossy_ok rule, and either its fixed cap or `cost` (which must then be given). `stats`
-// carries acceptance statistics across requests (null: per request). False with *error set when
-// the drafters cannot be made; decoding errors come back in r.stop / r.error.
-struct accept_stats;
-struct cost_model;
-bool method_generate(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
-                     const method_spec & spec, const method_inputs & in, const cost_model * cost,
-                     accept_stats * stats, generate_result & r, std::string * error);
 
 // one fresh drafter per name in spec.drafters (drafters hold per-request state)
 bool method_make_drafters(const method_spec & spec, const method_inputs & in,

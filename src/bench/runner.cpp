@@ -4,7 +4,8 @@
 #include "editspec/edit.h"
 #include "editspec/log.h"
 #include "editspec/methods.h"
-#include "editspec/prompt.h"
+#include "editspec/chat.h"
+#include "editspec/request.h"
 #include "editspec/replay.h"
 
 #include <chrono>
@@ -166,39 +167,27 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     if (items.empty()) return fail("dataset '" + p.dataset_path + "' has no items");
     if (p.limit > 0 && (size_t) p.limit < items.size()) items.resize(p.limit);
 
-    model_load_result lr = model_load(p.model_path);
-    if (!lr.model) return fail(lr.error);
-    const model & m = *lr.model;
+    runner_params rp;
+    rp.model_path = p.model_path;
+    rp.draft_model_path = p.draft_model_path; // loaded once; each "sd" drafter gets its own context on it
+    rp.n_ctx = p.n_ctx;
+    rp.n_threads = p.threads;
+    rp.flash_attn = p.flash_attn;
+    rp.draft = p.draft;
+    runner rn;
+    std::string err;
+    if (!runner_open(rp, rn, &err)) return fail(err);
+    const model & m = *rn.target.model;
+    context & ctx = *rn.ctx;
     out.model_desc = m.facts().desc + " (" + m.facts().arch + ")";
     if (out.params.model_setting.empty()) {
         out.params.model_setting = p.replay ? "real-shape replay" : "model outputs";
     }
-    context_params cp;
-    cp.n_ctx = p.n_ctx;
-    cp.n_threads = p.threads;
-    cp.flash_attn = p.flash_attn;
-    cp.n_seq_max = std::min(65, p.n_ctx); // trees of up to 64 leaves
-    std::string err;
-    auto ctx = context_create(m, cp, &err);
-    if (!ctx) return fail(err);
-    // the draft model, loaded once; each "sd" drafter gets its own context on it
-    model_load_result dr;
-    if (!p.draft_model_path.empty()) {
-        dr = model_load(p.draft_model_path);
-        if (!dr.model) return fail(dr.error);
-        std::string why;
-        if (!model_vocab_compatible(m, *dr.model, &why)) {
-            return fail("draft model '" + p.draft_model_path + "' cannot draft for target '" + p.model_path +
-                        "': vocabularies differ (" + why + ")");
-        }
-    }
-
-    cost_model cost;
     if (need_cost) {
         if (p.progress) fprintf(stderr, "bench: measuring the cost model (cached per model file and threads)\n");
-        if (!cost_model_get(*ctx, cost, &err)) return fail(err);
-        out.cost_n = cost.n;
-        out.cost_ms = cost.ms;
+        if (!runner_cost(rn, &err)) return fail(err);
+        out.cost_n = rn.cost.n;
+        out.cost_ms = rn.cost.ms;
     }
     // running acceptance statistics per method, carried across items
     std::vector<accept_stats> stats(specs.size());
@@ -245,13 +234,16 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     }
     for (size_t i = 0; i < n_items; i++) {
         bench_prompt & bp = prompts[i];
-        generate_params gp;
-        gp.n_predict = p.n_predict > 0 ? p.n_predict : (p.replay ? -1 : 512);
+        request rq;
+        rq.prompt = bp.prompt;
+        rq.original = bp.original;
+        rq.gen.n_predict = p.n_predict > 0 ? p.n_predict : (p.replay ? -1 : 512);
         // replay: the target's choices are the reference's (EOS last)
-        verify_forced forced{bp.reference, m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot};
-        if ((int32_t) bp.prompt.size() + 8 >= ctx->n_ctx()) {
+        const verify_forced forced{bp.reference, m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot};
+        rq.forced = p.replay ? &forced : nullptr;
+        if ((int32_t) bp.prompt.size() + 8 >= ctx.n_ctx()) {
             fprintf(stderr, "bench: skipping %s: prompt is %zu tokens, the context holds %d\n", bp.id.c_str(),
-                    bp.prompt.size(), ctx->n_ctx());
+                    bp.prompt.size(), ctx.n_ctx());
             continue;
         }
         token_vec ar_tokens;
@@ -267,16 +259,9 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
         }
         for (size_t k = 0; k < specs.size(); k++) {
             const method_spec & ms = specs[k];
-            method_inputs in;
-            in.original = bp.original;
-            in.target = &m;
-            in.draft_model = dr.model.get();
-            in.draft_params = p.draft;
-            in.draft_params.n_ctx = p.n_ctx;
-            in.draft_params.n_threads = p.threads;
-            in.forced = p.replay ? &forced : nullptr;
+            rq.stats = &stats[k];
             generate_result r;
-            if (!method_generate(*ctx, bp.prompt, gp, ms, in, &cost, &stats[k], r, error)) return false;
+            if (!runner_generate(rn, ms, rq, r, error)) return false;
             if (r.stop == STOP_REASON_ERROR) {
                 return fail("item " + bp.id + ", method " + ms.name + ": " + r.error);
             }

@@ -31,19 +31,13 @@ namespace editspec::cli {
 namespace {
 
 struct edit_opts {
-    std::string model;
-    std::string draft_model;
-    draft_model_params draft;   // --gamma, --draft-p-min
+    request_opts req;      // -m, --method, --draft-model, --gamma, -t, -c, --flash-attn
     std::string file;
     std::string instruction;
-    std::string method = "reuse+lookup-longest";
     int32_t n_predict = 0; // 0 = auto: twice the code's tokens + 64
-    int32_t threads = 0;
-    int32_t n_ctx = 4096;
     bool diff = false;
     bool in_place = false;
     bool json = false;
-    bool flash_attn = false;
 };
 
 bool read_all(const std::string & path, std::string & out, std::string & error) {
@@ -102,11 +96,8 @@ int run_edit(const edit_opts & o) {
     if (o.n_predict < -1 || o.n_predict > 1000000) {
         return fail_input(cmd, "-n " + std::to_string(o.n_predict) + " out of range [-1, 1000000]");
     }
-    if (o.threads < 0 || o.threads > 1024) {
-        return fail_input(cmd, "--threads " + std::to_string(o.threads) + " out of range [0, 1024]");
-    }
-    if (o.n_ctx < 64 || o.n_ctx > (1 << 20)) {
-        return fail_input(cmd, "--ctx-size " + std::to_string(o.n_ctx) + " out of range [64, 1048576]");
+    if (o.req.n_ctx < 64 || o.req.n_ctx > (1 << 20)) { // an edit prompt needs room (--threads: open_request_runner)
+        return fail_input(cmd, "--ctx-size " + std::to_string(o.req.n_ctx) + " out of range [64, 1048576]");
     }
     std::string code;
     mode_t mode = 0644;
@@ -131,43 +122,25 @@ int run_edit(const edit_opts & o) {
     }
 
     // ---- models
-    request_models rm;
-    if (const int status = load_request_models(cmd, o.method, o.model, o.draft_model, o.draft, rm); status != 0) {
+    method_spec ms;
+    runner rn;
+    if (const int status = open_request_runner(cmd, o.req, ms, rn); status != 0) {
         return status;
     }
-    const method_spec & ms = rm.ms;
-    const model & m = *rm.target.model;
-    const token_vec prompt = m.tokenize(edit_prompt(m, o.instruction, code), true, edit_prompt_parse_special(m));
-    const token_vec original = edit_original_tokens(m, code);
-    if ((int32_t) prompt.size() + 1 >= o.n_ctx) {
-        return fail_input(cmd, "the prompt is " + std::to_string(prompt.size()) + " tokens and the context holds " +
-                                   std::to_string(o.n_ctx) + " (raise --ctx-size)");
+    const model & m = *rn.target.model;
+    request rq;
+    request_edit_tokens(m, o.instruction, code, rq);
+    if ((int32_t) rq.prompt.size() + 1 >= o.req.n_ctx) {
+        return fail_input(cmd, "the prompt is " + std::to_string(rq.prompt.size()) + " tokens and the context holds " +
+                                   std::to_string(o.req.n_ctx) + " (raise --ctx-size)");
     }
     // an edit's answer is about as long as the code
-    warn_past_train_ctx(cmd, m, (int32_t) prompt.size(), (int32_t) original.size());
-    context_params cp;
-    cp.n_ctx = o.n_ctx;
-    cp.n_threads = o.threads;
-    cp.flash_attn = o.flash_attn;
-    // speculative trees: one sequence per leaf, up to 64 leaves (libllama aborts when n_seq_max > n_ctx)
-    cp.n_seq_max = ms.is_ar() ? 1 : std::min(65, o.n_ctx);
-    auto ctx = context_create(m, cp, &error);
-    if (!ctx) {
-        return fail_runtime(cmd, error);
-    }
+    warn_past_train_ctx(cmd, m, (int32_t) rq.prompt.size(), (int32_t) rq.original.size());
 
     // ---- generate (greedy)
-    generate_params gp;
-    gp.n_predict = o.n_predict != 0 ? o.n_predict : 2 * (int32_t) original.size() + 64;
-    method_inputs in;
-    in.original = original;
-    in.target = &m;
-    in.draft_model = rm.draft.model.get();
-    in.draft_params = o.draft;
-    in.draft_params.n_ctx = o.n_ctx;
-    in.draft_params.n_threads = o.threads;
+    rq.gen.n_predict = o.n_predict != 0 ? o.n_predict : 2 * (int32_t) rq.original.size() + 64;
     generate_result r;
-    if (const int status = generate_with_method(cmd, *ctx, prompt, gp, ms, in, r); status != 0) {
+    if (const int status = run_request(cmd, rn, ms, rq, r); status != 0) {
         return status;
     }
     const std::string edited = edit_extract_code(r.text);
@@ -181,9 +154,9 @@ int run_edit(const edit_opts & o) {
     const std::string name = o.file.empty() ? "stdin" : o.file;
     const std::string diff = o.diff ? edit_unified_diff(code, edited, "a/" + name, "b/" + name) : "";
     if (o.json) {
-        nlohmann::json j = result_json(r, *ctx, ms);
+        nlohmann::json j = result_json(r, *rn.ctx, ms);
         j["code"] = edited;
-        j["draft_model"] = rm.draft_path;
+        j["draft_model"] = rn.params.draft_model_path;
         j["file"] = o.file;
         j["in_place"] = o.in_place;
         if (o.diff) j["diff"] = diff;
@@ -203,23 +176,17 @@ int run_edit(const edit_opts & o) {
 command cmd_edit_add(CLI::App & app) {
     auto o = std::make_shared<edit_opts>();
     CLI::App * sub = app.add_subcommand("edit", "edit code following an instruction (greedy, lossless by default)");
-    sub->add_option("-m,--model", o->model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
-    sub->add_option("--draft-model", o->draft_model, "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, or the shipped draft model with the shipped target)");
-    add_draft_options(sub, o->draft);
+    o->req.method = "reuse+lookup-longest";
+    add_request_options(sub, o->req,
+                        "decoding method: ar, reuse, lookup, lookup-longest, sd, efficientedit, a+b (one tree), "
+                        "NAME@N (fixed cap), NAME:POLICY");
     sub->add_option("-f,--file", o->file, "the file to edit (default: read the code from stdin)");
     sub->add_option("-i,--instruction", o->instruction, "what to change")->required();
-    sub->add_option("--method", o->method,
-                    "decoding method: ar, reuse, lookup, lookup-longest, sd, efficientedit, a+b (one tree), "
-                    "NAME@N (fixed cap), NAME:POLICY")
-        ->capture_default_str();
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate (0 = twice the code's + 64, -1 = no limit)")
         ->capture_default_str();
-    sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
-    sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_flag("--diff", o->diff, "print a unified diff instead of the edited code");
     sub->add_flag("--in-place", o->in_place, "rewrite FILE atomically, keeping the original as FILE.orig");
     sub->add_flag("--json", o->json, "print one JSON object with the code and statistics");
-    sub->add_flag("--flash-attn", o->flash_attn, "use flash attention (faster on some machines, not bit-exact)");
     return {sub, [o] { return run_edit(*o); }};
 }
 

@@ -6,6 +6,7 @@
 
 #include "editspec/generate.h"
 #include "editspec/methods.h"
+#include "editspec/request.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -46,29 +47,25 @@ void add_draft_options(CLI::App * sub, draft_model_params & dp);
 // checks them; returns an exit status
 int check_draft_options(const char * cmd, const draft_model_params & dp);
 
-// what a request of `complete` or `edit` runs on
-struct request_models {
-    method_spec       ms;
-    std::string       model_path;  // -m, or the default model
-    std::string       draft_path;  // --draft-model, or the default when the method needs one; "" = none
-    model_load_result target;
-    model_load_result draft;       // empty when the method drafts without a model
+// the options of a command that runs requests (complete, edit): models, method, threads, context
+struct request_opts {
+    std::string model;           // -m, "" = default_model_path()
+    std::string draft_model;     // --draft-model, "" = default_draft_model_path() when the method needs one
+    draft_model_params draft;    // --gamma, --draft-p-min
+    std::string method = "ar";   // --method (methods.h)
+    int32_t threads = 0;
+    int32_t n_ctx = 4096;
+    bool flash_attn = false;
 };
+// registers them; `methods` is the --method help text
+void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods);
 
-// checks --gamma / --draft-p-min, parses --method, loads the target and, when the method needs
-// one, the draft model (checked against the target's vocabulary); returns an exit status
-int load_request_models(const char * cmd, const std::string & method, const std::string & model_opt,
-                        const std::string & draft_opt, const draft_model_params & dp, request_models & out);
+// checks the options, parses --method, resolves the default models and opens the runner (target,
+// draft model when the method needs one, context); returns an exit status
+int open_request_runner(const char * cmd, const request_opts & o, method_spec & ms, runner & rn);
 
-// loads a draft model and checks that it can draft for the target; false with *error naming both
-bool load_draft_model(const std::string & path, const model & target, const std::string & target_path,
-                      model_load_result & out, std::string * error);
-
-// runs the request with the method (measuring or loading the cost model when the method needs it);
-// returns an exit status: 0, or 1/2 after printing the error
-int generate_with_method(const char * cmd, context & ctx, std::span<const llama_token> prompt,
-                         const generate_params & gp, const method_spec & ms, const method_inputs & in,
-                         generate_result & r);
+// runs the request with the method; returns an exit status: 0, or 1/2 after printing the error
+int run_request(const char * cmd, runner & rn, const method_spec & ms, const request & rq, generate_result & r);
 
 // the statistics every command's --json prints
 nlohmann::json result_json(const generate_result & r, const context & ctx, const method_spec & ms);

@@ -50,26 +50,6 @@ std::string default_draft_model_path(const std::string & target_path) {
     return "";
 }
 
-// --draft-model, or the default when the method needs one; loaded and checked against the target.
-// Returns an exit status; leaves `out` empty when the method drafts without a model.
-static int load_draft_for_method(const char * cmd, const method_spec & ms, const std::string & draft_opt, const model & target,
-                          const std::string & target_path, std::string & draft_path, model_load_result & out) {
-    draft_path = draft_opt;
-    if (draft_path.empty() && ms.uses_draft_model()) {
-        draft_path = default_draft_model_path(target_path);
-        if (draft_path.empty()) {
-            return fail_input(cmd, "method '" + ms.name + "' needs a draft model: pass --draft-model FILE (a GGUF with the "
-                                   "vocabulary of '" + target_path + "') or set EDITSPEC_DRAFT_MODEL");
-        }
-    }
-    if (draft_path.empty()) return 0;
-    std::string error;
-    if (!load_draft_model(draft_path, target, target_path, out, &error)) {
-        return fail_input(cmd, error);
-    }
-    return 0;
-}
-
 void add_draft_options(CLI::App * sub, draft_model_params & dp) {
     sub->add_option("--gamma", dp.gamma, "draft-model tokens per proposal (sd, efficientedit)")->capture_default_str();
     sub->add_option("--draft-p-min", dp.p_min,
@@ -96,42 +76,6 @@ std::string default_model_path() {
         return k_shipped_target;
     }
     return std::string(EDITSPEC_SOURCE_DIR) + "/build/models/default.gguf";
-}
-
-bool load_draft_model(const std::string & path, const model & target, const std::string & target_path,
-                      model_load_result & out, std::string * error) {
-    out = model_load(path);
-    if (!out.model) {
-        if (error) *error = out.error;
-        return false;
-    }
-    std::string why;
-    if (!model_vocab_compatible(target, *out.model, &why)) {
-        if (error) {
-            *error = "draft model '" + path + "' cannot draft for target '" + target_path + "': vocabularies differ (" +
-                     why + ")";
-        }
-        out.model.reset();
-        return false;
-    }
-    return true;
-}
-
-int generate_with_method(const char * cmd, context & ctx, std::span<const llama_token> prompt,
-                         const generate_params & gp, const method_spec & ms, const method_inputs & in,
-                         generate_result & r) {
-    std::string error;
-    cost_model cost;
-    if (!ms.is_ar() && ms.draft_max == 0 && !cost_model_get(ctx, cost, &error)) {
-        return fail_runtime(cmd, error);
-    }
-    if (!method_generate(ctx, prompt, gp, ms, in, &cost, nullptr, r, &error)) {
-        return fail_input(cmd, error);
-    }
-    if (r.stop == STOP_REASON_ERROR) {
-        return fail_input(cmd, r.error);
-    }
-    return 0;
 }
 
 nlohmann::json result_json(const generate_result & r, const context & ctx, const method_spec & ms) {
@@ -164,21 +108,64 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
     };
 }
 
-int load_request_models(const char * cmd, const std::string & method, const std::string & model_opt,
-                        const std::string & draft_opt, const draft_model_params & dp, request_models & out) {
-    if (const int status = check_draft_options(cmd, dp); status != 0) {
+void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods) {
+    sub->add_option("-m,--model", o.model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
+    sub->add_option("--method", o.method, methods)->capture_default_str();
+    sub->add_option("--draft-model", o.draft_model,
+                    "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, "
+                    "or the shipped draft model with the shipped target)");
+    add_draft_options(sub, o.draft);
+    sub->add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
+    sub->add_option("-c,--ctx-size", o.n_ctx, "KV cache size in tokens")->capture_default_str();
+    sub->add_flag("--flash-attn", o.flash_attn, "use flash attention (faster on some machines, not bit-exact)");
+}
+
+int open_request_runner(const char * cmd, const request_opts & o, method_spec & ms, runner & rn) {
+    if (const int status = check_draft_options(cmd, o.draft); status != 0) {
         return status;
     }
+    if (o.threads < 0 || o.threads > 1024) {
+        return fail_input(cmd, "--threads " + std::to_string(o.threads) + " out of range [0, 1024]");
+    }
+    if (o.n_ctx < 16 || o.n_ctx > (1 << 20)) {
+        return fail_input(cmd, "--ctx-size " + std::to_string(o.n_ctx) + " out of range [16, 1048576]");
+    }
     std::string error;
-    if (!method_parse(method, out.ms, &error)) {
+    if (!method_parse(o.method, ms, &error)) {
         return fail_input(cmd, error);
     }
-    out.model_path = model_opt.empty() ? default_model_path() : model_opt;
-    out.target = model_load(out.model_path);
-    if (!out.target.model) {
-        return fail_input(cmd, out.target.error);
+    runner_params rp;
+    rp.model_path = o.model.empty() ? default_model_path() : o.model;
+    rp.draft_model_path = o.draft_model;
+    if (rp.draft_model_path.empty() && ms.uses_draft_model()) {
+        rp.draft_model_path = default_draft_model_path(rp.model_path);
+        if (rp.draft_model_path.empty()) {
+            return fail_input(cmd, "method '" + ms.name + "' needs a draft model: pass --draft-model FILE (a GGUF with the "
+                                   "vocabulary of '" + rp.model_path + "') or set EDITSPEC_DRAFT_MODEL");
+        }
     }
-    return load_draft_for_method(cmd, out.ms, draft_opt, *out.target.model, out.model_path, out.draft_path, out.draft);
+    rp.n_ctx = o.n_ctx;
+    rp.n_threads = o.threads;
+    rp.flash_attn = o.flash_attn;
+    rp.trees = !ms.is_ar();
+    rp.draft = o.draft;
+    if (!runner_open(rp, rn, &error)) {
+        // models that loaded but a context that could not be created: the machine's failure
+        const bool models_ok = rn.target.model && (rp.draft_model_path.empty() || rn.draft.model);
+        return models_ok ? fail_runtime(cmd, error) : fail_input(cmd, error);
+    }
+    return 0;
+}
+
+int run_request(const char * cmd, runner & rn, const method_spec & ms, const request & rq, generate_result & r) {
+    std::string error;
+    if (!runner_generate(rn, ms, rq, r, &error)) {
+        return fail_input(cmd, error);
+    }
+    if (r.stop == STOP_REASON_ERROR) {
+        return fail_input(cmd, r.error);
+    }
+    return 0;
 }
 
 } // namespace editspec::cli

@@ -157,34 +157,4 @@ std::function<bool(const draft_node &)> method_lossy_ok(const method_spec & spec
     return [](const draft_node & nd) { return nd.source != DRAFT_SOURCE_REUSE; };
 }
 
-bool method_generate(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
-                     const method_spec & spec, const method_inputs & in, const cost_model * cost,
-                     accept_stats * stats, generate_result & r, std::string * error) {
-    if (spec.is_ar() && !in.forced) {
-        r = generate_ar(ctx, prompt, gp);
-        return true;
-    }
-    if (!spec.is_ar() && spec.draft_max == 0 && !cost) {
-        if (error) *error = "method '" + spec.name + "' sizes drafts with a cost model, and none was given";
-        return false;
-    }
-    std::vector<std::unique_ptr<drafter_i>> owned;
-    if (!method_make_drafters(spec, in, owned, error)) {
-        return false;
-    }
-    std::vector<drafter_i *> ds;
-    for (auto & d : owned) ds.push_back(d.get());
-    spec_params sp;
-    // greedy verification would ignore the temperature: sample unless a policy was named
-    sp.verify.policy = (!spec.policy_set && gp.sampling.temp > 0.0f) ? VERIFY_POLICY_SAMPLING : spec.policy;
-    sp.verify.sampling = gp.sampling;
-    sp.verify.forced = in.forced;
-    sp.lossy_ok = method_lossy_ok(spec);
-    sp.draft_max = spec.draft_max;
-    sp.cost = spec.draft_max == 0 ? cost : nullptr;
-    sp.stats = stats;
-    r = generate_spec(ctx, prompt, gp, sp, ds);
-    return true;
-}
-
 } // namespace editspec

@@ -117,9 +117,8 @@ std::unique_ptr<model_drafter> model_drafter_create(const model & target, const 
         return nullptr;
     };
     std::string why;
-    if (!model_vocab_compatible(target, draft, &why)) {
-        return fail("draft model '" + draft.path() + "' cannot draft for target '" + target.path() +
-                    "': vocabularies differ (" + why + ")");
+    if (!model_can_draft_for(target, draft, &why)) {
+        return fail(why);
     }
     if (params.gamma < 1 || params.gamma > 255) {
         return fail("draft model: gamma " + std::to_string(params.gamma) + " out of range [1, 255]");

@@ -174,4 +174,16 @@ bool model_vocab_compatible(const model & a, const model & b, std::string * why)
     return true;
 }
 
+bool model_can_draft_for(const model & target, const model & draft, std::string * error) {
+    std::string why;
+    if (model_vocab_compatible(target, draft, &why)) {
+        return true;
+    }
+    if (error) {
+        *error = "draft model '" + draft.path() + "' cannot draft for target '" + target.path() +
+                 "': vocabularies differ (" + why + ")";
+    }
+    return false;
+}
+
 } // namespace editspec

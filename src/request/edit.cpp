@@ -3,7 +3,7 @@
 // ref: E. Myers, "An O(ND) Difference Algorithm and Its Variations" (1986); GNU diffutils' unified
 //      format (hunk ranges, "\ No newline at end of file")
 #include "editspec/edit.h"
-#include "editspec/prompt.h"
+#include "editspec/chat.h"
 
 #include <algorithm>
 
@@ -17,13 +17,7 @@ std::string edit_prompt_plain(const std::string & instruction, const std::string
 }
 
 bool edit_prompt_parse_special(const model & m) {
-    const std::string & tmpl = m.facts().chat_template;
-    if (tmpl.empty()) {
-        return false;
-    }
-    // a template llama.cpp's built-in matcher knows (chat_render falls back otherwise)
-    const llama_chat_message probe = {"user", "x"};
-    return llama_chat_apply_template(tmpl.c_str(), &probe, 1, true, nullptr, 0) >= 0;
+    return chat_template_known(m);
 }
 
 std::string edit_prompt(const model & m, const std::string & instruction, const std::string & code) {

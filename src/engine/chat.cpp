@@ -1,5 +1,5 @@
 // Chat templates through llama_chat_apply_template, with a plain fallback.
-#include "editspec/prompt.h"
+#include "editspec/chat.h"
 
 namespace editspec {
 
@@ -37,6 +37,15 @@ std::string chat_render(const model & m, const std::vector<chat_message> & messa
     }
     buf.resize(n);
     return buf;
+}
+
+bool chat_template_known(const model & m) {
+    const std::string & tmpl = m.facts().chat_template;
+    if (tmpl.empty()) {
+        return false;
+    }
+    const llama_chat_message probe = {"user", "x"};
+    return llama_chat_apply_template(tmpl.c_str(), &probe, 1, true, nullptr, 0) >= 0;
 }
 
 } // namespace editspec

@@ -1,0 +1,83 @@
+// Requests: the one path from "a model file, a method and a prompt" to a generate_result, shared by
+// `editspec complete`, `editspec edit`, `editspec bench` and the server's slots.
+//
+//     editspec::runner_params rp;
+//     rp.model_path = "target.gguf";
+//     rp.draft_model_path = "draft.gguf";          // "" = none; its vocabulary is checked here
+//     editspec::runner rn;
+//     if (!editspec::runner_open(rp, rn, &err)) ...;
+//     editspec::request rq;
+//     editspec::request_edit_tokens(*rn.target.model, "Rename x to count.", code, rq);
+//     editspec::method_spec ms;
+//     editspec::method_parse("reuse+lookup-longest", ms, &err);
+//     editspec::generate_result r;
+//     if (!editspec::runner_generate(rn, ms, rq, r, &err)) ...;
+//
+// A runner owns the target, the draft model, one context sized for speculative trees, and the cost
+// model (measured or loaded from the cache the first time a method sizes drafts with it). It runs
+// one request at a time.
+#pragma once
+
+#include "editspec/cost.h"
+#include "editspec/draft-model.h"
+#include "editspec/engine.h"
+#include "editspec/generate.h"
+#include "editspec/methods.h"
+#include "editspec/sizing.h"
+#include "editspec/verify.h"
+
+#include <memory>
+#include <string>
+
+namespace editspec {
+
+struct runner_params {
+    std::string model_path;        // the target GGUF
+    std::string draft_model_path;  // a draft model with the target's vocabulary, "" = none
+    int32_t n_ctx      = 4096;     // the target's KV cache, tokens (the draft model's too)
+    int32_t n_threads  = 0;        // 0 = all cores
+    bool    flash_attn = false;
+    // one sequence per leaf of a draft tree (up to 64 leaves); false: one sequence, autoregressive only
+    bool    trees      = true;
+    draft_model_params draft;      // gamma, p_min (n_ctx and n_threads follow the above)
+};
+
+struct runner {
+    runner_params params;
+    model_load_result target;
+    model_load_result draft;       // empty without a draft model
+    std::unique_ptr<context> ctx;
+    cost_model cost;               // empty until a method needs it
+};
+
+// n_seq_max for a context of n_ctx tokens: 1 without trees, else one per leaf of up to 64 leaves
+// and sequence 0 (libllama aborts when n_seq_max > n_ctx)
+int32_t runner_n_seq_max(bool trees, int32_t n_ctx);
+
+// Loads the target and the draft model (checked against the target's vocabulary) and creates the
+// context. False with *error naming the file and what is wrong; out.target / out.draft then hold
+// the models that loaded and fit (so a caller can tell bad input from a context the machine refused).
+bool runner_open(const runner_params & p, runner & out, std::string * error);
+
+// the cost model: cached per model file and thread count, measured the first time (seconds)
+bool runner_cost(runner & rn, std::string * error);
+
+struct request {
+    token_vec prompt;
+    token_vec original;                     // edit requests: the code being edited (Reuse), else empty
+    generate_params gen;
+    const verify_forced * forced = nullptr; // replay benchmarks: the target's choices (verify.h)
+    accept_stats * stats = nullptr;         // acceptance statistics carried across requests, null = per request
+};
+
+// edit requests: the prompt (the model's chat template, else the plain edit template; edit.h) and
+// the original code's tokens
+void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq);
+
+// Runs the request with the method: autoregressive for "ar", else the speculative decoder with the
+// method's drafters, policy and sizing (the cost model is fetched when the method sizes by it).
+// False with *error for a request the method cannot run (e.g. "reuse" without original code);
+// decoding errors come back in r.stop / r.error.
+bool runner_generate(runner & rn, const method_spec & ms, const request & rq, generate_result & r, std::string * error);
+
+} // namespace editspec

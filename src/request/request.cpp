@@ -1,0 +1,86 @@
+// Requests: models, context and cost model set up once; each request runs its method.
+#include "editspec/request.h"
+#include "editspec/decoder.h"
+#include "editspec/edit.h"
+
+#include <algorithm>
+
+namespace editspec {
+
+int32_t runner_n_seq_max(bool trees, int32_t n_ctx) {
+    return trees ? std::min(65, n_ctx) : 1;
+}
+
+bool runner_open(const runner_params & p, runner & out, std::string * error) {
+    out.params = p;
+    out.target = model_load(p.model_path);
+    if (!out.target.model) {
+        if (error) *error = out.target.error;
+        return false;
+    }
+    if (!p.draft_model_path.empty()) {
+        out.draft = model_load(p.draft_model_path);
+        if (!out.draft.model) {
+            if (error) *error = out.draft.error;
+            return false;
+        }
+        if (!model_can_draft_for(*out.target.model, *out.draft.model, error)) {
+            out.draft.model.reset();
+            return false;
+        }
+    }
+    context_params cp;
+    cp.n_ctx = p.n_ctx;
+    cp.n_threads = p.n_threads;
+    cp.flash_attn = p.flash_attn;
+    cp.n_seq_max = runner_n_seq_max(p.trees, p.n_ctx);
+    out.ctx = context_create(*out.target.model, cp, error);
+    return out.ctx != nullptr;
+}
+
+bool runner_cost(runner & rn, std::string * error) {
+    return !rn.cost.empty() || cost_model_get(*rn.ctx, rn.cost, error);
+}
+
+void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq) {
+    rq.prompt = m.tokenize(edit_prompt(m, instruction, code), true, edit_prompt_parse_special(m));
+    rq.original = edit_original_tokens(m, code);
+}
+
+bool runner_generate(runner & rn, const method_spec & ms, const request & rq, generate_result & r, std::string * error) {
+    context & ctx = *rn.ctx;
+    if (ms.is_ar() && !rq.forced) {
+        r = generate_ar(ctx, rq.prompt, rq.gen);
+        return true;
+    }
+    const bool sized_by_cost = !ms.is_ar() && ms.draft_max == 0;
+    if (sized_by_cost && !runner_cost(rn, error)) {
+        return false;
+    }
+    method_inputs in;
+    in.original = rq.original;
+    in.target = rn.target.model.get();
+    in.draft_model = rn.draft.model.get();
+    in.draft_params = rn.params.draft;
+    in.draft_params.n_ctx = rn.params.n_ctx;
+    in.draft_params.n_threads = rn.params.n_threads;
+    std::vector<std::unique_ptr<drafter_i>> owned;
+    if (!method_make_drafters(ms, in, owned, error)) {
+        return false;
+    }
+    std::vector<drafter_i *> drafters;
+    for (auto & d : owned) drafters.push_back(d.get());
+    spec_params sp;
+    // greedy verification would ignore the temperature: sample unless a policy was named
+    sp.verify.policy = (!ms.policy_set && rq.gen.sampling.temp > 0.0f) ? VERIFY_POLICY_SAMPLING : ms.policy;
+    sp.verify.sampling = rq.gen.sampling;
+    sp.verify.forced = rq.forced;
+    sp.lossy_ok = method_lossy_ok(ms);
+    sp.draft_max = ms.draft_max;
+    sp.cost = sized_by_cost ? &rn.cost : nullptr;
+    sp.stats = rq.stats;
+    r = generate_spec(ctx, rq.prompt, rq.gen, sp, drafters);
+    return true;
+}
+
+} // namespace editspec
