@@ -40,7 +40,6 @@ public:
     void sized(const draft_tree & sent) override;
 
     reuse_drafter & reuse() { return *reuse_; }
-    drafter_i & generate() { return *generate_; }
 
 private:
     std::unique_ptr<reuse_drafter> reuse_;

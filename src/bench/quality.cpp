@@ -38,36 +38,84 @@ std::string read_tail(const std::string & path, size_t max_bytes) {
     return s.size() > max_bytes ? "..." + s.substr(s.size() - max_bytes) : s;
 }
 
-} // namespace
-
-test_outcome run_python_tests(const std::string & code, const std::string & tests, const test_options & o) {
-    test_outcome out;
+// a fresh temporary folder holding prog.py = code + tests; "" with *error on failure
+std::string write_program(const std::string & code, const std::string & tests, std::string * error) {
     namespace fs = std::filesystem;
     std::string tmpl = (fs::temp_directory_path() / "editspec-test-XXXXXX").string();
     std::vector<char> dir_buf(tmpl.begin(), tmpl.end());
     dir_buf.push_back('\0');
     if (!mkdtemp(dir_buf.data())) {
-        out.error = "cannot create a temporary folder under " + fs::temp_directory_path().string() + ": " + strerror(errno);
-        return out;
+        *error = "cannot create a temporary folder under " + fs::temp_directory_path().string() + ": " + strerror(errno);
+        return "";
     }
     const std::string dir = dir_buf.data();
-    // readable by the unmapped user of a user namespace
-    chmod(dir.c_str(), 0755);
+    chmod(dir.c_str(), 0755); // readable by the unmapped user of a user namespace
     const std::string prog = dir + "/prog.py";
-    const std::string log = dir + "/output.txt";
-    {
-        std::ofstream f(prog, std::ios::binary);
-        f << code;
-        if (!code.empty() && code.back() != '\n') f << "\n";
-        f << "\n" << tests << "\n";
-        if (!f) {
-            out.error = "cannot write " + prog;
-            fs::remove_all(dir);
-            return out;
-        }
+    std::ofstream f(prog, std::ios::binary);
+    f << code;
+    if (!code.empty() && code.back() != '\n') f << "\n";
+    f << "\n" << tests << "\n";
+    f.close();
+    if (!f) {
+        *error = "cannot write " + prog;
+        fs::remove_all(dir);
+        return "";
     }
     chmod(prog.c_str(), 0644);
+    return dir;
+}
 
+// the child: stdin /dev/null, stdout and stderr to log_fd, no network, memory and CPU limits, then
+// python; reports a failure before exec through errpipe
+[[noreturn]] void run_child(const std::string & dir, char * const * argv, int null_fd, int log_fd, int errpipe,
+                            bool no_network, rlim_t mem, rlim_t cpu) {
+    setpgid(0, 0);
+    dup2(null_fd, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    if (no_network && unshare(CLONE_NEWNET) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) {
+        child_failure f = {1, errno};
+        (void) !write(errpipe, &f, sizeof(f));
+        _exit(127);
+    }
+    struct rlimit rl_mem = {mem, mem};
+    struct rlimit rl_cpu = {cpu, cpu};
+    setrlimit(RLIMIT_AS, &rl_mem);
+    setrlimit(RLIMIT_CPU, &rl_cpu);
+    if (chdir(dir.c_str()) != 0) _exit(127);
+    execvp(argv[0], argv);
+    child_failure f = {2, errno};
+    (void) !write(errpipe, &f, sizeof(f));
+    _exit(127);
+}
+
+// waits for the child, killing its process group after timeout_s; true when it timed out
+bool wait_child(pid_t pid, double timeout_s, std::chrono::steady_clock::time_point t0, int & status) {
+    bool timed_out = false;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (ms > timeout_s * 1000.0) {
+            timed_out = true;
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    kill(-pid, SIGKILL); // whatever the program left running
+    return timed_out;
+}
+
+} // namespace
+
+test_outcome run_python_tests(const std::string & code, const std::string & tests, const test_options & o) {
+    test_outcome out;
+    const std::string dir = write_program(code, tests, &out.error);
+    if (dir.empty()) {
+        return out;
+    }
+    const std::string log = dir + "/output.txt";
     const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int errpipe[2] = {-1, -1};
@@ -75,11 +123,11 @@ test_outcome run_python_tests(const std::string & code, const std::string & test
         out.error = std::string("cannot set up the test process: ") + strerror(errno);
         if (log_fd >= 0) close(log_fd);
         if (null_fd >= 0) close(null_fd);
-        fs::remove_all(dir);
+        std::filesystem::remove_all(dir);
         return out;
     }
     // everything the child needs, built before fork: after it only system calls
-    std::vector<std::string> args = {o.python, "-I", "-B", prog};
+    std::vector<std::string> args = {o.python, "-I", "-B", dir + "/prog.py"};
     std::vector<char *> argv;
     for (std::string & a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -89,24 +137,7 @@ test_outcome run_python_tests(const std::string & code, const std::string & test
     const auto t0 = std::chrono::steady_clock::now();
     const pid_t pid = fork();
     if (pid == 0) {
-        setpgid(0, 0);
-        dup2(null_fd, 0);
-        dup2(log_fd, 1);
-        dup2(log_fd, 2);
-        if (o.no_network && unshare(CLONE_NEWNET) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) {
-            child_failure f = {1, errno};
-            (void) !write(errpipe[1], &f, sizeof(f));
-            _exit(127);
-        }
-        struct rlimit rl_mem = {mem, mem};
-        struct rlimit rl_cpu = {cpu, cpu};
-        setrlimit(RLIMIT_AS, &rl_mem);
-        setrlimit(RLIMIT_CPU, &rl_cpu);
-        if (chdir(dir.c_str()) != 0) _exit(127);
-        execvp(argv[0], argv.data());
-        child_failure f = {2, errno};
-        (void) !write(errpipe[1], &f, sizeof(f));
-        _exit(127);
+        run_child(dir, argv.data(), null_fd, log_fd, errpipe[1], o.no_network, mem, cpu);
     }
     close(errpipe[1]);
     close(log_fd);
@@ -114,41 +145,22 @@ test_outcome run_python_tests(const std::string & code, const std::string & test
     if (pid < 0) {
         out.error = std::string("fork failed: ") + strerror(errno);
         close(errpipe[0]);
-        fs::remove_all(dir);
+        std::filesystem::remove_all(dir);
         return out;
     }
     // the pipe closes at exec (success) or carries why the child stopped before it
     child_failure f = {0, 0};
     const ssize_t n = read(errpipe[0], &f, sizeof(f));
     close(errpipe[0]);
-
     int status = 0;
-    bool done = false;
-    while (!done) {
-        const pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            done = true;
-            break;
-        }
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (ms > o.timeout_s * 1000.0) {
-            out.timed_out = true;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            done = true;
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    kill(-pid, SIGKILL); // whatever the program left running
+    out.timed_out = wait_child(pid, o.timeout_s, t0, status);
     out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
     if (n == (ssize_t) sizeof(f) && f.stage != 0) {
         out.error = f.stage == 1 ? std::string("cannot cut the tests off the network (unshare: ") + strerror(f.err) +
                                        "); pass no_network = false (bench: --tests-allow-network) to run them anyway"
                                  : "cannot run '" + o.python + "': " + strerror(f.err);
-        fs::remove_all(dir);
+        std::filesystem::remove_all(dir);
         return out;
     }
     out.ran = true;
@@ -156,7 +168,7 @@ test_outcome run_python_tests(const std::string & code, const std::string & test
     else if (WIFSIGNALED(status)) out.exit_code = 128 + WTERMSIG(status);
     out.passed = !out.timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     out.error = read_tail(log, 1500);
-    fs::remove_all(dir);
+    std::filesystem::remove_all(dir);
     return out;
 }
 

@@ -131,6 +131,134 @@ void bench_summarize(bench_results & out) {
     }
 }
 
+namespace {
+
+// the prompts of the items (chat items: the first turn), their references and original code
+bool bench_prompts(const bench_params & p, bench_layout layout, const model & m, const std::vector<dataset_item> & items,
+                   std::vector<bench_prompt> & prompts, std::string * error) {
+    for (const dataset_item & it : items) {
+        bench_prompt bp;
+        bp.id = it.id;
+        if (p.task == DATASET_TASK_CHAT || it.task == DATASET_TASK_CHAT) {
+            if (it.turns.empty()) {
+                if (error) *error = "item " + it.id + " has no turns";
+                return false;
+            }
+            bp.prompt = m.tokenize(chat_render(m, {{"user", it.turns[0]}}), true, true);
+            prompts.push_back(bp);
+            continue;
+        }
+        bp.item = &it;
+        replay_tokenize(m, dataset_raw_layout(it, p.instruction), bp.prompt, bp.reference);
+        if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
+            const std::string & instr =
+                p.instruction == INSTRUCTION_KIND_LAZY && !it.instruction_lazy.empty() ? it.instruction_lazy : it.instruction;
+            bp.prompt = m.tokenize(edit_prompt(m, instr, it.context_code), true, edit_prompt_parse_special(m));
+        }
+        bp.original = edit_original_tokens(m, it.context_code);
+        prompts.push_back(bp);
+    }
+    return true;
+}
+
+// a model used past the contexts it was trained on gives degraded (often empty) answers, and its
+// speed figures describe those answers: say so once, up front
+void warn_past_train_ctx(const model & m, const std::vector<bench_prompt> & prompts) {
+    const int32_t n_train = m.facts().n_ctx_train;
+    size_t n_past = 0;
+    for (const bench_prompt & bp : prompts) {
+        n_past += n_train > 0 && bp.prompt.size() + bp.original.size() > (size_t) n_train;
+    }
+    if (n_past > 0) {
+        fprintf(stderr,
+                "bench: warning: %zu of %zu items' prompts (with an answer as long as the original code) go past "
+                "the model's training context of %d tokens; its answers there degrade\n",
+                n_past, prompts.size(), n_train);
+    }
+}
+
+// the progress line's entry for one method's result
+std::string progress_entry(const method_spec & ms, const generate_result & r, const bench_row & row, double ar_ms) {
+    char buf[160];
+    if (!ms.is_ar()) {
+        snprintf(buf, sizeof(buf), " | %s %.2fx%s", ms.name.c_str(), r.gen_ms > 0 ? ar_ms / r.gen_ms : 0.0,
+                 row.identical_to_ar ? "" : " (differs)");
+    } else if (r.tokens.empty()) {
+        // a tok/s of 0 reads as a hang; the model ended the answer at once (often a prompt past its
+        // training context)
+        snprintf(buf, sizeof(buf), "ar: no tokens (EOS first, prompt %d tokens)", (int) row.prompt_tokens);
+    } else {
+        snprintf(buf, sizeof(buf), "ar %.1f tok/s", r.tokens_per_s());
+    }
+    return buf;
+}
+
+void print_progress(bench_results & out, size_t i, size_t n, const std::string & id, const std::string & line) {
+    bench_summarize(out);
+    std::string running;
+    for (const bench_summary & s : out.summary) {
+        if (s.method == "ar") continue;
+        char buf[96];
+        snprintf(buf, sizeof(buf), " %s %.2fx", s.method.c_str(), s.speedup_vs_ar);
+        running += buf;
+    }
+    fprintf(stderr, "[%zu/%zu] %s: %s\n        running:%s\n", i + 1, n, id.c_str(), line.c_str(), running.c_str());
+}
+
+// every method on one prompt, ar first; appends the rows; *line gets the progress line
+bool bench_item(const bench_params & p, runner & rn, const std::vector<method_spec> & specs,
+                std::vector<accept_stats> & stats, const bench_prompt & bp, bench_results & out, std::string * line,
+                std::string * error) {
+    const model & m = *rn.target.model;
+    request rq;
+    rq.prompt = bp.prompt;
+    rq.original = bp.original;
+    rq.gen.n_predict = p.n_predict > 0 ? p.n_predict : (p.replay ? -1 : 512);
+    // replay: the target's choices are the reference's (EOS last)
+    const verify_forced forced{bp.reference, m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot};
+    rq.forced = p.replay ? &forced : nullptr;
+    auto fail = [&](const std::string & msg) {
+        if (error) *error = msg;
+        return false;
+    };
+    std::string code, tests;
+    const bool has_tests = p.run_tests && bp.item && program_of(*bp.item, "", code, tests);
+    if (has_tests) {
+        // the reference solution under the same harness: which items can pass here at all
+        const test_outcome t = run_python_tests(bp.item->reference, tests, p.tests);
+        if (!t.ran) return fail("item " + bp.id + ": " + t.error);
+        out.reference_tested++;
+        if (!t.passed) out.reference_failed.push_back(bp.id);
+    }
+    generate_result ar;
+    for (size_t k = 0; k < specs.size(); k++) {
+        const method_spec & ms = specs[k];
+        rq.stats = &stats[k];
+        generate_result r;
+        if (!runner_generate(rn, ms, rq, r, error)) return false;
+        if (r.stop == STOP_REASON_ERROR) return fail("item " + bp.id + ", method " + ms.name + ": " + r.error);
+        bench_row row = row_from(bp.id, ms.name, r);
+        if (ms.is_ar()) {
+            ar = r;
+        } else {
+            row.identical_to_ar = r.tokens == ar.tokens;
+            row.edit_sim_vs_ar = row.identical_to_ar ? 1.0 : edit_similarity(ar.text, r.text);
+        }
+        if (has_tests) {
+            program_of(*bp.item, r.text, code, tests);
+            const test_outcome t = run_python_tests(code, tests, p.tests);
+            if (!t.ran) return fail("item " + bp.id + ", method " + ms.name + ": " + t.error);
+            row.tested = true;
+            row.passed = t.passed;
+        }
+        out.rows.push_back(row);
+        *line += progress_entry(ms, r, row, ar.gen_ms);
+    }
+    return true;
+}
+
+} // namespace
+
 bool bench_run(const bench_params & p, bench_results & out, std::string * error) {
     auto fail = [&](const std::string & msg) {
         if (error) *error = msg;
@@ -141,14 +269,13 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     out.started = now_iso();
     out.machine = machine_description();
     // ar first: the reference of every other method
-    std::vector<std::string> methods = {"ar"};
+    out.params.methods = {"ar"};
     for (const std::string & m : p.methods) {
-        if (m != "ar") methods.push_back(m);
+        if (m != "ar") out.params.methods.push_back(m);
     }
-    out.params.methods = methods;
     std::vector<method_spec> specs;
     bool need_cost = false;
-    for (const std::string & name : methods) {
+    for (const std::string & name : out.params.methods) {
         method_spec ms;
         if (!method_parse(name, ms, error)) return false;
         need_cost = need_cost || (!ms.is_ar() && ms.draft_max == 0);
@@ -175,140 +302,32 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     rp.flash_attn = p.flash_attn;
     rp.draft = p.draft;
     runner rn;
-    std::string err;
-    if (!runner_open(rp, rn, &err)) return fail(err);
+    if (!runner_open(rp, rn, error)) return false;
     const model & m = *rn.target.model;
-    context & ctx = *rn.ctx;
     out.model_desc = m.facts().desc + " (" + m.facts().arch + ")";
     if (out.params.model_setting.empty()) {
         out.params.model_setting = p.replay ? "real-shape replay" : "model outputs";
     }
     if (need_cost) {
         if (p.progress) fprintf(stderr, "bench: measuring the cost model (cached per model file and threads)\n");
-        if (!runner_cost(rn, &err)) return fail(err);
+        if (!runner_cost(rn, error)) return false;
         out.cost_n = rn.cost.n;
         out.cost_ms = rn.cost.ms;
     }
-    // running acceptance statistics per method, carried across items
-    std::vector<accept_stats> stats(specs.size());
-
-    // prompts
     std::vector<bench_prompt> prompts;
-    for (const dataset_item & it : items) {
-        if (p.task == DATASET_TASK_CHAT || it.task == DATASET_TASK_CHAT) {
-            if (it.turns.empty()) return fail("item " + it.id + " has no turns");
-            bench_prompt bp;
-            bp.id = it.id;
-            bp.prompt = m.tokenize(chat_render(m, {{"user", it.turns[0]}}), true, true);
-            prompts.push_back(bp);
-            continue;
-        }
-        const dataset_text text = dataset_raw_layout(it, p.instruction);
-        bench_prompt bp;
-        bp.id = it.id;
-        bp.item = &it;
-        replay_tokenize(m, text, bp.prompt, bp.reference);
-        if (out.layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
-            const std::string & instr =
-                p.instruction == INSTRUCTION_KIND_LAZY && !it.instruction_lazy.empty() ? it.instruction_lazy : it.instruction;
-            bp.prompt = m.tokenize(edit_prompt(m, instr, it.context_code), true, edit_prompt_parse_special(m));
-        }
-        bp.original = edit_original_tokens(m, it.context_code);
-        prompts.push_back(bp);
-    }
-
-    const size_t n_items = prompts.size();
-    if (p.progress && !p.replay && m.facts().n_ctx_train > 0) {
-        // a model used past the contexts it was trained on gives degraded (often empty) answers, and its
-        // speed figures describe those answers: say so once, up front
-        size_t n_past = 0;
-        for (const bench_prompt & bp : prompts) {
-            n_past += bp.prompt.size() + bp.original.size() > (size_t) m.facts().n_ctx_train;
-        }
-        if (n_past > 0) {
-            fprintf(stderr,
-                    "bench: warning: %zu of %zu items' prompts (with an answer as long as the original code) go past "
-                    "the model's training context of %d tokens; its answers there degrade\n",
-                    n_past, n_items, m.facts().n_ctx_train);
-        }
-    }
-    for (size_t i = 0; i < n_items; i++) {
-        bench_prompt & bp = prompts[i];
-        request rq;
-        rq.prompt = bp.prompt;
-        rq.original = bp.original;
-        rq.gen.n_predict = p.n_predict > 0 ? p.n_predict : (p.replay ? -1 : 512);
-        // replay: the target's choices are the reference's (EOS last)
-        const verify_forced forced{bp.reference, m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot};
-        rq.forced = p.replay ? &forced : nullptr;
-        if ((int32_t) bp.prompt.size() + 8 >= ctx.n_ctx()) {
+    if (!bench_prompts(p, out.layout, m, items, prompts, error)) return false;
+    if (p.progress && !p.replay) warn_past_train_ctx(m, prompts);
+    std::vector<accept_stats> stats(specs.size()); // per method, carried across items
+    for (size_t i = 0; i < prompts.size(); i++) {
+        const bench_prompt & bp = prompts[i];
+        if ((int32_t) bp.prompt.size() + 8 >= rn.ctx->n_ctx()) {
             fprintf(stderr, "bench: skipping %s: prompt is %zu tokens, the context holds %d\n", bp.id.c_str(),
-                    bp.prompt.size(), ctx.n_ctx());
+                    bp.prompt.size(), rn.ctx->n_ctx());
             continue;
         }
-        token_vec ar_tokens;
-        std::string ar_text, line;
-        std::string code, tests;
-        const bool has_tests = p.run_tests && bp.item && program_of(*bp.item, "", code, tests);
-        if (has_tests) {
-            // the reference solution under the same harness: which items can pass here at all
-            const test_outcome t = run_python_tests(bp.item->reference, tests, p.tests);
-            if (!t.ran) return fail("item " + bp.id + ": " + t.error);
-            out.reference_tested++;
-            if (!t.passed) out.reference_failed.push_back(bp.id);
-        }
-        for (size_t k = 0; k < specs.size(); k++) {
-            const method_spec & ms = specs[k];
-            rq.stats = &stats[k];
-            generate_result r;
-            if (!runner_generate(rn, ms, rq, r, error)) return false;
-            if (r.stop == STOP_REASON_ERROR) {
-                return fail("item " + bp.id + ", method " + ms.name + ": " + r.error);
-            }
-            bench_row row = row_from(bp.id, ms.name, r);
-            if (ms.is_ar()) {
-                ar_tokens = r.tokens;
-                ar_text = r.text;
-            } else {
-                row.identical_to_ar = r.tokens == ar_tokens;
-                row.edit_sim_vs_ar = row.identical_to_ar ? 1.0 : edit_similarity(ar_text, r.text);
-            }
-            if (has_tests) {
-                program_of(*bp.item, r.text, code, tests);
-                const test_outcome t = run_python_tests(code, tests, p.tests);
-                if (!t.ran) return fail("item " + bp.id + ", method " + ms.name + ": " + t.error);
-                row.tested = true;
-                row.passed = t.passed;
-            }
-            out.rows.push_back(row);
-            char buf[160];
-            if (ms.is_ar()) {
-                if (r.tokens.empty()) {
-                    // a tok/s of 0 reads as a hang; the model ended the answer at once (often a prompt
-                    // past its training context)
-                    snprintf(buf, sizeof(buf), "ar: no tokens (EOS first, prompt %d tokens)", (int) row.prompt_tokens);
-                } else {
-                    snprintf(buf, sizeof(buf), "ar %.1f tok/s", r.tokens_per_s());
-                }
-            } else {
-                const double ar_ms = out.rows[out.rows.size() - 1 - k].gen_ms;
-                snprintf(buf, sizeof(buf), " | %s %.2fx%s", ms.name.c_str(), r.gen_ms > 0 ? ar_ms / r.gen_ms : 0.0,
-                         row.identical_to_ar ? "" : " (differs)");
-            }
-            line += buf;
-        }
-        if (p.progress) {
-            bench_summarize(out);
-            std::string running;
-            for (const bench_summary & s : out.summary) {
-                if (s.method == "ar") continue;
-                char buf[96];
-                snprintf(buf, sizeof(buf), " %s %.2fx", s.method.c_str(), s.speedup_vs_ar);
-                running += buf;
-            }
-            fprintf(stderr, "[%zu/%zu] %s: %s\n        running:%s\n", i + 1, n_items, bp.id.c_str(), line.c_str(),
-                    running.c_str());
-        }
+        std::string line;
+        if (!bench_item(p, rn, specs, stats, bp, out, &line, error)) return false;
+        if (p.progress) print_progress(out, i, prompts.size(), bp.id, line);
     }
     bench_summarize(out);
     return true;

@@ -83,6 +83,30 @@ bool write_atomic(const std::string & path, const std::string & text, mode_t mod
     return true;
 }
 
+// the code to edit: -f FILE (a regular file; *mode gets its permission bits) or stdin; an exit status
+int read_code(const char * cmd, const std::string & file, std::string & code, mode_t * mode) {
+    std::string error;
+    if (!file.empty()) {
+        struct stat st;
+        if (stat(file.c_str(), &st) != 0) {
+            return fail_input(cmd, "cannot read '" + file + "': " + std::strerror(errno));
+        }
+        if (!S_ISREG(st.st_mode)) {
+            return fail_input(cmd, "'" + file + "' is not a regular file");
+        }
+        *mode = st.st_mode & 07777;
+        if (!read_all(file, code, error)) {
+            return fail_input(cmd, error);
+        }
+    } else {
+        code.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    }
+    if (code.empty()) {
+        return fail_input(cmd, "nothing to edit: " + (file.empty() ? std::string("stdin") : "'" + file + "'") + " is empty");
+    }
+    return 0;
+}
+
 int run_edit(const edit_opts & o) {
     const char * cmd = "edit";
     std::string error;
@@ -101,24 +125,8 @@ int run_edit(const edit_opts & o) {
     }
     std::string code;
     mode_t mode = 0644;
-    if (!o.file.empty()) {
-        struct stat st;
-        if (stat(o.file.c_str(), &st) != 0) {
-            return fail_input(cmd, "cannot read '" + o.file + "': " + std::strerror(errno));
-        }
-        if (!S_ISREG(st.st_mode)) {
-            return fail_input(cmd, "'" + o.file + "' is not a regular file");
-        }
-        mode = st.st_mode & 07777;
-        if (!read_all(o.file, code, error)) {
-            return fail_input(cmd, error);
-        }
-    } else {
-        code.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    }
-    if (code.empty()) {
-        return fail_input(cmd, "nothing to edit: " + (o.file.empty() ? std::string("stdin") : "'" + o.file + "'") +
-                                   " is empty");
+    if (const int status = read_code(cmd, o.file, code, &mode); status != 0) {
+        return status;
     }
 
     // ---- models
