@@ -80,4 +80,12 @@ void request_edit_tokens(const model & m, const std::string & instruction, const
 // decoding errors come back in r.stop / r.error.
 bool runner_generate(runner & rn, const method_spec & ms, const request & rq, generate_result & r, std::string * error);
 
+// the same in another context on the runner's target (a server slot's); the cost model must have
+// been fetched already when the method sizes by it (runner_cost), so that slots share it read-only
+bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms, const request & rq,
+                        generate_result & r, std::string * error);
+
+// another context on the runner's target with the runner's parameters (a server slot's)
+std::unique_ptr<context> runner_new_context(const runner & rn, std::string * error);
+
 } // namespace editspec

@@ -29,13 +29,17 @@ bool runner_open(const runner_params & p, runner & out, std::string * error) {
             return false;
         }
     }
-    context_params cp;
-    cp.n_ctx = p.n_ctx;
-    cp.n_threads = p.n_threads;
-    cp.flash_attn = p.flash_attn;
-    cp.n_seq_max = runner_n_seq_max(p.trees, p.n_ctx);
-    out.ctx = context_create(*out.target.model, cp, error);
+    out.ctx = runner_new_context(out, error);
     return out.ctx != nullptr;
+}
+
+std::unique_ptr<context> runner_new_context(const runner & rn, std::string * error) {
+    context_params cp;
+    cp.n_ctx = rn.params.n_ctx;
+    cp.n_threads = rn.params.n_threads;
+    cp.flash_attn = rn.params.flash_attn;
+    cp.n_seq_max = runner_n_seq_max(rn.params.trees, rn.params.n_ctx);
+    return context_create(*rn.target.model, cp, error);
 }
 
 bool runner_cost(runner & rn, std::string * error) {
@@ -48,13 +52,21 @@ void request_edit_tokens(const model & m, const std::string & instruction, const
 }
 
 bool runner_generate(runner & rn, const method_spec & ms, const request & rq, generate_result & r, std::string * error) {
-    context & ctx = *rn.ctx;
+    if (!ms.is_ar() && ms.draft_max == 0 && !runner_cost(rn, error)) {
+        return false;
+    }
+    return runner_generate_in(rn, *rn.ctx, ms, rq, r, error);
+}
+
+bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms, const request & rq,
+                        generate_result & r, std::string * error) {
     if (ms.is_ar() && !rq.forced) {
         r = generate_ar(ctx, rq.prompt, rq.gen);
         return true;
     }
     const bool sized_by_cost = !ms.is_ar() && ms.draft_max == 0;
-    if (sized_by_cost && !runner_cost(rn, error)) {
+    if (sized_by_cost && rn.cost.empty()) {
+        if (error) *error = "method '" + ms.name + "' sizes drafts with the cost model, and none was fetched";
         return false;
     }
     method_inputs in;

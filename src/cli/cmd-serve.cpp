@@ -1,0 +1,77 @@
+// editspec serve: the OpenAI- and llama.cpp-compatible HTTP server (server.h).
+#include "cli/commands.h"
+#include "editspec/server.h"
+
+#include <cstdlib>
+
+namespace editspec::cli {
+
+namespace {
+
+struct serve_opts {
+    request_opts req;
+    std::string host = "127.0.0.1";
+    int32_t port = 8012;
+    std::string api_key;
+    int32_t parallel = 1;
+    int32_t max_tokens = 4096;
+    size_t max_body_mb = 8;
+};
+
+int run_serve(const serve_opts & o) {
+    const char * cmd = "serve";
+    if (o.port < 1 || o.port > 65535) {
+        return fail_input(cmd, "--port " + std::to_string(o.port) + " out of range [1, 65535]");
+    }
+    if (o.parallel < 1 || o.parallel > 64) {
+        return fail_input(cmd, "--parallel " + std::to_string(o.parallel) + " out of range [1, 64]");
+    }
+    if (o.max_tokens < 1) {
+        return fail_input(cmd, "--max-tokens must be at least 1");
+    }
+    // the models as every request command resolves them (the method is checked by server_run)
+    const request_opts & ro = o.req;
+    server_params sp;
+    sp.method = ro.method;
+    sp.runner.model_path = ro.model.empty() ? default_model_path() : ro.model;
+    sp.runner.draft_model_path = ro.draft_model.empty() ? default_draft_model_path(sp.runner.model_path) : ro.draft_model;
+    sp.runner.n_ctx = ro.n_ctx;
+    sp.runner.n_threads = ro.threads;
+    sp.runner.flash_attn = ro.flash_attn;
+    sp.runner.draft = ro.draft;
+    if (const int status = check_draft_options(cmd, ro.draft); status != 0) {
+        return status;
+    }
+    sp.host = o.host;
+    sp.port = o.port;
+    sp.api_key = o.api_key;
+    if (sp.api_key.empty()) {
+        if (const char * env = std::getenv("EDITSPEC_API_KEY"); env && *env) sp.api_key = env;
+    }
+    sp.n_parallel = o.parallel;
+    sp.max_tokens = o.max_tokens;
+    sp.max_body = o.max_body_mb << 20;
+    return server_run(sp);
+}
+
+} // namespace
+
+command cmd_serve_add(CLI::App & app) {
+    auto o = std::make_shared<serve_opts>();
+    CLI::App * sub = app.add_subcommand("serve", "serve OpenAI- and llama.cpp-compatible HTTP endpoints (chat, completions, "
+                                                 "Predicted Outputs, /completion, /infill)");
+    o->req.method = "lookup-longest";
+    add_request_options(sub, o->req,
+                        "drafters of every request (a request with `prediction` adds Reuse): ar, lookup, lookup-longest, "
+                        "sd, a+b, NAME@N");
+    sub->add_option("--host", o->host, "address to listen on (loopback unless told otherwise)")->capture_default_str();
+    sub->add_option("--port", o->port, "TCP port")->capture_default_str();
+    sub->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $EDITSPEC_API_KEY, none)");
+    sub->add_option("--parallel", o->parallel, "slots: requests decoded at once, each with its own KV cache")
+        ->capture_default_str();
+    sub->add_option("--max-tokens", o->max_tokens, "most tokens one request may generate")->capture_default_str();
+    sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB")->capture_default_str();
+    return {sub, [o] { return run_serve(*o); }};
+}
+
+} // namespace editspec::cli

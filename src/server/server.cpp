@@ -1,0 +1,504 @@
+// The HTTP side of `editspec serve`: routes, slots, streaming, metrics.
+#include "editspec/server.h"
+#include "editspec/log.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+namespace editspec {
+
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+// ----------------------------------------------------------------------------
+// metrics (Prometheus text format)
+
+struct metrics {
+    static constexpr double bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+    static constexpr int n_bounds = sizeof(bounds) / sizeof(bounds[0]);
+
+    std::mutex mu;
+    std::map<std::string, int64_t> requests; // "endpoint status" -> count
+    int64_t prompt_tokens = 0, generated_tokens = 0, target_passes = 0;
+    int64_t drafted[DRAFT_SOURCE_COUNT] = {}, accepted[DRAFT_SOURCE_COUNT] = {};
+    int64_t latency_le[n_bounds + 1] = {}; // cumulative at render time; here per bucket
+    double latency_sum = 0.0;
+    int64_t latency_n = 0;
+
+    void request(const std::string & path, int status, double seconds) {
+        std::lock_guard<std::mutex> lock(mu);
+        requests[path + " " + std::to_string(status)]++;
+        int b = 0;
+        while (b < n_bounds && seconds > bounds[b]) b++;
+        latency_le[b]++;
+        latency_sum += seconds;
+        latency_n++;
+    }
+
+    void generation(const generate_result & r) {
+        std::lock_guard<std::mutex> lock(mu);
+        prompt_tokens += r.prompt_tokens;
+        generated_tokens += (int64_t) r.tokens.size();
+        target_passes += r.target_passes;
+        for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+            drafted[s] += r.by_source[s].n_drafted;
+            accepted[s] += r.by_source[s].n_accepted;
+        }
+    }
+
+    std::string render() {
+        std::lock_guard<std::mutex> lock(mu);
+        std::string o;
+        char buf[256];
+        o += "# HELP editspec_requests_total HTTP requests by path and status\n# TYPE editspec_requests_total counter\n";
+        for (const auto & [k, v] : requests) {
+            const size_t sp = k.find(' ');
+            snprintf(buf, sizeof(buf), "editspec_requests_total{path=\"%s\",status=\"%s\"} %lld\n", k.substr(0, sp).c_str(),
+                     k.substr(sp + 1).c_str(), (long long) v);
+            o += buf;
+        }
+        auto counter = [&](const char * name, const char * help, int64_t v) {
+            snprintf(buf, sizeof(buf), "# HELP %s %s\n# TYPE %s counter\n%s %lld\n", name, help, name, name, (long long) v);
+            o += buf;
+        };
+        counter("editspec_prompt_tokens_total", "prompt tokens processed", prompt_tokens);
+        counter("editspec_tokens_generated_total", "tokens generated", generated_tokens);
+        counter("editspec_target_passes_total", "target model passes while generating", target_passes);
+        o += "# HELP editspec_draft_tokens_total draft tokens verified by the target, by drafter source\n"
+             "# TYPE editspec_draft_tokens_total counter\n";
+        for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+            snprintf(buf, sizeof(buf), "editspec_draft_tokens_total{source=\"%s\"} %lld\n", draft_source_name((uint8_t) s),
+                     (long long) drafted[s]);
+            o += buf;
+        }
+        o += "# HELP editspec_draft_tokens_accepted_total draft tokens accepted, by drafter source\n"
+             "# TYPE editspec_draft_tokens_accepted_total counter\n";
+        for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+            snprintf(buf, sizeof(buf), "editspec_draft_tokens_accepted_total{source=\"%s\"} %lld\n",
+                     draft_source_name((uint8_t) s), (long long) accepted[s]);
+            o += buf;
+        }
+        o += "# HELP editspec_request_seconds request latency\n# TYPE editspec_request_seconds histogram\n";
+        int64_t cum = 0;
+        for (int b = 0; b <= n_bounds; b++) {
+            cum += latency_le[b];
+            if (b < n_bounds) snprintf(buf, sizeof(buf), "editspec_request_seconds_bucket{le=\"%g\"} %lld\n", bounds[b], (long long) cum);
+            else snprintf(buf, sizeof(buf), "editspec_request_seconds_bucket{le=\"+Inf\"} %lld\n", (long long) cum);
+            o += buf;
+        }
+        snprintf(buf, sizeof(buf), "editspec_request_seconds_sum %.6f\neditspec_request_seconds_count %lld\n", latency_sum,
+                 (long long) latency_n);
+        o += buf;
+        return o;
+    }
+};
+
+// ----------------------------------------------------------------------------
+// slots: one context each; a request waits for a free one
+
+struct slots {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::unique_ptr<context>> ctx;
+    std::vector<bool> busy;
+
+    int acquire() {
+        std::unique_lock<std::mutex> lock(mu);
+        int i = -1;
+        cv.wait(lock, [&] {
+            for (size_t k = 0; k < busy.size(); k++) {
+                if (!busy[k]) { i = (int) k; return true; }
+            }
+            return false;
+        });
+        busy[i] = true;
+        return i;
+    }
+    void release(int i) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            busy[i] = false;
+        }
+        cv.notify_one();
+    }
+};
+
+struct server_state {
+    server_params params;
+    runner rn;
+    method_spec method;      // for requests without a prediction
+    method_spec with_reuse;  // with one: Reuse first, then the method's drafters
+    slots sl;
+    metrics mx;
+    std::string model_id;    // the model file's name
+    std::atomic<int64_t> next_id{1};
+};
+
+std::string make_id(server_state & s, const char * prefix) {
+    return std::string(prefix) + std::to_string(s.next_id++);
+}
+
+int64_t unix_now() {
+    return (int64_t) std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void send_json(httplib::Response & res, int status, const json & j) {
+    res.status = status;
+    res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response & res, const api_error & err) {
+    send_json(res, err.status, api_error_json(err));
+}
+
+// ----------------------------------------------------------------------------
+// one generation
+
+struct generation {
+    api_request rq;
+    request req;
+    const method_spec * ms = nullptr;
+    generate_result r;
+    int64_t n_prediction = 0; // tokens of the prediction
+};
+
+// parses, tokenizes and checks a request; false with err
+bool prepare(server_state & s, api_endpoint ep, const std::string & body, generation & g, api_error & err) {
+    if (!api_parse(ep, body, g.rq, err)) return false;
+    const model & m = *s.rn.target.model;
+    if (!api_prompt_tokens(m, g.rq, g.req.prompt, err)) return false;
+    const int32_t n_ctx = s.params.runner.n_ctx;
+    if ((int32_t) g.req.prompt.size() + 1 >= n_ctx) {
+        err.param = "messages";
+        err.code = "context_length_exceeded";
+        err.message = "the prompt is " + std::to_string(g.req.prompt.size()) + " tokens and the context holds " +
+                      std::to_string(n_ctx) + " (the server's --ctx-size)";
+        return false;
+    }
+    const int32_t room = n_ctx - 1 - (int32_t) g.req.prompt.size();
+    const int32_t want = g.rq.n_predict < 0 ? s.params.max_tokens : g.rq.n_predict;
+    g.req.gen.n_predict = std::min({want, room, s.params.max_tokens});
+    g.req.gen.sampling = g.rq.sampling;
+    g.req.gen.stop = g.rq.stop;
+    g.ms = &s.method;
+    if (g.rq.has_prediction) {
+        g.req.original = m.tokenize(g.rq.prediction, false, false);
+        g.n_prediction = (int64_t) g.req.original.size();
+        if (!g.req.original.empty()) g.ms = &s.with_reuse;
+    }
+    return true;
+}
+
+// runs it in a free slot; on_text (may be null) streams text and returns false to stop
+bool run(server_state & s, generation & g, std::function<bool(std::string_view)> on_text, api_error & err) {
+    const auto t0 = clock_type::now();
+    const double limit_ms = g.rq.t_max_predict_ms;
+    g.req.gen.on_text = [&, on_text](std::string_view text) {
+        if (on_text && !on_text(text)) return false;
+        return limit_ms <= 0 || std::chrono::duration<double, std::milli>(clock_type::now() - t0).count() < limit_ms;
+    };
+    const int slot = s.sl.acquire();
+    std::string error;
+    const bool ok = runner_generate_in(s.rn, *s.sl.ctx[slot], *g.ms, g.req, g.r, &error);
+    s.sl.release(slot);
+    if (!ok || g.r.stop == STOP_REASON_ERROR) {
+        err.status = 500;
+        err.type = "server_error";
+        err.message = ok ? g.r.error : error;
+        return false;
+    }
+    s.mx.generation(g.r);
+    return true;
+}
+
+json usage_json(const generation & g) {
+    const source_stats & reuse = g.r.by_source[DRAFT_SOURCE_REUSE];
+    json u = {{"prompt_tokens", g.r.prompt_tokens},
+              {"completion_tokens", (int64_t) g.r.tokens.size()},
+              {"total_tokens", g.r.prompt_tokens + (int64_t) g.r.tokens.size()}};
+    if (g.rq.has_prediction) {
+        // accepted: prediction tokens the target kept; rejected: prediction tokens it verified and
+        // turned down (they cost a pass's work, as OpenAI bills them)
+        u["completion_tokens_details"] = {{"accepted_prediction_tokens", reuse.n_accepted},
+                                          {"rejected_prediction_tokens", reuse.n_drafted - reuse.n_accepted}};
+    }
+    return u;
+}
+
+json timings_json(const generate_result & r) {
+    return {{"prompt_n", r.prompt_tokens},
+            {"prompt_ms", r.prompt_ms},
+            {"prompt_per_token_ms", r.prompt_tokens > 0 ? r.prompt_ms / r.prompt_tokens : 0.0},
+            {"prompt_per_second", r.prompt_ms > 0 ? 1000.0 * r.prompt_tokens / r.prompt_ms : 0.0},
+            {"predicted_n", (int64_t) r.tokens.size()},
+            {"predicted_ms", r.gen_ms},
+            {"predicted_per_token_ms", r.tokens.empty() ? 0.0 : r.gen_ms / r.tokens.size()},
+            {"predicted_per_second", r.tokens_per_s()},
+            {"draft_n", r.draft_tokens},
+            {"draft_n_accepted", r.accepted}};
+}
+
+// the response of each endpoint, whole (not streamed)
+json response_json(server_state & s, const generation & g, const std::string & id) {
+    const generate_result & r = g.r;
+    const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
+    switch (g.rq.endpoint) {
+        case API_CHAT:
+            return {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0},
+                                              {"message", {{"role", "assistant"}, {"content", r.text}}},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", api_finish_reason(r.stop)}}})},
+                    {"usage", usage_json(g)}};
+        case API_COMPLETIONS:
+            return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0}, {"text", r.text}, {"logprobs", nullptr},
+                                              {"finish_reason", api_finish_reason(r.stop)}}})},
+                    {"usage", usage_json(g)}};
+        default: break;
+    }
+    json j = {{"content", r.text},
+              {"id_slot", 0},
+              {"stop", true},
+              {"model", model},
+              {"tokens_predicted", (int64_t) r.tokens.size()},
+              {"tokens_evaluated", r.prompt_tokens},
+              {"stop_type", r.stop == STOP_REASON_EOG ? "eos" : r.stop == STOP_REASON_STRING ? "word" : "limit"},
+              {"timings", timings_json(r)},
+              {"tokens_cached", 0},
+              {"truncated", false}};
+    if (g.rq.response_fields.empty()) return j;
+    // llama.cpp: only the named fields, flat, "a/b" read from nested objects
+    json out = json::object();
+    for (const std::string & f : g.rq.response_fields) {
+        const json * v = &j;
+        size_t at = 0;
+        while (v && at <= f.size()) {
+            const size_t slash = f.find('/', at);
+            const std::string key = f.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+            v = v->is_object() && v->contains(key) ? &(*v)[key] : nullptr;
+            if (slash == std::string::npos) break;
+            at = slash + 1;
+        }
+        if (v) out[f] = *v;
+    }
+    return out;
+}
+
+// one streamed event: a chat chunk, a completions chunk, or llama.cpp's {"content", "stop"}
+json stream_chunk(server_state & s, const generation & g, const std::string & id, const std::string & text,
+                  const char * finish) {
+    const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
+    const json fin = finish ? json(finish) : json(nullptr);
+    switch (g.rq.endpoint) {
+        case API_CHAT:
+            return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0},
+                                              {"delta", finish ? json::object() : json{{"role", "assistant"}, {"content", text}}},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", fin}}})}};
+        case API_COMPLETIONS:
+            return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", fin}}})}};
+        default:
+            return {{"content", text}, {"stop", false}};
+    }
+}
+
+std::string sse(const json & j) {
+    return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+// ----------------------------------------------------------------------------
+// handlers
+
+void handle_generate(server_state & s, api_endpoint ep, const httplib::Request & req, httplib::Response & res) {
+    auto g = std::make_shared<generation>();
+    api_error err;
+    if (!prepare(s, ep, req.body, *g, err)) {
+        send_error(res, err);
+        return;
+    }
+    const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : "cmpl-");
+    if (!g->rq.stream) {
+        if (!run(s, *g, nullptr, err)) {
+            send_error(res, err);
+            return;
+        }
+        send_json(res, 200, response_json(s, *g, id));
+        return;
+    }
+    // streaming: the generation runs inside the content provider, writing each piece as it comes;
+    // a client that goes away stops it (the write fails)
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [&s, g, id](size_t, httplib::DataSink & sink) {
+        api_error err;
+        auto write = [&](const json & j) {
+            const std::string ev = sse(j);
+            return sink.is_writable() && sink.write(ev.data(), ev.size());
+        };
+        const bool ok = run(s, *g, [&](std::string_view text) { return write(stream_chunk(s, *g, id, std::string(text), nullptr)); }, err);
+        if (!ok) {
+            write(api_error_json(err));
+        } else if (g->rq.endpoint == API_COMPLETION || g->rq.endpoint == API_INFILL) {
+            json last = response_json(s, *g, id);
+            if (last.contains("content")) last["content"] = "";
+            write(last);
+        } else {
+            write(stream_chunk(s, *g, id, "", api_finish_reason(g->r.stop)));
+            if (g->rq.include_usage) {
+                json u = stream_chunk(s, *g, id, "", nullptr);
+                u["choices"] = json::array();
+                u["usage"] = usage_json(*g);
+                write(u);
+            }
+            const std::string done = "data: [DONE]\n\n";
+            if (sink.is_writable()) sink.write(done.data(), done.size());
+        }
+        sink.done();
+        return true;
+    });
+}
+
+bool authorized(const server_state & s, const httplib::Request & req) {
+    if (s.params.api_key.empty()) return true;
+    const std::string want = "Bearer " + s.params.api_key;
+    return req.get_header_value("Authorization") == want;
+}
+
+std::atomic<httplib::Server *> g_server{nullptr};
+
+void on_signal(int) {
+    if (httplib::Server * svr = g_server.load()) svr->stop();
+}
+
+bool open_state(const server_params & p, server_state & s) {
+    std::string error;
+    s.params = p;
+    runner_params rp = p.runner;
+    rp.trees = true;
+    if (!method_parse(p.method, s.method, &error) ||
+        !method_parse(p.method.find("reuse") != std::string::npos || p.method.find("efficientedit") != std::string::npos
+                          ? p.method
+                          : (p.method == "ar" ? std::string("reuse") : "reuse+" + p.method),
+                      s.with_reuse, &error)) {
+        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
+        return false;
+    }
+    if (s.method.uses_draft_model() && rp.draft_model_path.empty()) {
+        fprintf(stderr, "editspec serve: error: method '%s' needs a draft model (--draft-model)\n", p.method.c_str());
+        return false;
+    }
+    if (!runner_open(rp, s.rn, &error)) {
+        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
+        return false;
+    }
+    fprintf(stderr, "editspec serve: fetching the cost model (measured once per model file and thread count)\n");
+    if (!runner_cost(s.rn, &error)) {
+        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
+        return false;
+    }
+    s.sl.ctx.push_back(std::move(s.rn.ctx));
+    for (int32_t i = 1; i < p.n_parallel; i++) {
+        auto ctx = runner_new_context(s.rn, &error);
+        if (!ctx) {
+            fprintf(stderr, "editspec serve: error: slot %d: %s\n", i, error.c_str());
+            return false;
+        }
+        s.sl.ctx.push_back(std::move(ctx));
+    }
+    s.sl.busy.assign(s.sl.ctx.size(), false);
+    s.model_id = std::filesystem::path(p.runner.model_path).filename().string();
+    return true;
+}
+
+void add_routes(httplib::Server & svr, server_state & s) {
+    svr.set_pre_routing_handler([&s](const httplib::Request & req, httplib::Response & res) {
+        if (req.path == "/health" || authorized(s, req)) return httplib::Server::HandlerResponse::Unhandled;
+        api_error err;
+        err.status = 401;
+        err.type = "authentication_error";
+        err.code = "invalid_api_key";
+        err.message = "missing or wrong API key: send 'Authorization: Bearer <key>'";
+        send_error(res, err);
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    auto timed = [&s](api_endpoint ep) {
+        return [&s, ep](const httplib::Request & req, httplib::Response & res) {
+            const auto t0 = clock_type::now();
+            handle_generate(s, ep, req, res);
+            s.mx.request(req.path, res.status, std::chrono::duration<double>(clock_type::now() - t0).count());
+        };
+    };
+    svr.Post("/v1/chat/completions", timed(API_CHAT));
+    svr.Post("/chat/completions", timed(API_CHAT));
+    svr.Post("/v1/completions", timed(API_COMPLETIONS));
+    svr.Post("/completions", timed(API_COMPLETIONS));
+    svr.Post("/completion", timed(API_COMPLETION));
+    svr.Post("/infill", timed(API_INFILL));
+    svr.Get("/health", [](const httplib::Request &, httplib::Response & res) { send_json(res, 200, {{"status", "ok"}}); });
+    auto models = [&s](const httplib::Request &, httplib::Response & res) {
+        send_json(res, 200, {{"object", "list"},
+                             {"data", json::array({{{"id", s.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "editspec"}}})}});
+    };
+    svr.Get("/v1/models", models);
+    svr.Get("/models", models);
+    svr.Get("/metrics", [&s](const httplib::Request &, httplib::Response & res) {
+        res.set_content(s.mx.render(), "text/plain; version=0.0.4");
+    });
+    // every error status gets a JSON body (httplib's own 404 / 413 / 400 have none)
+    svr.set_error_handler([](const httplib::Request & req, httplib::Response & res) {
+        if (!res.body.empty()) return;
+        api_error err;
+        err.status = res.status;
+        err.message = res.status == 404 ? "no route " + req.method + " " + req.path
+                    : res.status == 413 ? "the request body is over the server's limit"
+                                        : "bad request (HTTP " + std::to_string(res.status) + ")";
+        send_error(res, err);
+    });
+    svr.set_exception_handler([](const httplib::Request &, httplib::Response & res, std::exception_ptr) {
+        api_error err;
+        err.status = 500;
+        err.type = "server_error";
+        err.message = "internal error while handling the request";
+        send_error(res, err);
+    });
+}
+
+} // namespace
+
+int server_run(const server_params & p) {
+    server_state s;
+    if (!open_state(p, s)) return 2;
+    httplib::Server svr;
+    svr.set_payload_max_length(p.max_body);
+    const size_t n_threads = std::max<size_t>(8, 4 * (size_t) p.n_parallel);
+    svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+    add_routes(svr, s);
+    if (!svr.bind_to_port(p.host.c_str(), p.port)) {
+        fprintf(stderr, "editspec serve: error: cannot listen on %s:%d (in use, or not an address of this machine)\n",
+                p.host.c_str(), p.port);
+        return 1;
+    }
+    g_server = &svr;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    fprintf(stderr, "editspec serve: listening on http://%s:%d (%d slot%s, method %s; with a prediction %s)\n", p.host.c_str(),
+            p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", s.method.name.c_str(), s.with_reuse.name.c_str());
+    const bool ok = svr.listen_after_bind();
+    g_server = nullptr;
+    return ok ? 0 : 1;
+}
+
+} // namespace editspec
