@@ -77,6 +77,9 @@ struct api_request {
     std::string model;                   // as the client named it (echoed)
 };
 
+// sets a 400 error on `param` (may be ""); returns false
+bool api_fail(api_error & err, const std::string & param, const std::string & message);
+
 // parses a request body of `endpoint`; false with *err (status 400, the field named)
 bool api_parse(api_endpoint endpoint, const std::string & body, api_request & out, api_error & err);
 

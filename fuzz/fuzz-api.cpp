@@ -1,0 +1,24 @@
+// libFuzzer target: request bodies of every endpoint through api_parse (src/server/api-parse.cpp).
+// The first byte picks the endpoint; the rest is the body. Built with ASan and UBSan by
+// -DEDITSPEC_FUZZ=ON (clang); run: build-fuzz/bin/fuzz-api -runs=1000000 fuzz/corpus-api
+#include "editspec/server.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
+    if (size == 0) return 0;
+    const auto ep = (editspec::api_endpoint) (data[0] % 4);
+    const std::string body((const char *) data + 1, size - 1);
+    editspec::api_request rq;
+    editspec::api_error err;
+    if (!editspec::api_parse(ep, body, rq, err)) {
+        // every refusal is a 4xx with a message, and renders as JSON
+        if (err.status < 400 || err.status > 499 || err.message.empty()) abort();
+        (void) editspec::api_error_json(err).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        return 0;
+    }
+    if (rq.n_predict < -1 || rq.sampling.temp < 0.0f || rq.sampling.top_p <= 0.0f) abort();
+    return 0;
+}

@@ -1,0 +1,249 @@
+// Request bodies of the OpenAI and llama.cpp endpoints into one api_request, with errors that name
+// the field. Pure: no model, no I/O (the fuzz target, fuzz/fuzz-api.cpp, runs this file alone).
+//
+// ref: OpenAI API reference (chat, completions, Predicted Outputs); llama.cpp tools/server/README.md
+//      (/completion, /infill)
+#include "editspec/server.h"
+
+namespace editspec {
+
+namespace {
+
+using json = nlohmann::json;
+
+// optional fields of a given JSON type; absent or null leaves the value as it is
+bool get_string(const json & j, const char * key, std::string & out, api_error & err) {
+    if (!j.contains(key) || j[key].is_null()) return true;
+    if (!j[key].is_string()) return api_fail(err, key, std::string("'") + key + "' must be a string");
+    out = j[key].get<std::string>();
+    return true;
+}
+
+bool get_int(const json & j, const char * key, int32_t lo, int32_t hi, int32_t & out, api_error & err) {
+    if (!j.contains(key) || j[key].is_null()) return true;
+    if (!j[key].is_number_integer()) return api_fail(err, key, std::string("'") + key + "' must be an integer");
+    const int64_t v = j[key].get<int64_t>();
+    if (v < lo || v > hi) {
+        return api_fail(err, key, std::string("'") + key + "' is " + std::to_string(v) + ", outside [" + std::to_string(lo) +
+                                  ", " + std::to_string(hi) + "]");
+    }
+    out = (int32_t) v;
+    return true;
+}
+
+bool get_number(const json & j, const char * key, double lo, double hi, double & out, api_error & err) {
+    if (!j.contains(key) || j[key].is_null()) return true;
+    if (!j[key].is_number()) return api_fail(err, key, std::string("'") + key + "' must be a number");
+    const double v = j[key].get<double>();
+    if (!(v >= lo && v <= hi)) {
+        return api_fail(err, key, std::string("'") + key + "' is " + std::to_string(v) + ", outside [" + std::to_string(lo) +
+                                  ", " + std::to_string(hi) + "]");
+    }
+    out = v;
+    return true;
+}
+
+bool get_bool(const json & j, const char * key, bool & out, api_error & err) {
+    if (!j.contains(key) || j[key].is_null()) return true;
+    if (!j[key].is_boolean()) return api_fail(err, key, std::string("'") + key + "' must be true or false");
+    out = j[key].get<bool>();
+    return true;
+}
+
+// a string, or OpenAI's content parts [{type: "text", text}] joined
+bool get_text(const json & v, const std::string & param, std::string & out, api_error & err) {
+    if (v.is_string()) {
+        out = v.get<std::string>();
+        return true;
+    }
+    if (!v.is_array()) return api_fail(err, param, "'" + param + "' must be a string or an array of text parts");
+    out.clear();
+    for (const json & part : v) {
+        if (!part.is_object() || !part.contains("text") || !part["text"].is_string() ||
+            (part.contains("type") && part["type"] != "text")) {
+            return api_fail(err, param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": string}");
+        }
+        out += part["text"].get<std::string>();
+    }
+    return true;
+}
+
+bool get_stop(const json & j, api_request & out, api_error & err) {
+    if (!j.contains("stop") || j["stop"].is_null()) return true;
+    const json & s = j["stop"];
+    if (s.is_string()) {
+        out.stop = {s.get<std::string>()};
+        return true;
+    }
+    if (!s.is_array() || s.size() > 16) return api_fail(err, "stop", "'stop' must be a string or an array of at most 16 strings");
+    for (const json & x : s) {
+        if (!x.is_string()) return api_fail(err, "stop", "'stop' must hold strings");
+        out.stop.push_back(x.get<std::string>());
+    }
+    return true;
+}
+
+// the sampling fields every endpoint shares
+bool get_sampling(const json & j, api_request & out, api_error & err) {
+    double temp = 0.0, top_p = 1.0;
+    int32_t top_k = 0, seed = 0;
+    if (!get_number(j, "temperature", 0.0, 100.0, temp, err) || !get_number(j, "top_p", 0.0, 1.0, top_p, err) ||
+        !get_int(j, "top_k", 0, 1 << 20, top_k, err) || !get_int(j, "seed", INT32_MIN, INT32_MAX, seed, err)) {
+        return false;
+    }
+    if (top_p <= 0.0) return api_fail(err, "top_p", "'top_p' must be above 0");
+    out.sampling.temp = (float) temp;
+    out.sampling.top_p = (float) top_p;
+    out.sampling.top_k = top_k;
+    out.sampling.seed = (uint32_t) seed;
+    return get_stop(j, out, err) && get_bool(j, "stream", out.stream, err) && get_string(j, "model", out.model, err);
+}
+
+bool parse_chat(const json & j, api_request & out, api_error & err) {
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
+        return api_fail(err, "messages", "'messages' must be a non-empty array");
+    }
+    for (const json & m : j["messages"]) {
+        api_message msg;
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+            return api_fail(err, "messages", "each message needs a string 'role'");
+        }
+        msg.role = m["role"].get<std::string>();
+        if (m.contains("content") && !m["content"].is_null() && !get_text(m["content"], "messages.content", msg.content, err)) {
+            return false;
+        }
+        out.messages.push_back(msg);
+    }
+    if (!get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) ||
+        !get_int(j, "max_completion_tokens", 0, INT32_MAX, out.n_predict, err)) {
+        return false;
+    }
+    if (j.contains("stream_options") && j["stream_options"].is_object() &&
+        !get_bool(j["stream_options"], "include_usage", out.include_usage, err)) {
+        return false;
+    }
+    if (j.contains("prediction") && !j["prediction"].is_null()) {
+        const json & p = j["prediction"];
+        if (!p.is_object() || p.value("type", "") != "content" || !p.contains("content")) {
+            return api_fail(err, "prediction", "'prediction' must be {\"type\": \"content\", \"content\": ...}");
+        }
+        if (!get_text(p["content"], "prediction.content", out.prediction, err)) return false;
+        out.has_prediction = true;
+        // what OpenAI refuses with Predicted Outputs
+        int32_t n = 1;
+        double pres = 0.0, freq = 0.0;
+        if (!get_int(j, "n", 1, 128, n, err) || !get_number(j, "presence_penalty", -2.0, 2.0, pres, err) ||
+            !get_number(j, "frequency_penalty", -2.0, 2.0, freq, err)) {
+            return false;
+        }
+        const char * refused = n > 1 ? "n" : j.value("logprobs", false) ? "logprobs" : pres > 0.0 ? "presence_penalty"
+                             : freq > 0.0 ? "frequency_penalty" : (j.contains("tools") && !j["tools"].empty()) ? "tools"
+                                                                                                             : nullptr;
+        if (refused) {
+            err.code = "invalid_request_error";
+            return api_fail(err, refused, std::string("'") + refused + "' is not supported with predicted outputs");
+        }
+    }
+    int32_t n = 1;
+    if (!get_int(j, "n", 1, 1, n, err)) return false;
+    return get_sampling(j, out, err);
+}
+
+bool parse_completions(const json & j, api_request & out, api_error & err) {
+    if (!j.contains("prompt") || !j["prompt"].is_string()) return api_fail(err, "prompt", "'prompt' must be a string");
+    out.prompt = j["prompt"].get<std::string>();
+    if (j.contains("suffix") && !j["suffix"].is_null()) {
+        if (!get_string(j, "suffix", out.suffix, err)) return false;
+        out.has_suffix = true;
+        out.prefix = out.prompt;
+        out.prompt.clear();
+    }
+    int32_t n = 1;
+    return get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) && get_int(j, "n", 1, 1, n, err) &&
+           get_sampling(j, out, err);
+}
+
+// llama.cpp's fields: prompt as text or tokens, n_predict, response_fields, t_max_predict_ms
+bool parse_llama(const json & j, api_request & out, api_error & err) {
+    if (j.contains("prompt") && !j["prompt"].is_null()) {
+        const json & p = j["prompt"];
+        if (p.is_string()) {
+            out.prompt = p.get<std::string>();
+        } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+            for (const json & t : p) {
+                if (!t.is_number_integer()) return api_fail(err, "prompt", "'prompt' tokens must be integers");
+                out.prompt_tokens.push_back((llama_token) t.get<int64_t>());
+            }
+        } else if (out.endpoint == API_COMPLETION || !p.is_array()) {
+            return api_fail(err, "prompt", "'prompt' must be a string or an array of token ids");
+        }
+    } else if (out.endpoint == API_COMPLETION) {
+        return api_fail(err, "prompt", "'prompt' is required");
+    }
+    if (!get_int(j, "n_predict", -1, INT32_MAX, out.n_predict, err) ||
+        !get_number(j, "t_max_predict_ms", 0.0, 1e9, out.t_max_predict_ms, err)) {
+        return false;
+    }
+    if (j.contains("response_fields") && j["response_fields"].is_array()) {
+        for (const json & f : j["response_fields"]) {
+            if (f.is_string()) out.response_fields.push_back(f.get<std::string>());
+        }
+    }
+    return get_sampling(j, out, err);
+}
+
+bool parse_infill(const json & j, api_request & out, api_error & err) {
+    std::string extra;
+    if (j.contains("input_extra") && !j["input_extra"].is_null()) {
+        if (!j["input_extra"].is_array()) return api_fail(err, "input_extra", "'input_extra' must be an array of {filename, text}");
+        for (const json & c : j["input_extra"]) {
+            if (!c.is_object() || (c.contains("text") && !c["text"].is_string()) ||
+                (c.contains("filename") && !c["filename"].is_string())) {
+                return api_fail(err, "input_extra", "'input_extra' chunks must be {\"filename\": string, \"text\": string}");
+            }
+            // other files of the project first, each behind its name (llama.cpp's layout without FIM_REP)
+            extra += c.value("filename", "") + "\n" + c.value("text", "") + "\n";
+        }
+    }
+    out.has_suffix = true;
+    if (!get_string(j, "input_prefix", out.prefix, err) || !get_string(j, "input_suffix", out.suffix, err)) return false;
+    out.prefix = extra + out.prefix;
+    return parse_llama(j, out, err);
+}
+
+} // namespace
+
+bool api_fail(api_error & err, const std::string & param, const std::string & message) {
+    err.status = 400;
+    err.param = param;
+    err.message = message;
+    return false;
+}
+
+bool api_parse(api_endpoint endpoint, const std::string & body, api_request & out, api_error & err) {
+    out = api_request();
+    out.endpoint = endpoint;
+    const json j = json::parse(body, nullptr, false);
+    if (j.is_discarded()) return api_fail(err, "", "the body is not valid JSON (or not valid UTF-8)");
+    if (!j.is_object()) return api_fail(err, "", "the body must be a JSON object");
+    switch (endpoint) {
+        case API_CHAT:        return parse_chat(j, out, err);
+        case API_COMPLETIONS: return parse_completions(j, out, err);
+        case API_COMPLETION:  return parse_llama(j, out, err);
+        case API_INFILL:      return parse_infill(j, out, err);
+    }
+    return api_fail(err, "", "unknown endpoint");
+}
+
+json api_error_json(const api_error & err) {
+    json e = {{"message", err.message}, {"type", err.type}, {"param", nullptr}, {"code", nullptr}};
+    if (!err.param.empty()) e["param"] = err.param;
+    if (!err.code.empty()) e["code"] = err.code;
+    return {{"error", e}};
+}
+
+const char * api_finish_reason(stop_reason r) {
+    return r == STOP_REASON_MAX_TOKENS || r == STOP_REASON_CONTEXT ? "length" : "stop";
+}
+
+} // namespace editspec
