@@ -260,12 +260,14 @@ json response_json(server_state & s, const generation & g, const std::string & i
                                               {"message", {{"role", "assistant"}, {"content", r.text}}},
                                               {"logprobs", nullptr},
                                               {"finish_reason", api_finish_reason(r.stop)}}})},
-                    {"usage", usage_json(g)}};
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}}; // llama-server's extension, same fields
         case API_COMPLETIONS:
             return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0}, {"text", r.text}, {"logprobs", nullptr},
                                               {"finish_reason", api_finish_reason(r.stop)}}})},
-                    {"usage", usage_json(g)}};
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}};
         default: break;
     }
     json j = {{"content", r.text},

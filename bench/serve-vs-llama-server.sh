@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# editspec serve against llama.cpp's llama-server on the same model and the same edits, by one client
+# script in one run: CanItEdit's smallest items (the shipped model's context is 512 tokens), each the
+# edit of its code by its descriptive instruction, greedy.
+#
+#   bench/serve-vs-llama-server.sh [MODEL=models/editspec-target.gguf] [ROUNDS=2] [N_ITEMS=20]
+#
+# editspec: POST /v1/chat/completions with the code as `prediction` (Predicted Outputs -> Reuse; on a
+# model without a chat template it renders the request as its edit prompt), and without one;
+# llama-server (its default, unpatched build at the pinned commit, scripts/setup-peers.sh) with
+# --spec-type ngram-mod and ngram-simple: POST /completion with that same edit prompt text (its chat
+# endpoint ignores `prediction` and would render another prompt), so both decode the same tokens.
+# Tokens/s = generated tokens / timings.predicted_ms (generation only, both servers report it).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+model=${1:-$root/models/editspec-target.gguf}
+rounds=${2:-2}
+n_items=${3:-20}
+threads=2
+peers=$("$root/scripts/setup-peers.sh" | tail -n 1)
+es=$root/build/bin/editspec
+dataset=${DATASET:-$root/../shared/datasets/canitedit/normalized.jsonl}
+[ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
+[ -f "$dataset" ] || { echo "no dataset at $dataset (DATASET=...)" >&2; exit 2; }
+work=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+port=$((20000 + RANDOM % 20000))
+
+wait_up() {
+    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0; sleep 0.2; done
+    echo "server did not come up" >&2; return 1
+}
+
+client() { # $1 = label, $2 = mode (chat-prediction | chat | completion)
+    python3 - "$dataset" "$n_items" "$port" "$1" "$2" >>"$work/rows.txt" <<'PY'
+import json, sys, urllib.request
+src, n, port, label, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+items = sorted((json.loads(l) for l in open(src)), key=lambda d: len(d["code_before"]))[:n]
+def post(path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=600))
+n_tok, ms = 0, 0.0
+for d in items:
+    instr, code = d["instruction_descriptive"], d["code_before"]
+    # editspec's plain edit prompt (include/editspec/edit.h), byte for byte
+    prompt = "### Instruction:\n" + instr + "\n### Original code:\n" + code + "\n### Edited code:\n"
+    if mode == "completion":
+        t = post("/completion", {"prompt": prompt, "n_predict": 400, "temperature": 0, "top_k": 1, "cache_prompt": False})["timings"]
+        n_tok += t["predicted_n"]; ms += t["predicted_ms"]
+        continue
+    body = {"messages": [{"role": "user", "content": instr + "\n\n```\n" + code + "```"}], "max_tokens": 400, "temperature": 0}
+    if mode == "chat-prediction":
+        body["prediction"] = {"type": "content", "content": code}
+    t = post("/v1/chat/completions", body)["timings"]
+    n_tok += t["predicted_n"]; ms += t["predicted_ms"]
+print(f"{label} {1000.0 * n_tok / ms:.2f} {n_tok}")
+PY
+}
+
+for r in $(seq 1 "$rounds"); do
+    for spec in ngram-mod ngram-simple; do
+        "$peers/llama-server" -m "$model" -t "$threads" -c 4096 -np 1 -fa off --host 127.0.0.1 --port "$port" \
+            --spec-type "$spec" >"$work/llama-$spec.log" 2>&1 &
+        pid=$!; wait_up
+        client "llama-server-$spec(/completion)" completion
+        kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    done
+    "$es" serve -m "$model" -t "$threads" --port "$port" >"$work/es.log" 2>&1 &
+    pid=$!; wait_up
+    client "editspec(/completion,lookup-longest)" completion
+    client "editspec-chat+prediction" chat-prediction
+    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    echo "round $r done" >&2
+done
+python3 - "$work/rows.txt" "$model" "$rounds" <<'PY'
+import statistics, sys
+rows, toks = {}, {}
+for line in open(sys.argv[1]):
+    label, tps, n = line.split()
+    rows.setdefault(label, []).append(float(tps)); toks[label] = int(n)
+print(f"# {sys.argv[2]}, 2 threads, greedy, {sys.argv[3]} rounds; tokens/s, median of rounds")
+print("| server (endpoint) | tokens generated | tok/s |")
+print("| --- | ---: | --- |")
+for label, v in rows.items():
+    print(f"| {label} | {toks[label]} | {statistics.median(v):.1f} ({', '.join(f'{x:.1f}' for x in v)}) |")
+PY
