@@ -30,7 +30,7 @@ port=$((20000 + RANDOM % 20000))
 
 wait_up() {
     for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0; sleep 0.2; done
-    echo "server did not come up" >&2; return 1
+    echo "server did not come up on port $port:" >&2; tail -n 5 "$work"/*.log >&2; return 1
 }
 
 client() { # $1 = label, $2 = mode (chat-prediction | chat | completion)

@@ -9,6 +9,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <deque>
+#include <future>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -105,32 +108,56 @@ struct metrics {
 };
 
 // ----------------------------------------------------------------------------
-// slots: one context each; a request waits for a free one
+// slots: one context and one thread each, taking jobs from one queue. Decoding always runs on the
+// slot's own thread: ggml's OpenMP team belongs to the thread that calls it, and teams of several
+// HTTP threads spinning at once would fight over the cores (3x slower measured on 2 cores).
 
 struct slots {
+    using job = std::function<void(context &)>;
     std::mutex mu;
     std::condition_variable cv;
+    std::deque<job> queue;
     std::vector<std::unique_ptr<context>> ctx;
-    std::vector<bool> busy;
+    std::vector<std::thread> threads;
+    bool stopping = false;
 
-    int acquire() {
-        std::unique_lock<std::mutex> lock(mu);
-        int i = -1;
-        cv.wait(lock, [&] {
-            for (size_t k = 0; k < busy.size(); k++) {
-                if (!busy[k]) { i = (int) k; return true; }
-            }
-            return false;
-        });
-        busy[i] = true;
-        return i;
+    void start() {
+        for (size_t i = 0; i < ctx.size(); i++) {
+            threads.emplace_back([this, i] {
+                while (true) {
+                    job j;
+                    {
+                        std::unique_lock<std::mutex> lock(mu);
+                        cv.wait(lock, [&] { return stopping || !queue.empty(); });
+                        if (queue.empty()) return;
+                        j = std::move(queue.front());
+                        queue.pop_front();
+                    }
+                    j(*ctx[i]);
+                }
+            });
+        }
     }
-    void release(int i) {
+    // runs j on the first free slot and waits for it
+    void run(const job & j) {
+        std::promise<void> done;
         {
             std::lock_guard<std::mutex> lock(mu);
-            busy[i] = false;
+            queue.push_back([&](context & c) {
+                j(c);
+                done.set_value();
+            });
         }
         cv.notify_one();
+        done.get_future().wait();
+    }
+    void stop() {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            stopping = true;
+        }
+        cv.notify_all();
+        for (std::thread & t : threads) t.join();
     }
 };
 
@@ -208,10 +235,9 @@ bool run(server_state & s, generation & g, std::function<bool(std::string_view)>
         if (on_text && !on_text(text)) return false;
         return limit_ms <= 0 || std::chrono::duration<double, std::milli>(clock_type::now() - t0).count() < limit_ms;
     };
-    const int slot = s.sl.acquire();
     std::string error;
-    const bool ok = runner_generate_in(s.rn, *s.sl.ctx[slot], *g.ms, g.req, g.r, &error);
-    s.sl.release(slot);
+    bool ok = false;
+    s.sl.run([&](context & ctx) { ok = runner_generate_in(s.rn, ctx, *g.ms, g.req, g.r, &error); });
     if (!ok || g.r.stop == STOP_REASON_ERROR) {
         err.status = 500;
         err.type = "server_error";
@@ -420,7 +446,7 @@ bool open_state(const server_params & p, server_state & s) {
         }
         s.sl.ctx.push_back(std::move(ctx));
     }
-    s.sl.busy.assign(s.sl.ctx.size(), false);
+    s.sl.start();
     s.model_id = std::filesystem::path(p.runner.model_path).filename().string();
     return true;
 }
@@ -482,9 +508,17 @@ void add_routes(httplib::Server & svr, server_state & s) {
 
 int server_run(const server_params & p) {
     server_state s;
-    if (!open_state(p, s)) return 2;
+    if (!open_state(p, s)) {
+        s.sl.stop();
+        return 2;
+    }
     httplib::Server svr;
     svr.set_payload_max_length(p.max_body);
+    // a restarted server binds at once although the last one's connections are in TIME_WAIT
+    svr.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     const size_t n_threads = std::max<size_t>(8, 4 * (size_t) p.n_parallel);
     svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
     add_routes(svr, s);
@@ -500,6 +534,7 @@ int server_run(const server_params & p) {
             p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", s.method.name.c_str(), s.with_reuse.name.c_str());
     const bool ok = svr.listen_after_bind();
     g_server = nullptr;
+    s.sl.stop();
     return ok ? 0 : 1;
 }
 
