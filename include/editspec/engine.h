@@ -165,7 +165,13 @@ public:
     const model & owner() const { return model_; }
     llama_context * get() const { return ctx_; }
 
+    // the prompt whose KV sequence 0 holds at positions 0 .. n-1 (context_prefill_cached); every KV
+    // operation and decode that touches those cells shortens it
+    const token_vec & cached_prompt() const { return cached_; }
+    void set_cached_prompt(std::span<const llama_token> t) { cached_.assign(t.begin(), t.end()); }
+
 private:
+    void cache_cut(llama_seq_id seq, llama_pos p0);
     friend std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error);
     explicit context(const model & m) : model_(m) {}
 
@@ -173,6 +179,7 @@ private:
     llama_context * ctx_ = nullptr;
     int32_t n_vocab_ = 0;
     context_params params_;
+    token_vec cached_;
 };
 
 // null on failure with *error set
@@ -184,6 +191,12 @@ void engine_init();
 // decode tokens [0, n) of `tokens` into sequence `seq` starting at position `pos0`, in chunks of
 // the context's n_batch; logits are kept for the last token only. False on decode failure.
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq);
+
+// decodes `tokens` into sequence 0 from position 0, reusing the longest prefix the cache already
+// holds from an earlier call (a token's KV is the same whatever batch it was decoded in: our kernels
+// are batch-invariant, docs/exactness.md); every sequence is cut to that prefix. Returns the number
+// of reused tokens, -1 on a decode failure (the cache is then empty).
+int32_t context_prefill_cached(context & ctx, batch & b, std::span<const llama_token> tokens);
 
 // ----------------------------------------------------------------------------
 // One speculative pass over a token tree (n = tokens of sequence 0 in the KV cache, L = leaves):

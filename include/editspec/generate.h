@@ -5,7 +5,8 @@
 //     gp.on_text = [](std::string_view s) { fwrite(s.data(), 1, s.size(), stdout); return true; };
 //     editspec::generate_result r = editspec::generate_ar(*ctx, prompt_tokens, gp);
 //
-// The context must be fresh for sequence 0 (generate clears it first).
+// Sequence 0 keeps the longest prefix of the prompt that an earlier request left in the context
+// (context_prefill_cached); everything else in the KV cache goes.
 #pragma once
 
 #include "editspec/engine.h"
@@ -51,6 +52,7 @@ struct generate_result {
     token_vec   tokens;             // generated tokens; an EOG token ends generation and is not included
     std::string text;               // detokenized tokens, cut at a stop string
     int32_t     prompt_tokens = 0;
+    int32_t     prompt_cached = 0;   // of those, tokens whose KV an earlier request left in the context
     double      prompt_ms     = 0.0; // prefill wall time
     double      gen_ms        = 0.0; // generation wall time (after the prompt)
     int32_t     target_passes = 0;   // target passes that yielded tokens, the prompt pass included

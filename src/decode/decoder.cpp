@@ -26,6 +26,10 @@ struct spec_loop {
     generate_result & r;
     accept_stats & stats;
 
+    spec_loop(context & ctx, const generate_params & gp, const spec_params & sp, std::span<drafter_i * const> drafters,
+              generate_result & r, accept_stats & stats, int32_t n_batch)
+        : ctx(ctx), gp(gp), sp(sp), drafters(drafters), r(r), stats(stats), b(n_batch, ctx.n_seq_max()) {}
+
     batch b;
     token_vec history;      // every committed token
     llama_pos n_past = 0;   // tokens of sequence 0 in the KV cache
@@ -174,9 +178,8 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     accept_stats local_stats;
     // a pass holds the pending tokens (at most a previous tree's depth + 1) and the tree
     const int32_t tree_cap = std::min(sp.draft_max > 0 ? sp.draft_max : sp.tree_max, (ctx.n_batch() - 1) / 2);
-    spec_loop s{ctx, gp, sp, drafters, r, sp.stats ? *sp.stats : local_stats,
-                batch(std::max<int32_t>(2 * tree_cap + 1, std::min<int32_t>(ctx.n_batch(), (int32_t) prompt.size())),
-                      ctx.n_seq_max())};
+    spec_loop s(ctx, gp, sp, drafters, r, sp.stats ? *sp.stats : local_stats,
+                std::max<int32_t>(2 * tree_cap + 1, std::min<int32_t>(ctx.n_batch(), (int32_t) prompt.size())));
     s.tree_cap = tree_cap;
     // Exact greedy verification checks one chain: a node off the tree's first chain attends across
     // the masked cells of earlier siblings, which shifts the order of the attention sums, so its
@@ -185,9 +188,9 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
 
     // prefill all but the last prompt token, which is the first pass's root: the first output token
     // is drafted like any other (generate_ar also decodes it in its first pass)
-    ctx.kv_clear();
     const auto t0 = clock_type::now();
-    if (!context_prefill(ctx, s.b, prompt.first(prompt.size() - 1), 0, 0)) {
+    r.prompt_cached = context_prefill_cached(ctx, s.b, prompt.first(prompt.size() - 1));
+    if (r.prompt_cached < 0) {
         r.stop = STOP_REASON_ERROR;
         r.error = "prompt decode failed";
         return r;

@@ -149,13 +149,13 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
     }
     const model & m = ctx.owner();
     const int32_t n_vocab = m.facts().n_vocab;
-    ctx.kv_clear();
     batch b(std::min<int32_t>(ctx.n_batch(), std::max<size_t>(prompt.size(), 1)), 1);
 
     // the prompt but its last token is prefill; every pass after it yields one token (the
     // speculative decoder does the same, so both count and time the same passes)
     auto t0 = clock_type::now();
-    if (!context_prefill(ctx, b, prompt.first(prompt.size() - 1), 0, 0)) {
+    r.prompt_cached = context_prefill_cached(ctx, b, prompt.first(prompt.size() - 1));
+    if (r.prompt_cached < 0) {
         r.stop = STOP_REASON_ERROR;
         r.error = "prompt decode failed";
         return r;

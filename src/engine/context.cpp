@@ -97,6 +97,13 @@ bool context::decode(const batch & b) {
     if (b.size() == 0) {
         return true;
     }
+    // a token written into sequence 0 inside the cached prompt ends the cache there
+    const llama_batch & lb = b.get();
+    for (int32_t i = 0; i < lb.n_tokens && !cached_.empty(); i++) {
+        for (int32_t k = 0; k < lb.n_seq_id[i]; k++) {
+            if (lb.seq_id[i][k] == 0 && lb.pos[i] < (llama_pos) cached_.size()) cached_.resize(lb.pos[i]);
+        }
+    }
     const int32_t ret = llama_decode(ctx_, b.get());
     if (ret != 0) {
         ES_LOG_ERROR("%s: llama_decode failed with status %d (%d tokens; 1 = no KV slot, context full)\n",
@@ -110,23 +117,33 @@ const float * context::logits(int32_t i) const {
     return llama_get_logits_ith(ctx_, i);
 }
 
+// the cached prompt (sequence 0, positions 0 .. n-1) loses what an operation on sequence 0 touches
+void context::cache_cut(llama_seq_id seq, llama_pos p0) {
+    if (seq == 0 || seq < 0) cached_.resize(std::min(cached_.size(), (size_t) std::max<llama_pos>(p0, 0)));
+}
+
 bool context::kv_rm(llama_seq_id seq, llama_pos p0, llama_pos p1) {
+    cache_cut(seq, p0);
     return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, p1);
 }
 
 void context::kv_add(llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) {
+    cache_cut(seq, p0);
     llama_memory_seq_add(llama_get_memory(ctx_), seq, p0, p1, delta);
 }
 
 void context::kv_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    cache_cut(dst, p0);
     llama_memory_seq_cp(llama_get_memory(ctx_), src, dst, p0, p1);
 }
 
 void context::kv_keep(llama_seq_id seq) {
+    if (seq != 0) cached_.clear();
     llama_memory_seq_keep(llama_get_memory(ctx_), seq);
 }
 
 void context::kv_clear() {
+    cached_.clear();
     llama_memory_clear(llama_get_memory(ctx_), true);
 }
 
@@ -142,6 +159,20 @@ int32_t context::n_ctx() const { return (int32_t) llama_n_ctx(ctx_); }
 int32_t context::n_batch() const { return (int32_t) llama_n_batch(ctx_); }
 int32_t context::n_seq_max() const { return (int32_t) llama_n_seq_max(ctx_); }
 int32_t context::n_threads() const { return llama_n_threads(ctx_); }
+
+int32_t context_prefill_cached(context & ctx, batch & b, std::span<const llama_token> tokens) {
+    const token_vec & cached = ctx.cached_prompt();
+    size_t common = 0;
+    while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) common++;
+    // every sequence ends at the common prefix (paths of an earlier tree are gone already)
+    ctx.kv_rm(-1, (llama_pos) common, -1);
+    if (!context_prefill(ctx, b, tokens.subspan(common), (llama_pos) common, 0)) {
+        ctx.kv_clear();
+        return -1;
+    }
+    ctx.set_cached_prompt(tokens);
+    return (int32_t) common;
+}
 
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq) {
     const int32_t n = (int32_t) tokens.size();

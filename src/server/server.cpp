@@ -251,6 +251,7 @@ bool run(server_state & s, generation & g, std::function<bool(std::string_view)>
 json usage_json(const generation & g) {
     const source_stats & reuse = g.r.by_source[DRAFT_SOURCE_REUSE];
     json u = {{"prompt_tokens", g.r.prompt_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", g.r.prompt_cached}}},
               {"completion_tokens", (int64_t) g.r.tokens.size()},
               {"total_tokens", g.r.prompt_tokens + (int64_t) g.r.tokens.size()}};
     if (g.rq.has_prediction) {
@@ -304,7 +305,7 @@ json response_json(server_state & s, const generation & g, const std::string & i
               {"tokens_evaluated", r.prompt_tokens},
               {"stop_type", r.stop == STOP_REASON_EOG ? "eos" : r.stop == STOP_REASON_STRING ? "word" : "limit"},
               {"timings", timings_json(r)},
-              {"tokens_cached", 0},
+              {"tokens_cached", r.prompt_cached},
               {"truncated", false}};
     if (g.rq.response_fields.empty()) return j;
     // llama.cpp: only the named fields, flat, "a/b" read from nested objects

@@ -1,6 +1,8 @@
 // Autoregressive generation: determinism, stop conditions, streaming, bad input.
 #include "common/test-util.h"
+#include "editspec/decoder.h"
 #include "editspec/generate.h"
+#include "editspec/lookup.h"
 
 #include <gtest/gtest.h>
 
@@ -126,3 +128,40 @@ TEST_F(generate_fixture, zero_tokens) {
 }
 
 } // namespace
+
+// a prompt whose prefix an earlier request left in the KV cache decodes only its new tokens, and
+// gives exactly what a fresh cache gives (Q8_0 and Q4_K_M: batch-invariant kernels), both decoders
+TEST(prompt_cache, reused_prefix_gives_the_fresh_output) {
+    for (const std::string & path : {std::string(test::tiny_model_q8_path()), test::typed_model_path("q4_k_m")}) {
+        auto m = test::load_or_fail(path);
+        ASSERT_TRUE(m);
+        auto ctx = test::make_spec_context(*m, 256, 1);
+        ASSERT_TRUE(ctx);
+        const token_vec a = m->tokenize("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n", true, false);
+        const token_vec b = m->tokenize("def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return", true, false);
+        generate_params gp;
+        gp.n_predict = 24;
+        ctx->kv_clear();
+        const generate_result fresh = generate_ar(*ctx, b, gp);
+        EXPECT_EQ(fresh.prompt_cached, 0);
+        generate_ar(*ctx, a, gp);
+        const generate_result reused = generate_ar(*ctx, b, gp);
+        size_t common = 0;
+        while (a[common] == b[common]) common++;
+        EXPECT_EQ(reused.prompt_cached, (int32_t) common) << path;
+        EXPECT_EQ(reused.tokens, fresh.tokens) << path;
+        // the same prompt again: all but its last token come from the cache
+        const generate_result again = generate_ar(*ctx, b, gp);
+        EXPECT_EQ(again.prompt_cached, (int32_t) b.size() - 1);
+        EXPECT_EQ(again.tokens, fresh.tokens);
+        // the speculative decoder after another prompt
+        generate_ar(*ctx, a, gp);
+        lookup_drafter lookup{lookup_params{}};
+        drafter_i * ds[] = {&lookup};
+        spec_params sp;
+        sp.draft_max = 8;
+        const generate_result spec = generate_spec(*ctx, b, gp, sp, ds);
+        EXPECT_EQ(spec.prompt_cached, (int32_t) common);
+        EXPECT_EQ(spec.tokens, fresh.tokens) << path;
+    }
+}
