@@ -13,20 +13,8 @@
 # Tokens/s = generated tokens / timings.predicted_ms (generation only, both servers report it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-model=${1:-$root/models/editspec-target.gguf}
-rounds=${2:-2}
+. "$root/bench/peers.sh"
 n_items=${3:-20}
-threads=2
-peers=$("$root/scripts/setup-peers.sh" | tail -n 1)
-es=$root/build/bin/editspec
-dataset=${DATASET:-$root/../shared/datasets/canitedit/normalized.jsonl}
-[ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
-[ -f "$dataset" ] || { echo "no dataset at $dataset (DATASET=...)" >&2; exit 2; }
-work=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-port=$((20000 + RANDOM % 20000))
 
 wait_up() {
     for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0; sleep 0.2; done
@@ -63,26 +51,15 @@ for r in $(seq 1 "$rounds"); do
     for spec in ngram-mod ngram-simple; do
         "$peers/llama-server" -m "$model" -t "$threads" -c 4096 -np 1 -fa off --host 127.0.0.1 --port "$port" \
             --spec-type "$spec" >"$work/llama-$spec.log" 2>&1 &
-        pid=$!; wait_up
+        server_pid=$!; wait_up
         client "llama-server-$spec(/completion)" completion
-        kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+        kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
     done
     "$es" serve -m "$model" -t "$threads" --port "$port" >"$work/es.log" 2>&1 &
-    pid=$!; wait_up
+    server_pid=$!; wait_up
     client "editspec(/completion,lookup-longest)" completion
     client "editspec-chat+prediction" chat-prediction
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
     echo "round $r done" >&2
 done
-python3 - "$work/rows.txt" "$model" "$rounds" <<'PY'
-import statistics, sys
-rows, toks = {}, {}
-for line in open(sys.argv[1]):
-    label, tps, n = line.split()
-    rows.setdefault(label, []).append(float(tps)); toks[label] = int(n)
-print(f"# {sys.argv[2]}, 2 threads, greedy, {sys.argv[3]} rounds; tokens/s, median of rounds")
-print("| server (endpoint) | tokens generated | tok/s |")
-print("| --- | ---: | --- |")
-for label, v in rows.items():
-    print(f"| {label} | {toks[label]} | {statistics.median(v):.1f} ({', '.join(f'{x:.1f}' for x in v)}) |")
-PY
+"$root/bench/median-table.py" "$work/rows.txt" "$model, 2 threads, greedy, $rounds rounds"

@@ -12,25 +12,11 @@
 # excluding the prompt). The server listens on 127.0.0.1 only and is stopped at the end.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-model=${1:-$root/models/editspec-target.gguf}
-rounds=${2:-2}
-n_items=${3:-30}
-threads=2
 n_predict=200
 max_chars=${MAX_CHARS:-1000} # the shipped model's 512-token context holds the prompt and 200 tokens
 methods=${METHODS:-ar,lookup,lookup-longest,llama-ngram-mod,llama-ngram-simple}
-peers=$("$root/scripts/setup-peers.sh" | tail -n 1)
-es=$root/build/bin/editspec
-[ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
-dataset=${DATASET:-$root/../shared/datasets/canitedit/normalized.jsonl}
-[ -f "$dataset" ] || { echo "no dataset at $dataset (DATASET=...)" >&2; exit 2; }
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. "$root/bench/peers.sh"
+n_items=${3:-30}
 
 # the prompts, as a HumanEval-shaped file editspec's bench reads (prompt = the context)
 python3 - "$dataset" "$n_items" "$max_chars" "$work/prompts.jsonl" <<'PY'
@@ -52,7 +38,6 @@ with open(out, "w") as f:
 print(f"{len(items)} prompts", file=sys.stderr)
 PY
 
-port=$((20000 + RANDOM % 20000))
 run_server() { # $1 = label, rest = extra llama-server flags; appends "label tok/s" to $work/server.txt
     local label=$1; shift
     "$peers/llama-server" -m "$model" -t "$threads" -c 4096 -np 1 -fa off --host 127.0.0.1 --port "$port" \
@@ -91,17 +76,4 @@ for name, m in res["methods"].items():
 PY
     echo "round $r done" >&2
 done
-python3 - "$work/server.txt" "$model" "$rounds" <<'PY'
-import statistics, sys
-rows, toks = {}, {}
-for line in open(sys.argv[1]):
-    label, tps, n = line.split()
-    rows.setdefault(label, []).append(float(tps))
-    toks[label] = int(n)
-base = statistics.median(rows["server-plain"])
-print(f"# {sys.argv[2]}, 2 threads, greedy, {sys.argv[3]} rounds; tokens/s median of rounds")
-print("| decoder | tokens generated | tok/s | vs llama-server plain |")
-print("| --- | ---: | --- | ---: |")
-for label, v in rows.items():
-    print(f"| {label} | {toks[label]} | {statistics.median(v):.1f} ({', '.join(f'{x:.1f}' for x in v)}) | {statistics.median(v) / base:.3f} |")
-PY
+"$root/bench/median-table.py" "$work/server.txt" "$model, 2 threads, greedy, $rounds rounds" server-plain
