@@ -4,6 +4,7 @@
 #
 #   scripts/build.sh            Release build into build/
 #   BUILD_DIR=... scripts/build.sh
+#   CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON" BUILD_DIR=build-asan scripts/build.sh   extra CMake options
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
@@ -24,7 +25,8 @@ fi
 
 # --- this project
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DEDITSPEC_LLAMA_PREFIX="$prefix" >/dev/null
+# shellcheck disable=SC2086 # CMAKE_ARGS is a list of options
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DEDITSPEC_LLAMA_PREFIX="$prefix" ${CMAKE_ARGS:-} >/dev/null
 log "compiling editspec ($jobs jobs)"
 if ! cmake --build "$build_dir" -j "$jobs" >"$build_dir/build.log" 2>&1; then
     grep -E "error" "$build_dir/build.log" | head -40 >&2 || tail -40 "$build_dir/build.log" >&2

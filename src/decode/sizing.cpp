@@ -183,6 +183,9 @@ draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth) {
 draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, const accept_stats & stats,
                          const pass_shape & shape) {
     draft_tree tree = tree_limit_depth(offered, shape.max_depth);
+    if (tree.empty()) {
+        return tree; // nothing offered: no sizing (and no cost model needed)
+    }
     if (shape.chain_only) {
         tree = tree_first_chain(tree_order_dfs(tree, tree_node_probs(tree, stats)));
     }
@@ -191,6 +194,7 @@ draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, co
         if (tree.size() < sp.draft_min) tree.clear();
         tree = tree_limit_leaves(tree, tree_node_probs(tree, stats), shape.max_leaves);
     } else {
+        ES_ASSERT(sp.cost != nullptr); // generate_spec refuses drafters without a cap or a cost model
         tree = tree_prune_by_cost(tree, tree_node_probs(tree, stats), *sp.cost, shape.max_leaves);
     }
     tree = tree_truncate(tree, shape.max_nodes);
