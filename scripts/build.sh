@@ -13,7 +13,7 @@ log() { echo "build: $*" >&2; }
 
 # --- Debian packages, installed only where missing
 "$root/scripts/deb-install.sh" cmake g++ make git nodejs npm python3 pkg-config libgtest-dev nlohmann-json3-dev \
-    libcpp-httplib-dev libcli11-dev libdivsufsort-dev
+    libcpp-httplib-dev libcli11-dev libdivsufsort-dev libbenchmark-dev
 
 # --- llama.cpp: a user's install prefix (LLAMA_PREFIX) or the pinned one, cached
 if [ -n "${LLAMA_PREFIX:-}" ]; then

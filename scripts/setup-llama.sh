@@ -25,8 +25,9 @@ if [ ! -f "$patch_file" ]; then
     exit 2
 fi
 patch_sha=$(sha256sum "$patch_file" | cut -d' ' -f1)
-# bump SETUP_VERSION when the build's configuration changes (2: common library installed)
-SETUP_VERSION=2
+# bump SETUP_VERSION when the build's configuration changes (2: common library installed;
+# 3: static archives' symbols not exported, see below)
+SETUP_VERSION=3
 variant=bi-${patch_sha:0:12}-v$SETUP_VERSION
 cache_root=${EDITSPEC_CACHE:-$HOME/.cache/editspec}
 src_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src
@@ -92,8 +93,12 @@ cmake -S "$patched_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF \
-    -DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/configure.log" 2>&1 \
+    -DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--exclude-libs,ALL" >"$work/configure.log" 2>&1 \
     || { cat "$work/configure.log" >&2; exit 1; }
+# --exclude-libs: libllama-common links llama.cpp's own copy of cpp-httplib as a static archive and
+# would export its ~1000 httplib:: symbols, which then interpose on Debian's libcpp-httplib (another
+# version) in editspec's server and tests, depending on link order (a crash in Client::Get)
 cmake --build "$build_dir" -j "$jobs" --target llama llama-common >"$work/build.log" 2>&1 \
     || { tail -50 "$work/build.log" >&2; exit 1; }
 cmake --install "$build_dir" >/dev/null

@@ -90,21 +90,13 @@ bool out_path_check(const std::string & path, std::string & error) {
     return true;
 }
 
-int run_make_model(const make_model_opts & o) {
+// the shape and the writer's parameters from the options; 0 or the exit status of the error
+int make_model_params_from(const make_model_opts & o, const model_shape *& shape, make_model_params & p) {
     const char * cmd = "make-model";
-    const int32_t ftype = make_model_ftype_from_name(o.type);
-    // a llama-quantize type is written as F16 first
-    const ggml_type type = ftype >= 0 ? GGML_TYPE_F16 : make_model_type_from_name(o.type);
-    if (type == GGML_TYPE_COUNT) {
-        return fail_input(cmd, "--type '" + o.type + "' not one of " + make_model_type_names());
-    }
-    if (o.list) {
-        return run_list(type, o.type);
-    }
     if (o.shape.empty()) {
         return fail_input(cmd, "--shape is required (--list shows the shapes)");
     }
-    const model_shape * shape = model_shape_find(o.shape);
+    shape = model_shape_find(o.shape);
     if (!shape) {
         std::string names;
         for (const model_shape & s : model_shapes()) {
@@ -115,15 +107,12 @@ int run_make_model(const make_model_opts & o) {
     if (o.out.empty()) {
         return fail_input(cmd, "--out is required");
     }
-    uint64_t seed = 0;
-    {
-        const char * s = o.seed.c_str();
-        char * end = nullptr;
-        errno = 0;
-        seed = strtoull(s, &end, 10);
-        if (o.seed.empty() || !isdigit((unsigned char) s[0]) || *end != '\0' || errno == ERANGE) {
-            return fail_input(cmd, "--seed '" + o.seed + "' is not an integer in [0, 2^64)");
-        }
+    const char * s = o.seed.c_str();
+    char * end = nullptr;
+    errno = 0;
+    p.seed = strtoull(s, &end, 10);
+    if (o.seed.empty() || !isdigit((unsigned char) s[0]) || *end != '\0' || errno == ERANGE) {
+        return fail_input(cmd, "--seed '" + o.seed + "' is not an integer in [0, 2^64)");
     }
     if (o.threads < 0 || o.threads > 1024) {
         return fail_input(cmd, "--threads " + std::to_string(o.threads) + " out of range [0, 1024]");
@@ -140,18 +129,18 @@ int run_make_model(const make_model_opts & o) {
     if (!out_path_check(o.out, error)) {
         return fail_input(cmd, error);
     }
-
-    make_model_params p;
     p.out = o.out;
     p.vocab_dir = o.vocab_dir;
-    p.type = type;
-    p.ftype = ftype;
-    p.seed = seed;
     p.n_threads = o.threads;
     p.header_only = o.header_only;
+    return 0;
+}
 
-    const uint64_t n_bytes = model_shape_n_bytes(*shape, type);
-    const bool show = n_bytes >= PROGRESS_MIN_BYTES && !o.header_only;
+// writes the model with progress on stderr for large files; Ctrl-C aborts through the progress
+// callback, which removes the temporary file
+bool make_model_with_progress(const model_shape & shape, make_model_params & p, std::string & error) {
+    const uint64_t n_bytes = model_shape_n_bytes(shape, p.type);
+    const bool show = n_bytes >= PROGRESS_MIN_BYTES && !p.header_only;
     const bool tty = isatty(fileno(stderr));
     int last = -1;
     p.on_progress = [&](float f) {
@@ -159,39 +148,60 @@ int run_make_model(const make_model_opts & o) {
             // a tty gets one updating line; a log gets a line every 10%
             const int pct = (int) (f * 100.0f);
             if (tty ? pct != last : pct / 10 != last / 10) {
-                fprintf(stderr, tty ? "\reditspec %s: %3d%% of %s" : "editspec %s: %3d%% of %s\n", cmd, pct,
+                fprintf(stderr, tty ? "\reditspec make-model: %3d%% of %s" : "editspec make-model: %3d%% of %s\n", pct,
                         format_bytes(n_bytes).c_str());
                 last = pct;
             }
         }
         return g_interrupted == 0;
     };
-
-    // Ctrl-C aborts through the progress callback, which removes the temporary file
     g_interrupted = 0;
     struct sigaction sa = {}, old_int = {}, old_term = {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-
-    const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = make_model_from_shape(*shape, p, &error);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
+    const bool ok = make_model_from_shape(shape, p, &error);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     if (show && tty) {
         fprintf(stderr, "\n");
     }
-    if (!ok) {
-        return fail_runtime(cmd, g_interrupted ? "interrupted; '" + o.out + "' not written" : error);
+    if (!ok && g_interrupted) {
+        error = "interrupted; '" + p.out + "' not written";
     }
+    return ok;
+}
+
+int run_make_model(const make_model_opts & o) {
+    const char * cmd = "make-model";
+    const int32_t ftype = make_model_ftype_from_name(o.type);
+    // a llama-quantize type is written as F16 first
+    const ggml_type type = ftype >= 0 ? GGML_TYPE_F16 : make_model_type_from_name(o.type);
+    if (type == GGML_TYPE_COUNT) {
+        return fail_input(cmd, "--type '" + o.type + "' not one of " + make_model_type_names());
+    }
+    if (o.list) {
+        return run_list(type, o.type);
+    }
+    make_model_params p;
+    p.type = type;
+    p.ftype = ftype;
+    const model_shape * shape = nullptr;
+    if (const int status = make_model_params_from(o, shape, p); status != 0) {
+        return status;
+    }
+    std::string error;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!make_model_with_progress(*shape, p, error)) {
+        return fail_runtime(cmd, error);
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     struct stat st;
-    const uint64_t n_written = stat(o.out.c_str(), &st) == 0 ? (uint64_t) st.st_size : n_bytes;
+    const uint64_t n_written = stat(o.out.c_str(), &st) == 0 ? (uint64_t) st.st_size : model_shape_n_bytes(*shape, type);
     printf("wrote %s: %s, %s, %s parameters, %s, seed %llu, %.1f s\n", o.out.c_str(), shape->name.c_str(),
            o.type.c_str(), format_count(model_shape_n_params(*shape)).c_str(), format_bytes(n_written).c_str(),
-           (unsigned long long) seed, secs);
+           (unsigned long long) p.seed, secs);
     return 0;
 }
 

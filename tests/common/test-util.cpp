@@ -49,6 +49,9 @@ token_vec random_code_prompt(const model & m, std::mt19937 & rng) {
 }
 
 int run_command(const std::string & cmd, std::string * out) {
+    if (out) {
+        out->clear();
+    }
     FILE * p = popen(cmd.c_str(), "r");
     if (!p) {
         return -1;

@@ -42,7 +42,7 @@ struct temp_dir {
     std::vector<std::string> names() const;
 };
 
-// runs a shell command, returns its exit status; output captured into *out when given
+// runs a shell command, returns its exit status; *out (when given) becomes its standard output
 int run_command(const std::string & cmd, std::string * out = nullptr);
 
 } // namespace editspec::test

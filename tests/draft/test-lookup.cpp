@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <random>
 
@@ -226,67 +225,4 @@ TEST(lookup_drafter, ngram_simple_mode_and_name) {
     EXPECT_EQ(simple.source(), DRAFT_SOURCE_LOOKUP);
 }
 
-// ----------------------------------------------------------------------------
-// speed: the lookup runs on every step, so it must stay far below one target pass (~100 ms)
-
-namespace {
-
-double us_per_call(const token_vec & h, const lookup_params & p, int calls) {
-    size_t sink = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; i++) {
-        sink += lookup_draft(h, p).size();
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    EXPECT_GE(sink, 0u);
-    return std::chrono::duration<double, std::micro>(t1 - t0).count() / calls;
-}
-
-} // namespace
-
-TEST(lookup_speed, eight_k_token_histories) {
-    std::mt19937 rng(7);
-    const int L = 8192;
-    // code-like: a 300-token block repeated with 5% of tokens changed, 32k vocabulary
-    token_vec block(300);
-    for (auto & t : block) {
-        t = (llama_token) (rng() % 32000);
-    }
-    token_vec code;
-    while ((int) code.size() < L) {
-        for (llama_token t : block) {
-            code.push_back(rng() % 20 == 0 ? (llama_token) (rng() % 32000) : t);
-        }
-    }
-    code.resize(L);
-    // adversarial: runs of 11 equal tokens, each after a different token, tail [99, 1 x 11]:
-    // every position inside a run matches the tail's last token and is compared up to 11 deep,
-    // and no match reaches n_max = 12 (which would end the scan)
-    token_vec adv;
-    const token_vec motif(11, 1);
-    for (llama_token x = 100; (int) adv.size() < L - 12; x++) {
-        adv.push_back(x);
-        adv.insert(adv.end(), motif.begin(), motif.end());
-    }
-    adv.push_back(99);
-    adv.insert(adv.end(), motif.begin(), motif.end());
-    // few matches: uniform random tokens
-    token_vec rnd(L);
-    for (auto & t : rnd) {
-        t = (llama_token) (rng() % 32000);
-    }
-
-    const lookup_params longest = longest_params(12, 1, 48);
-    const lookup_params simple  = simple_params(12, 48);
-    const double t_code = us_per_call(code, longest, 2000);
-    const double t_adv  = us_per_call(adv, longest, 500);
-    const double t_rnd  = us_per_call(rnd, longest, 2000);
-    const double t_simp = us_per_call(rnd, simple, 2000);
-    printf("lookup on %d tokens: longest %.1f us (code-like), %.1f us (adversarial), %.1f us (random); "
-           "ngram-simple %.1f us (random)\n", L, t_code, t_adv, t_rnd, t_simp);
-    // generous bounds (a noisy 2-core machine): well under 1% of a target pass
-    EXPECT_LT(t_code, 500.0);
-    EXPECT_LT(t_adv, 1000.0);
-    EXPECT_LT(t_rnd, 500.0);
-    EXPECT_LT(t_simp, 1000.0);
-}
+// (its speed on 8k-token histories: bench/bench-lookup.cpp, a Google Benchmark)

@@ -104,19 +104,28 @@ token_vec greedy(context & ctx, const model & m, const std::string & prompt, int
 // ----------------------------------------------------------------------------
 // shapes
 
+// the sizes of a shape, compared in one go
+struct shape_dims {
+    uint32_t n_vocab, n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx_train;
+    bool operator==(const shape_dims &) const = default;
+};
+
+void PrintTo(const shape_dims & d, std::ostream * os) {
+    *os << "{vocab " << d.n_vocab << ", layers " << d.n_layer << ", embd " << d.n_embd << ", ff " << d.n_ff << ", heads "
+        << d.n_head << "/" << d.n_head_kv << ", ctx " << d.n_ctx_train << "}";
+}
+
+shape_dims dims_of(const model_shape & s) {
+    return {s.n_vocab, s.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx_train};
+}
+
 // numbers from the released config.json files
 TEST(make_model_shape, real_hyperparameters) {
     const model_shape * ds = model_shape_find("deepseek-coder-1.3b");
     ASSERT_TRUE(ds);
     EXPECT_EQ(ds->arch, "llama");
     EXPECT_EQ(ds->vocab, "deepseek-coder");
-    EXPECT_EQ(ds->n_vocab, 32256u);
-    EXPECT_EQ(ds->n_layer, 24u);
-    EXPECT_EQ(ds->n_embd, 2048u);
-    EXPECT_EQ(ds->n_ff, 5504u);
-    EXPECT_EQ(ds->n_head, 16u);
-    EXPECT_EQ(ds->n_head_kv, 16u);
-    EXPECT_EQ(ds->n_ctx_train, 16384u);
+    EXPECT_EQ(dims_of(*ds), (shape_dims{32256, 24, 2048, 5504, 16, 16, 16384}));
     EXPECT_EQ(ds->rope_freq_base, 100000.0f);
     EXPECT_EQ(ds->rope_scaling, LLAMA_ROPE_SCALING_TYPE_LINEAR);
     EXPECT_EQ(ds->rope_scaling_factor, 4.0f);
@@ -126,24 +135,14 @@ TEST(make_model_shape, real_hyperparameters) {
 
     const model_shape * ds7 = model_shape_find("deepseek-coder-6.7b");
     ASSERT_TRUE(ds7);
-    EXPECT_EQ(ds7->n_layer, 32u);
-    EXPECT_EQ(ds7->n_embd, 4096u);
-    EXPECT_EQ(ds7->n_ff, 11008u);
-    EXPECT_EQ(ds7->n_head, 32u);
-    EXPECT_EQ(ds7->n_head_kv, 32u);
+    EXPECT_EQ(dims_of(*ds7), (shape_dims{32256, 32, 4096, 11008, 32, 32, 16384}));
     EXPECT_EQ(ds7->rope_scaling_factor, 4.0f);
 
     const model_shape * qw = model_shape_find("qwen2.5-coder-1.5b");
     ASSERT_TRUE(qw);
     EXPECT_EQ(qw->arch, "qwen2");
     EXPECT_EQ(qw->vocab, "qwen2");
-    EXPECT_EQ(qw->n_vocab, 151936u);
-    EXPECT_EQ(qw->n_layer, 28u);
-    EXPECT_EQ(qw->n_embd, 1536u);
-    EXPECT_EQ(qw->n_ff, 8960u);
-    EXPECT_EQ(qw->n_head, 12u);
-    EXPECT_EQ(qw->n_head_kv, 2u);
-    EXPECT_EQ(qw->n_ctx_train, 32768u);
+    EXPECT_EQ(dims_of(*qw), (shape_dims{151936, 28, 1536, 8960, 12, 2, 32768}));
     EXPECT_EQ(qw->rope_freq_base, 1000000.0f);
     EXPECT_EQ(qw->rope_scaling, LLAMA_ROPE_SCALING_TYPE_NONE);
     EXPECT_EQ(qw->rms_eps, 1e-6f);

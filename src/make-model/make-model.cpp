@@ -385,50 +385,15 @@ static int32_t ftype_of(ggml_type type) {
     }
 }
 
-// general.*, <arch>.* from the shape, editspec.*, then tokenizer.* from the vocabulary file (with
-// padding and overrides). Sets *n_vocab to the rows of token_embd.
-static gguf_ptr metadata_build(const model_shape & s, const make_model_params & p, const std::string & vocab_path,
-                               int64_t * n_vocab, std::string * error) {
-    gguf_init_params gp = {/*.no_alloc =*/ true, /*.ctx =*/ nullptr};
-    gguf_ptr voc(gguf_init_from_file(vocab_path.c_str(), gp));
-    if (!voc) {
-        *error = "cannot read vocabulary file '" + vocab_path + "' (missing or not GGUF)";
-        return nullptr;
-    }
-    const int64_t k_tokens = gguf_find_key(voc.get(), "tokenizer.ggml.tokens");
-    const int64_t k_types  = gguf_find_key(voc.get(), "tokenizer.ggml.token_type");
-    const int64_t k_scores = gguf_find_key(voc.get(), "tokenizer.ggml.scores");
-    if (k_tokens < 0 || gguf_get_kv_type(voc.get(), k_tokens) != GGUF_TYPE_ARRAY ||
-        gguf_get_arr_type(voc.get(), k_tokens) != GGUF_TYPE_STRING ||
-        (k_types >= 0 && gguf_get_arr_type(voc.get(), k_types) != GGUF_TYPE_INT32) ||
-        (k_scores >= 0 && gguf_get_arr_type(voc.get(), k_scores) != GGUF_TYPE_FLOAT32)) {
-        *error = "vocabulary file '" + vocab_path + "' has no usable tokenizer.ggml.tokens/token_type/scores";
-        return nullptr;
-    }
-    const int64_t n_tok = (int64_t) gguf_get_arr_n(voc.get(), k_tokens);
-    const int64_t n = s.n_vocab == 0 ? n_tok : (int64_t) s.n_vocab;
-    if (n < n_tok) {
-        *error = "shape '" + s.name + "': n_vocab " + std::to_string(n) + " is less than the " +
-                 std::to_string(n_tok) + " tokens of '" + vocab_path + "'";
-        return nullptr;
-    }
-    for (const model_shape_token & t : s.tokens) {
-        if (t.id >= n) {
-            *error = "shape '" + s.name + "': token override id " + std::to_string(t.id) + " >= n_vocab " + std::to_string(n);
-            return nullptr;
-        }
-    }
-    *n_vocab = n;
-
-    gguf_ptr g(gguf_init_empty());
-    gguf_context * c = g.get();
+// general.*, <arch>.* and editspec.* from the shape and the parameters
+static void metadata_model(gguf_context * c, const model_shape & s, const make_model_params & p, int64_t n_vocab) {
     const std::string a = s.arch;
     gguf_set_val_str(c, "general.architecture", a.c_str());
     gguf_set_val_str(c, "general.name", ("editspec random " + s.name).c_str());
     gguf_set_val_u32(c, "general.file_type", ftype_of(p.type));
     gguf_set_val_u32(c, "general.quantization_version", GGML_QNT_VERSION);
 
-    gguf_set_val_u32(c, (a + ".vocab_size").c_str(), (uint32_t) n);
+    gguf_set_val_u32(c, (a + ".vocab_size").c_str(), (uint32_t) n_vocab);
     gguf_set_val_u32(c, (a + ".context_length").c_str(), s.n_ctx_train);
     gguf_set_val_u32(c, (a + ".embedding_length").c_str(), s.n_embd);
     gguf_set_val_u32(c, (a + ".block_count").c_str(), s.n_layer);
@@ -446,49 +411,106 @@ static gguf_ptr metadata_build(const model_shape & s, const make_model_params & 
     gguf_set_val_bool(c, "editspec.random_weights", true);
     gguf_set_val_str(c, "editspec.shape", s.name.c_str());
     gguf_set_val_u64(c, "editspec.seed", p.seed);
+}
 
-    // tokens, types and scores: the file's, padded with [PAD<id>] as convert_hf_to_gguf.py does
-    // (USER_DEFINED, as in the llama.cpp vocabulary files), then the shape's overrides
+// where the vocabulary file keeps its tokens, types and scores
+struct vocab_keys {
+    int64_t tokens = -1, types = -1, scores = -1;
+    int64_t n_tok = 0; // tokens in the file
+};
+
+static bool vocab_keys_find(const gguf_context * voc, const std::string & vocab_path, vocab_keys & k, std::string * error) {
+    k.tokens = gguf_find_key(voc, "tokenizer.ggml.tokens");
+    k.types  = gguf_find_key(voc, "tokenizer.ggml.token_type");
+    k.scores = gguf_find_key(voc, "tokenizer.ggml.scores");
+    if (k.tokens < 0 || gguf_get_kv_type(voc, k.tokens) != GGUF_TYPE_ARRAY ||
+        gguf_get_arr_type(voc, k.tokens) != GGUF_TYPE_STRING ||
+        (k.types >= 0 && gguf_get_arr_type(voc, k.types) != GGUF_TYPE_INT32) ||
+        (k.scores >= 0 && gguf_get_arr_type(voc, k.scores) != GGUF_TYPE_FLOAT32)) {
+        *error = "vocabulary file '" + vocab_path + "' has no usable tokenizer.ggml.tokens/token_type/scores";
+        return false;
+    }
+    k.n_tok = (int64_t) gguf_get_arr_n(voc, k.tokens);
+    return true;
+}
+
+// tokenizer.*: the file's tokens, types and scores padded with [PAD<id>] as convert_hf_to_gguf.py
+// does (USER_DEFINED, as in the llama.cpp vocabulary files), then the shape's overrides; the file's
+// other tokenizer.* keys as they are
+static void metadata_tokenizer(gguf_context * c, const gguf_context * voc, const vocab_keys & k, const model_shape & s,
+                               int64_t n) {
     std::vector<std::string> tokens(n);
     std::vector<int32_t> types(n, LLAMA_TOKEN_TYPE_USER_DEFINED);
     std::vector<float> scores(n, -1000.0f);
     for (int64_t i = 0; i < n; i++) {
-        tokens[i] = i < n_tok ? gguf_get_arr_str(voc.get(), k_tokens, i) : "[PAD" + std::to_string(i) + "]";
+        tokens[i] = i < k.n_tok ? gguf_get_arr_str(voc, k.tokens, i) : "[PAD" + std::to_string(i) + "]";
     }
-    if (k_types >= 0) {
-        const int32_t * src = (const int32_t *) gguf_get_arr_data(voc.get(), k_types);
-        std::copy(src, src + std::min<int64_t>(n_tok, gguf_get_arr_n(voc.get(), k_types)), types.begin());
+    if (k.types >= 0) {
+        const int32_t * src = (const int32_t *) gguf_get_arr_data(voc, k.types);
+        std::copy(src, src + std::min<int64_t>(k.n_tok, gguf_get_arr_n(voc, k.types)), types.begin());
     }
-    if (k_scores >= 0) {
-        const float * src = (const float *) gguf_get_arr_data(voc.get(), k_scores);
-        std::copy(src, src + std::min<int64_t>(n_tok, gguf_get_arr_n(voc.get(), k_scores)), scores.begin());
+    if (k.scores >= 0) {
+        const float * src = (const float *) gguf_get_arr_data(voc, k.scores);
+        std::copy(src, src + std::min<int64_t>(k.n_tok, gguf_get_arr_n(voc, k.scores)), scores.begin());
     }
     for (const model_shape_token & t : s.tokens) {
         tokens[t.id] = t.text;
         types[t.id] = t.type;
     }
-    for (int64_t i = 0; i < gguf_get_n_kv(voc.get()); i++) {
-        const char * key = gguf_get_key(voc.get(), i);
+    for (int64_t i = 0; i < gguf_get_n_kv(voc); i++) {
+        const char * key = gguf_get_key(voc, i);
         if (strncmp(key, "tokenizer.", 10) != 0) {
             continue;  // the file's general.* and <arch>.* keys describe another model
         }
-        if (i == k_tokens) {
+        if (i == k.tokens) {
             std::vector<const char *> ptrs(n);
             for (int64_t j = 0; j < n; j++) {
                 ptrs[j] = tokens[j].c_str();
             }
             gguf_set_arr_str(c, key, ptrs.data(), n);
-        } else if (i == k_types) {
+        } else if (i == k.types) {
             gguf_set_arr_data(c, key, GGUF_TYPE_INT32, types.data(), n);
-        } else if (i == k_scores) {
+        } else if (i == k.scores) {
             gguf_set_arr_data(c, key, GGUF_TYPE_FLOAT32, scores.data(), n);
         } else {
-            kv_copy(c, voc.get(), i);
+            kv_copy(c, voc, i);
         }
     }
     if (s.add_bos >= 0) {
         gguf_set_val_bool(c, "tokenizer.ggml.add_bos_token", s.add_bos != 0);
     }
+}
+
+// the whole metadata: the model's keys, then tokenizer.* from the vocabulary file. Sets *n_vocab to
+// the rows of token_embd.
+static gguf_ptr metadata_build(const model_shape & s, const make_model_params & p, const std::string & vocab_path,
+                               int64_t * n_vocab, std::string * error) {
+    gguf_init_params gp = {/*.no_alloc =*/ true, /*.ctx =*/ nullptr};
+    gguf_ptr voc(gguf_init_from_file(vocab_path.c_str(), gp));
+    if (!voc) {
+        *error = "cannot read vocabulary file '" + vocab_path + "' (missing or not GGUF)";
+        return nullptr;
+    }
+    vocab_keys k;
+    if (!vocab_keys_find(voc.get(), vocab_path, k, error)) {
+        return nullptr;
+    }
+    const int64_t n = s.n_vocab == 0 ? k.n_tok : (int64_t) s.n_vocab;
+    if (n < k.n_tok) {
+        *error = "shape '" + s.name + "': n_vocab " + std::to_string(n) + " is less than the " +
+                 std::to_string(k.n_tok) + " tokens of '" + vocab_path + "'";
+        return nullptr;
+    }
+    for (const model_shape_token & t : s.tokens) {
+        if (t.id >= n) {
+            *error = "shape '" + s.name + "': token override id " + std::to_string(t.id) + " >= n_vocab " + std::to_string(n);
+            return nullptr;
+        }
+    }
+    *n_vocab = n;
+    gguf_ptr g(gguf_init_empty());
+    metadata_model(g.get(), s, p, n);
+    metadata_tokenizer(g.get(), voc.get(), k, s, n);
     return g;
 }
 
@@ -605,37 +627,30 @@ bool make_model_from_shape(const model_shape & s, const make_model_params & p, s
     return make_model_written(s, p, error);
 }
 
-static bool make_model_written(const model_shape & s, const make_model_params & p, std::string * error) {
-    std::string err;
-    auto done = [&](bool r) {
-        if (!r && error) *error = err;
-        return r;
-    };
+// the vocabulary file for the shape, after checking what make_model_written can write
+static bool make_model_check(const model_shape & s, const make_model_params & p, std::string & vocab_path, std::string & err) {
     if (!model_shape_validate(s, &err)) {
-        return done(false);
+        return false;
     }
     if (p.type != GGML_TYPE_F32 && p.type != GGML_TYPE_F16 && p.type != GGML_TYPE_Q8_0 && p.type != GGML_TYPE_Q4_0) {
         err = std::string("type ") + ggml_type_name(p.type) + " not supported (f32, f16, q8_0, q4_0)";
-        return done(false);
+        return false;
     }
     if (p.out.empty()) {
         err = "no output file given";
-        return done(false);
+        return false;
     }
     const std::string vocab_dir = p.vocab_dir.empty() ? std::string(EDITSPEC_VOCAB_DIR) : p.vocab_dir;
     if (vocab_dir.empty()) {
         err = "no vocabulary folder: this build has no EDITSPEC_VOCAB_DIR, pass one (--vocab-dir)";
-        return done(false);
+        return false;
     }
-    const std::string vocab_path = vocab_dir + "/ggml-vocab-" + s.vocab + ".gguf";
+    vocab_path = vocab_dir + "/ggml-vocab-" + s.vocab + ".gguf";
+    return true;
+}
 
-    int64_t n_vocab = 0;
-    gguf_ptr meta = metadata_build(s, p, vocab_path, &n_vocab, &err);
-    if (!meta) {
-        return done(false);
-    }
-    const std::vector<tensor_plan> plan = tensors_plan(s, n_vocab, p.type);
-
+// adds the planned tensors' infos to the metadata; returns their padded bytes
+static uint64_t tensors_add(gguf_context * meta, const std::vector<tensor_plan> & plan) {
     // tensor infos need ggml tensors; no_alloc: no data, only shapes and types
     ggml_init_params ip = {/*.mem_size =*/ ggml_tensor_overhead() * (plan.size() + 1), /*.mem_buffer =*/ nullptr,
                            /*.no_alloc =*/ true};
@@ -645,56 +660,67 @@ static bool make_model_written(const model_shape & s, const make_model_params & 
         ggml_tensor * x = t.n_dims == 1 ? ggml_new_tensor_1d(tctx.get(), t.type, t.ne0)
                                         : ggml_new_tensor_2d(tctx.get(), t.type, t.ne0, t.ne1);
         ggml_set_name(x, t.name.c_str());
-        gguf_add_tensor(meta.get(), x);
-        total += GGML_PAD(tensor_nbytes(t), gguf_get_alignment(meta.get()));
+        gguf_add_tensor(meta, x); // copies the info
+        total += GGML_PAD(tensor_nbytes(t), gguf_get_alignment(meta));
     }
-    const size_t align = gguf_get_alignment(meta.get());
-    std::vector<uint8_t> header(gguf_get_meta_size(meta.get()));
-    gguf_get_meta_data(meta.get(), header.data());
+    return total;
+}
 
-    // a temporary name in the same folder, so the final rename is atomic
+// a file written under a temporary name in the target's folder and renamed when complete (atomic)
+struct model_writer {
+    const make_model_params & p;
+    std::string & err;
     temp_file tmp;
-    tmp.path = p.out + ".tmp-XXXXXX";
-    const int fd = mkstemp(tmp.path.data());
-    if (fd < 0) {
-        err = "cannot create '" + tmp.path + "' for '" + p.out + "': " + strerror(errno);
-        tmp.path.clear();
-        return done(false);
+    int fd = -1;
+    uint64_t total = 0; // tensor bytes, padded
+
+    bool open() {
+        tmp.path = p.out + ".tmp-XXXXXX";
+        fd = mkstemp(tmp.path.data());
+        if (fd < 0) {
+            err = "cannot create '" + tmp.path + "' for '" + p.out + "': " + strerror(errno);
+            tmp.path.clear();
+            return false;
+        }
+        fchmod(fd, 0644);  // mkstemp makes 0600; a model is for everyone to read
+        tmp.f = fdopen(fd, "wb");
+        if (!tmp.f) {
+            close(fd);
+            err = "cannot open '" + tmp.path + "': " + strerror(errno);
+            return false;
+        }
+        return true;
     }
-    fchmod(fd, 0644);  // mkstemp makes 0600; a model is for everyone to read
-    tmp.f = fdopen(fd, "wb");
-    if (!tmp.f) {
-        close(fd);
-        err = "cannot open '" + tmp.path + "': " + strerror(errno);
-        return done(false);
-    }
-    auto write_bytes = [&](const void * data, size_t n) {
+
+    bool write(const void * data, size_t n) {
         if (fwrite(data, 1, n, tmp.f) != n) {
             err = "cannot write '" + tmp.path + "': " + strerror(errno);
             return false;
         }
         return true;
-    };
-    auto progress = [&](uint64_t done_bytes) {
+    }
+
+    bool progress(uint64_t done_bytes) {
         if (p.on_progress && !p.on_progress(total ? (float) ((double) done_bytes / total) : 1.0f)) {
             err = "aborted writing '" + p.out + "'";
             return false;
         }
         return true;
-    };
-    if (!progress(0) || !write_bytes(header.data(), header.size())) {
-        return done(false);
     }
 
-    const int n_threads = p.n_threads > 0 ? p.n_threads : (int) std::max(1u, std::thread::hardware_concurrency());
-    if (p.header_only) {
-        // zeros for every tensor without writing them: a hole on most file systems
+    // zeros for every tensor without writing them: a hole on most file systems
+    bool write_holes(size_t header_bytes) {
         fflush(tmp.f);
-        if (ftruncate(fd, (off_t) (header.size() + total)) != 0) {
+        if (ftruncate(fd, (off_t) (header_bytes + total)) != 0) {
             err = "cannot extend '" + tmp.path + "': " + strerror(errno);
-            return done(false);
+            return false;
         }
-    } else {
+        return true;
+    }
+
+    // every tensor's random values, slab by slab, each padded to the alignment
+    bool write_tensors(const std::vector<tensor_plan> & plan, size_t align) {
+        const int n_threads = p.n_threads > 0 ? p.n_threads : (int) std::max(1u, std::thread::hardware_concurrency());
         if (p.type != GGML_TYPE_F32 && p.type != GGML_TYPE_F16) {
             ggml_quantize_init(p.type);  // not thread-safe for every type: once, before the workers
         }
@@ -710,42 +736,68 @@ static bool make_model_written(const model_shape & s, const make_model_params & 
                 const int64_t nr = std::min(rows_per_slab, t.ne1 - r0);
                 slab.resize(nr * row_size);
                 slab_generate(t, stream, r0, nr, slab.data(), n_threads);
-                if (!write_bytes(slab.data(), slab.size())) {
-                    return done(false);
-                }
-                written += slab.size();
-                if (!progress(written)) {
-                    return done(false);
+                if (!write(slab.data(), slab.size()) || !progress(written += slab.size())) {
+                    return false;
                 }
             }
             const size_t pad = GGML_PAD(tensor_nbytes(t), align) - tensor_nbytes(t);
-            if (!write_bytes(zeros.data(), pad)) {
-                return done(false);
+            if (!write(zeros.data(), pad)) {
+                return false;
             }
             written += pad;
         }
         ES_ASSERT(written == total);
+        return true;
     }
-    if (fflush(tmp.f) != 0 || fsync(fd) != 0) {
-        err = "cannot write '" + tmp.path + "': " + strerror(errno);
+
+    bool commit() {
+        if (fflush(tmp.f) != 0 || fsync(fd) != 0) {
+            err = "cannot write '" + tmp.path + "': " + strerror(errno);
+            return false;
+        }
+        const int rc = fclose(tmp.f);
+        tmp.f = nullptr;
+        if (rc != 0) {
+            err = "cannot close '" + tmp.path + "': " + strerror(errno);
+            return false;
+        }
+        if (rename(tmp.path.c_str(), p.out.c_str()) != 0) {
+            err = "cannot rename '" + tmp.path + "' to '" + p.out + "': " + strerror(errno);
+            return false;
+        }
+        tmp.committed = true;
+        return true;
+    }
+};
+
+static bool make_model_written(const model_shape & s, const make_model_params & p, std::string * error) {
+    std::string err, vocab_path;
+    auto done = [&](bool r) {
+        if (!r && error) *error = err;
+        return r;
+    };
+    int64_t n_vocab = 0;
+    gguf_ptr meta;
+    if (!make_model_check(s, p, vocab_path, err) || !(meta = metadata_build(s, p, vocab_path, &n_vocab, &err))) {
         return done(false);
     }
-    const int rc = fclose(tmp.f);
-    tmp.f = nullptr;
-    if (rc != 0) {
-        err = "cannot close '" + tmp.path + "': " + strerror(errno);
+    const std::vector<tensor_plan> plan = tensors_plan(s, n_vocab, p.type);
+    model_writer w{p, err, {}};
+    w.total = tensors_add(meta.get(), plan);
+    std::vector<uint8_t> header(gguf_get_meta_size(meta.get()));
+    gguf_get_meta_data(meta.get(), header.data());
+    if (!w.open() || !w.progress(0) || !w.write(header.data(), header.size())) {
         return done(false);
     }
-    if (rename(tmp.path.c_str(), p.out.c_str()) != 0) {
-        err = "cannot rename '" + tmp.path + "' to '" + p.out + "': " + strerror(errno);
+    const bool body = p.header_only ? w.write_holes(header.size()) : w.write_tensors(plan, gguf_get_alignment(meta.get()));
+    if (!body || !w.commit()) {
         return done(false);
     }
-    tmp.committed = true;
     if (p.on_progress) {
         p.on_progress(1.0f);  // the file is complete: too late to abort
     }
     ES_LOG_INFO("%s: wrote %s (%s, %s, %lld tensors, %.1f MB)\n", __func__, p.out.c_str(), s.name.c_str(),
-                ggml_type_name(p.type), (long long) plan.size(), (header.size() + total) / 1e6);
+                ggml_type_name(p.type), (long long) plan.size(), (header.size() + w.total) / 1e6);
     return true;
 }
 

@@ -1,0 +1,81 @@
+// Google Benchmark of the prompt-lookup scan on 8k-token histories: the lookup runs before every
+// target pass, so it must stay far below one pass (~100 ms on the ds13 shape, ~3 ms on the shipped
+// model). A benchmark, not a test: timings on a shared 2-core machine are noisy.
+//
+//   build/bin/bench-lookup [--benchmark_filter=longest]
+#include "editspec/lookup.h"
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+using namespace editspec;
+
+namespace {
+
+constexpr int L = 8192;
+
+// code-like: a 300-token block repeated with 5% of tokens changed, 32k vocabulary
+token_vec code_like() {
+    std::mt19937 rng(7);
+    token_vec block(300);
+    for (auto & t : block) t = (llama_token) (rng() % 32000);
+    token_vec code;
+    while ((int) code.size() < L) {
+        for (llama_token t : block) code.push_back(rng() % 20 == 0 ? (llama_token) (rng() % 32000) : t);
+    }
+    code.resize(L);
+    return code;
+}
+
+// adversarial: runs of 11 equal tokens, each after a different token, tail [99, 1 x 11]: every
+// position inside a run matches the tail's last token and is compared up to 11 deep, and no match
+// reaches n_max = 12 (which would end the scan)
+token_vec adversarial() {
+    token_vec adv;
+    const token_vec motif(11, 1);
+    for (llama_token x = 100; (int) adv.size() < L - 12; x++) {
+        adv.push_back(x);
+        adv.insert(adv.end(), motif.begin(), motif.end());
+    }
+    adv.push_back(99);
+    adv.insert(adv.end(), motif.begin(), motif.end());
+    return adv;
+}
+
+// few matches: uniform random tokens
+token_vec random_tokens() {
+    std::mt19937 rng(8);
+    token_vec rnd(L);
+    for (auto & t : rnd) t = (llama_token) (rng() % 32000);
+    return rnd;
+}
+
+lookup_params params(lookup_mode mode) {
+    lookup_params p;
+    p.mode  = mode;
+    p.n_max = 12;
+    p.n_min = 1;
+    p.m_max = 48;
+    return p;
+}
+
+void run(benchmark::State & state, const token_vec & h, lookup_mode mode) {
+    const lookup_params p = params(mode);
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(lookup_draft(h, p));
+    }
+}
+
+void BM_longest_code(benchmark::State & s) { run(s, code_like(), LOOKUP_MODE_LONGEST); }
+void BM_longest_adversarial(benchmark::State & s) { run(s, adversarial(), LOOKUP_MODE_LONGEST); }
+void BM_longest_random(benchmark::State & s) { run(s, random_tokens(), LOOKUP_MODE_LONGEST); }
+void BM_simple_random(benchmark::State & s) { run(s, random_tokens(), LOOKUP_MODE_NGRAM_SIMPLE); }
+
+} // namespace
+
+BENCHMARK(BM_longest_code)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_longest_adversarial)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_longest_random)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_simple_random)->Unit(benchmark::kMicrosecond);
+BENCHMARK_MAIN();

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the OpenAI Node SDK (package.json beside this script) from the npm registry into DIR
+# (default build/node), once; prints DIR. Used by tests/server/test-server.cpp.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dir=${1:-$here/../../build/node}
+mkdir -p "$dir"
+if ! cmp -s "$here/package.json" "$dir/package.json" || [ ! -d "$dir/node_modules/openai" ]; then
+    cp "$here/package.json" "$dir/package.json"
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
+fi
+cp "$here/openai-sdk.mjs" "$dir/openai-sdk.mjs"
+echo "$dir"

@@ -1,0 +1,63 @@
+// The official OpenAI Node SDK against `editspec serve`: chat (whole and streamed), Predicted Outputs
+// with their usage fields, models.list, and OpenAI's refusal of `n` with a prediction.
+//
+//   node tests/server/openai-sdk.mjs http://127.0.0.1:PORT/v1
+import OpenAI from "openai";
+
+const client = new OpenAI({ baseURL: process.argv[2], apiKey: process.env.EDITSPEC_API_KEY || "none" });
+function check(ok, what) {
+  if (!ok) {
+    console.error("openai-sdk: FAILED: " + what);
+    process.exit(1);
+  }
+}
+
+const code = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n";
+const messages = [{ role: "user", content: "Add a docstring to area.\n\n```python\n" + code + "```" }];
+
+const models = await client.models.list();
+check(models.data.length === 1 && models.data[0].object === "model", "models.list: " + JSON.stringify(models.data));
+
+// no prediction: a chat answer
+const plain = await client.chat.completions.create({ model: "x", messages, max_tokens: 48, temperature: 0 });
+check(typeof plain.choices[0].message.content === "string", "chat: no content");
+check(plain.usage.completion_tokens > 0 && plain.usage.prompt_tokens > 0, "chat: usage " + JSON.stringify(plain.usage));
+
+// the same streamed: the same text
+const stream = await client.chat.completions.create({ model: "x", messages, max_tokens: 48, temperature: 0, stream: true,
+                                                      stream_options: { include_usage: true } });
+let streamed = "", finish = null, usage = null;
+for await (const chunk of stream) {
+  if (chunk.usage) usage = chunk.usage;
+  if (chunk.choices.length > 0) {
+    streamed += chunk.choices[0].delta.content || "";
+    finish = chunk.choices[0].finish_reason || finish;
+  }
+}
+check(streamed === plain.choices[0].message.content, "stream text differs: " + JSON.stringify([streamed, plain.choices[0].message.content]));
+check(finish === plain.choices[0].finish_reason, "stream finish_reason " + finish);
+check(usage && usage.completion_tokens === plain.usage.completion_tokens, "stream usage " + JSON.stringify(usage));
+
+// Predicted Outputs: the code as the prediction; accepted + rejected reported
+const pred = await client.chat.completions.create({ model: "x", messages, max_tokens: 256, temperature: 0,
+                                                    prediction: { type: "content", content: code } });
+const d = pred.usage.completion_tokens_details;
+check(d && Number.isInteger(d.accepted_prediction_tokens) && Number.isInteger(d.rejected_prediction_tokens),
+      "prediction usage " + JSON.stringify(pred.usage));
+// its own answer as the prediction: the same answer, mostly taken from the prediction
+const answer = pred.choices[0].message.content;
+const again = await client.chat.completions.create({ model: "x", messages, max_tokens: 256, temperature: 0,
+                                                     prediction: { type: "content", content: [{ type: "text", text: answer }] } });
+check(again.choices[0].message.content === answer, "prediction changed the answer");
+check(answer.length === 0 || again.usage.completion_tokens_details.accepted_prediction_tokens > 0, "no prediction token accepted");
+
+// OpenAI's refusal: n > 1 with a prediction
+let refused = null;
+try {
+  await client.chat.completions.create({ model: "x", messages, n: 2, prediction: { type: "content", content: code } });
+} catch (e) {
+  refused = e;
+}
+check(refused instanceof OpenAI.BadRequestError && refused.status === 400 && refused.param === "n", "n=2 with prediction: " + refused);
+
+console.log(JSON.stringify({ ok: true, prediction_usage: again.usage.completion_tokens_details, answer_chars: answer.length }));

@@ -1,0 +1,264 @@
+// editspec serve end to end on the shipped model: the official OpenAI Node SDK, requests shaped as
+// llama.vim and OpenAI-compatible editor plugins send them, greedy equality with the CLI, a bounded
+// load test and the errors of bad requests. The server runs as its own process on loopback.
+#include "common/test-util.h"
+#include "editspec/apply.h"
+#include "editspec/edit.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+
+using json = nlohmann::json;
+using namespace editspec;
+extern char ** environ;
+
+namespace {
+
+const std::string k_target = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
+
+// `editspec serve` on a free port, stopped (SIGTERM) at scope exit
+struct server_process {
+    pid_t pid = -1;
+    int port = 0;
+
+    explicit server_process(std::vector<std::string> extra) {
+        std::mt19937 rng(std::random_device{}());
+        for (int attempt = 0; attempt < 5 && pid < 0; attempt++) {
+            port = 20000 + (int) (rng() % 20000);
+            std::vector<std::string> args = {EDITSPEC_BIN, "serve", "-m", k_target, "-t", "1", "--port", std::to_string(port)};
+            args.insert(args.end(), extra.begin(), extra.end());
+            std::vector<char *> argv;
+            for (std::string & a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) pid = -1;
+            if (pid > 0 && !wait_up()) stop();
+        }
+    }
+    ~server_process() { stop(); }
+    void stop() {
+        if (pid > 0) {
+            kill(pid, SIGTERM);
+            int st = 0;
+            waitpid(pid, &st, 0);
+            pid = -1;
+        }
+    }
+    bool wait_up() {
+        httplib::Client c("127.0.0.1", port);
+        for (int i = 0; i < 300; i++) {
+            if (auto r = c.Get("/health"); r && r->status == 200) return true;
+            int st = 0;
+            if (waitpid(pid, &st, WNOHANG) == pid) { pid = -1; return false; } // exited (port taken?)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return false;
+    }
+    httplib::Client client() const {
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(120, 0);
+        return c;
+    }
+};
+
+json post(const server_process & s, const std::string & path, const std::string & body, int * status = nullptr,
+          const httplib::Headers & headers = {}) {
+    auto c = s.client();
+    auto r = c.Post(path.c_str(), headers, body, "application/json");
+    if (!r) return json{{"transport_error", httplib::to_string(r.error())}};
+    if (status) *status = r->status;
+    return json::parse(r->body, nullptr, false);
+}
+
+bool have_shipped() { return std::filesystem::exists(k_target); }
+
+} // namespace
+
+TEST(server, openai_node_sdk) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    std::string dir;
+    ASSERT_EQ(test::run_command(std::string(EDITSPEC_SOURCE_DIR) + "/tests/server/install-sdk.sh " +
+                                    EDITSPEC_SOURCE_DIR + "/build/node 2>&1", &dir), 0) << dir;
+    dir.erase(dir.find_last_not_of("\n") + 1);
+    server_process s({});
+    ASSERT_GT(s.pid, 0);
+    std::string out;
+    const int rc = test::run_command("node " + dir + "/openai-sdk.mjs http://127.0.0.1:" + std::to_string(s.port) + "/v1 2>&1", &out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("\"ok\":true"), std::string::npos) << out;
+}
+
+TEST(server, editor_shaped_requests_and_greedy_equality) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({});
+    ASSERT_GT(s.pid, 0);
+    int status = 0;
+    // llama.vim's /infill fields (autoload/llama.vim): the shipped model has no FIM tokens -> a 400 JSON error
+    const json infill = {{"input_prefix", "def f(x):\n"}, {"input_suffix", "\n"}, {"input_extra", json::array({{{"filename", "a.py"}, {"text", "x = 1\n"}}})},
+                         {"prompt", "    "}, {"n_predict", 32}, {"stop", json::array()}, {"n_indent", 4}, {"top_k", 40}, {"top_p", 0.9},
+                         {"samplers", {"top_k", "top_p", "infill"}}, {"stream", false}, {"cache_prompt", true},
+                         {"t_max_prompt_ms", 500}, {"t_max_predict_ms", 1000},
+                         {"response_fields", {"content", "timings/prompt_n", "timings/predicted_n", "truncated", "tokens_cached"}}};
+    json r = post(s, "/infill", infill.dump(), &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_TRUE(r.contains("error")) << r.dump();
+    // the same fields on /completion with a prompt: only the response fields asked for
+    json comp = infill;
+    comp.erase("input_prefix");
+    comp.erase("input_suffix");
+    comp["prompt"] = "### Instruction:\nAdd one.\n### Original code:\nx = 1\n\n### Edited code:\n";
+    comp["top_k"] = 1;
+    r = post(s, "/completion", comp.dump(), &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    EXPECT_TRUE(r.contains("content") && r.contains("timings/predicted_n") && r.contains("tokens_cached")) << r.dump();
+    EXPECT_FALSE(r.contains("timings")) << r.dump();
+    // an OpenAI-compatible edit-prediction provider's /v1/completions: prompt, max_tokens, temperature, stop
+    r = post(s, "/v1/completions", json{{"model", "editspec"}, {"prompt", comp["prompt"]}, {"max_tokens", 32},
+                                        {"temperature", 0}, {"stop", {"\n\n\n"}}, {"stream", false}}.dump(), &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    ASSERT_TRUE(r.contains("choices")) << r.dump();
+    // greedy: the server's text is `editspec complete`'s
+    const std::string prompt = "### Instruction:\nRename x to n.\n### Original code:\ndef f(x):\n    return x * 2\n\n### Edited code:\n";
+    r = post(s, "/completion", json{{"prompt", prompt}, {"n_predict", 40}}.dump(), &status);
+    ASSERT_EQ(status, 200) << r.dump();
+    test::temp_dir tmp;
+    std::ofstream(tmp.path / "p.txt") << prompt;
+    std::string out;
+    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " complete -m " + k_target + " -f " + (tmp.path / "p.txt").string() +
+                                    " -n 40 -t 1 --method lookup-longest --json", &out), 0) << out;
+    EXPECT_EQ(r["content"], json::parse(out)["text"]);
+    // and the chat endpoint with a prediction is `editspec edit`'s answer
+    std::ofstream(tmp.path / "f.py") << "def f(x):\n    return x * 2\n";
+    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " edit -m " + k_target + " -f " + (tmp.path / "f.py").string() +
+                                    " -i 'Rename x to n.' -t 1 --json", &out), 0) << out;
+    r = post(s, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "Rename x to n."}}}},
+                                             {"prediction", {{"type", "content"}, {"content", "def f(x):\n    return x * 2\n"}}}}.dump(), &status);
+    ASSERT_EQ(status, 200) << r.dump();
+    EXPECT_EQ(r["choices"][0]["message"]["content"], json::parse(out)["text"]);
+}
+
+// fast apply: /v1/apply and a chat message in the <code>/<update> format give `editspec apply`'s code,
+// the file drafted as the prediction
+TEST(server, apply_endpoint_and_message_format) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({});
+    ASSERT_GT(s.pid, 0);
+    const std::string code = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n";
+    const std::string update = "# ... existing code ...\ndef perimeter(w, h):\n    return 2 * w + 2 * h\n";
+    int status = 0;
+    const json r = post(s, "/v1/apply", json{{"code", code}, {"update", update}}.dump(), &status);
+    ASSERT_EQ(status, 200) << r.dump();
+    ASSERT_TRUE(r.contains("merged_code") && r["merged_code"].is_string()) << r.dump();
+    EXPECT_GT(r["usage"]["completion_tokens_details"]["accepted_prediction_tokens"].get<int>(), 0) << r.dump();
+    test::temp_dir tmp;
+    std::ofstream(tmp.path / "f.py") << code;
+    std::ofstream(tmp.path / "u.py") << update;
+    std::string out;
+    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " apply -m " + k_target + " -f " + (tmp.path / "f.py").string() +
+                                    " -u " + (tmp.path / "u.py").string() + " -t 1 --json", &out), 0) << out;
+    EXPECT_EQ(r["merged_code"], json::parse(out)["code"]);
+    // the same as a chat message: the code becomes the prediction by itself
+    const json c = post(s, "/v1/chat/completions",
+                        json{{"messages", {{{"role", "user"}, {"content", apply_message({code, update, ""})}}}}}.dump(), &status);
+    ASSERT_EQ(status, 200) << c.dump();
+    EXPECT_EQ(edit_extract_code(c["choices"][0]["message"]["content"]), r["merged_code"]);
+    EXPECT_TRUE(c["usage"].contains("completion_tokens_details")) << c.dump();
+    // refusals
+    post(s, "/v1/apply", json{{"code", code}}.dump(), &status);
+    EXPECT_EQ(status, 400);
+    post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"stream", true}}.dump(), &status);
+    EXPECT_EQ(status, 400);
+}
+
+// 8 clients x 50 requests on 2 slots: no error, every answer is the one its prompt gets alone
+TEST(server, load_8_clients_50_requests) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({"--parallel", "2"});
+    ASSERT_GT(s.pid, 0);
+    const char * words[] = {"sum", "max", "count", "reverse", "sort", "join", "split", "mean"};
+    std::vector<std::string> prompts, expected;
+    for (const char * w : words) {
+        prompts.push_back(std::string("### Instruction:\nUse ") + w + ".\n### Original code:\ndef " + w + "_all(xs):\n    return xs\n\n### Edited code:\n");
+        int status = 0;
+        const json r = post(s, "/completion", json{{"prompt", prompts.back()}, {"n_predict", 16}}.dump(), &status);
+        ASSERT_EQ(status, 200);
+        expected.push_back(r["content"]);
+    }
+    std::atomic<int> errors{0}, wrong{0};
+    std::vector<double> ms;
+    std::mutex mu;
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 8; c++) {
+        clients.emplace_back([&, c] {
+            for (int i = 0; i < 50; i++) {
+                const int k = (c + i) % 8;
+                const auto t0 = std::chrono::steady_clock::now();
+                int status = 0;
+                const json r = post(s, "/completion", json{{"prompt", prompts[k]}, {"n_predict", 16}}.dump(), &status);
+                const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                if (status != 200 || !r.contains("content")) errors++;
+                else if (r["content"] != expected[k]) wrong++;
+                std::lock_guard<std::mutex> lock(mu);
+                ms.push_back(t);
+            }
+        });
+    }
+    for (auto & t : clients) t.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(wrong.load(), 0);
+    std::sort(ms.begin(), ms.end());
+    printf("load: %zu requests, p50 %.1f ms, p99 %.1f ms\n", ms.size(), ms[ms.size() / 2], ms[ms.size() * 99 / 100]);
+}
+
+TEST(server, bad_requests_get_json_errors_and_the_server_lives) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({"--max-body-mb", "1", "--ctx-size", "256"});
+    ASSERT_GT(s.pid, 0);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"/completion", "{\"prompt\": \"x\", "},                                       // malformed JSON
+        {"/completion", "[1, 2]"},                                                     // not an object
+        {"/completion", "{\"prompt\": \"x\", \"n_predict\": \"9\"}"},                  // wrong type
+        {"/v1/chat/completions", "{\"messages\": []}"},                                // no messages
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}"}, // invalid UTF-8
+        {"/completion", json{{"prompt", std::string(4000, 'x') + " y z"}}.dump()},     // over the context
+        {"/completion", "{\"prompt\": \"" + std::string(2 << 20, 'a') + "\"}"},        // body over the limit
+        {"/v1/completions", "{\"prompt\": \"x\", \"suffix\": \"y\"}"},                 // FIM without FIM tokens
+    };
+    for (const auto & [path, body] : cases) {
+        int status = 0;
+        const json r = post(s, path, body, &status);
+        EXPECT_GE(status, 400) << path << " " << body.substr(0, 60);
+        EXPECT_LT(status, 500) << path << " " << body.substr(0, 60);
+        EXPECT_TRUE(r.is_object() && r.contains("error") && r["error"].contains("message")) << r.dump().substr(0, 200);
+    }
+    auto c = s.client();
+    auto h = c.Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    auto m = c.Get("/metrics");
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->body.find("editspec_requests_total"), std::string::npos);
+}
+
+TEST(server, api_key) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({"--api-key", "sekrit"});
+    ASSERT_GT(s.pid, 0);
+    int status = 0;
+    json r = post(s, "/completion", "{\"prompt\": \"x\", \"n_predict\": 1}", &status);
+    EXPECT_EQ(status, 401);
+    EXPECT_TRUE(r.contains("error"));
+    r = post(s, "/completion", "{\"prompt\": \"x\", \"n_predict\": 1}", &status, {{"Authorization", "Bearer sekrit"}});
+    EXPECT_EQ(status, 200) << r.dump();
+}
