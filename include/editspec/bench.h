@@ -125,7 +125,7 @@ struct oracle_results {
     std::vector<oracle_row> rows; // per method, per sizing
     int32_t items = 0;
     std::string curve_label;      // where the cost curve came from
-    cost_curve curve;
+    cost_model cost;              // the pass costs, relative to a 1-token pass
     double pass_overhead = 0.0;   // added to every pass, in 1-token passes of the curve
 };
 
@@ -137,7 +137,7 @@ struct oracle_results {
 // pass_overhead: time every pass costs beside the curve's (drafting, verification, a longer context
 // than the curve was measured at), in 1-token passes; the passes are costed with it, the cost-model
 // sizing sees it, and a second cost-model row ("blind to overhead") sizes on the bare curve.
-bool bench_oracle(const bench_params & p, const cost_curve & curve, double pass_overhead, oracle_results & out,
+bool bench_oracle(const bench_params & p, const cost_model & cost, double pass_overhead, oracle_results & out,
                   std::string * error);
 
 // a markdown report of it

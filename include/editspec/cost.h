@@ -5,11 +5,14 @@
 //
 //     editspec::cost_model cm;
 //     if (!editspec::cost_model_get(*ctx, cm, &err)) ...;   // cached per model file and thread count
-//     double rel = cm.rel(33);                              // cost of 33 tokens / cost of 1
+//     double ms = cm.t(33);                                 // one pass of 33 tokens, ms
+//
+// The oracle replay (replay.h) costs passes on the same type, in units of one 1-token pass.
 #pragma once
 
 #include "editspec/engine.h"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,17 +20,32 @@ namespace editspec {
 
 struct cost_model {
     std::vector<int32_t> n;  // [n_points] tokens per pass, ascending, n[0] = 1
-    std::vector<double>  ms; // [n_points] wall time of that pass (fastest of the repetitions), milliseconds
+    std::vector<double>  ms; // [n_points] wall time of that pass (fastest of the repetitions), milliseconds;
+                             // for a table from elsewhere, any unit (relative to a 1-token pass)
 
     bool empty() const { return n.empty(); }
     // ms for a pass of n_tokens, linear between measured points, extrapolated past the last
     double t(int32_t n_tokens) const;
-    // t(n_tokens) / t(1)
-    double rel(int32_t n_tokens) const { return t(n_tokens) / t(1); }
 };
 
-// a cost model from a table of relative costs (e.g. design.md §4), for replay studies
+// a cost model from a table of relative costs, for replay studies and tests
 cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vector<double> & rel);
+
+// t(n) = n * tps(1) / tps(n) at the measured points: the cost of a pass of n tokens relative to a
+// 1-token pass, from throughputs in tokens/s. Example: n {1, 2}, tps {10, 16} -> t(2) = 1.25.
+cost_model cost_model_from_throughput(std::span<const int32_t> n_tokens, std::span<const double> tokens_per_s);
+
+// design.md §4: DeepSeek-Coder-1.3B shape, Q8_0, 2 threads (llama-bench), from its tokens/s row:
+//   n       1     2      4      8      16     32     64
+//   tok/s   10.1  18.4   26.5   42.7   49.8   53.2   55.7
+//   t(n)    1     1.098  1.525  1.892  3.245  6.075  11.605
+// (design.md prints t(n) rounded to 1.1, 1.5, 1.9, 3.2, 6.0, 11.5; its costed table was computed
+// from the unrounded values: with the rounded ones fixed cap 48 gives 2.21x / 1.24x, not 2.20x / 1.23x)
+// e.g. t(12) = 1.892 + (3.245 - 1.892) * 4/8 = 2.569
+cost_model cost_model_design();
+
+// the same curve in units of its 1-token pass (t(1) = 1)
+cost_model cost_model_relative(const cost_model & cm);
 
 // times passes of 1, 2, 4, ... n_max tokens after a 256-token prefix, reps times each (the fastest
 // counts: interference from other processes only adds time); leaves the KV cache empty

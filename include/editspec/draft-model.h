@@ -84,6 +84,10 @@ private:
                                                                std::string *);
     model_drafter() = default;
     void draft_into(std::span<const llama_token> history, int32_t n, token_vec & out, std::vector<float> & p);
+    bool prefill(std::span<const llama_token> tokens);
+    bool catch_up(std::span<const llama_token> history);
+    void draft_greedy(size_t n_history, int32_t n, token_vec & out, std::vector<float> & p);
+    void fail(const char * what, int64_t n_history); // logs once, stops drafting until begin()
 
     struct impl;
     std::unique_ptr<impl> impl_;

@@ -22,6 +22,7 @@
 // Everything here is pure (no model): the functions run in tests and in `editspec bench --oracle`.
 #pragma once
 
+#include "editspec/cost.h"
 #include "editspec/dataset.h"
 #include "editspec/decoder.h"
 #include "editspec/draft.h"
@@ -36,28 +37,7 @@
 namespace editspec {
 
 // ----------------------------------------------------------------------------
-// cost of one target pass by the number of tokens in it, relative to a 1-token pass
-
-struct cost_curve {
-    // (tokens in the pass, cost), n increasing. Linear between points; past the last point the
-    // last segment is extended; below the first point the first cost is used.
-    std::vector<std::pair<int32_t, double>> points;
-};
-
-// t(n) = n * tps(1) / tps(n) at the measured points: the cost of a pass of n tokens relative to a
-// 1-token pass, from throughputs in tokens/s. Example: n {1, 2}, tps {10, 16} -> t(2) = 1.25.
-cost_curve cost_curve_from_throughput(std::span<const int32_t> n_tokens, std::span<const double> tokens_per_s);
-
-// design.md §4: DeepSeek-Coder-1.3B shape, Q8_0, 2 threads (llama-bench), from its tokens/s row:
-//   n       1     2      4      8      16     32     64
-//   tok/s   10.1  18.4   26.5   42.7   49.8   53.2   55.7
-//   t(n)    1     1.098  1.525  1.892  3.245  6.075  11.605
-// (design.md prints t(n) rounded to 1.1, 1.5, 1.9, 3.2, 6.0, 11.5; its costed table was computed
-// from the unrounded values: with the rounded ones fixed cap 48 gives 2.21x / 1.24x, not 2.20x / 1.23x)
-cost_curve cost_curve_default();
-
-// t(n), e.g. on the default curve t(12) = 1.892 + (3.245 - 1.892) * 4/8 = 2.569
-double cost_curve_eval(const cost_curve & curve, double n_tokens);
+// (passes are costed on a cost_model, cost.h: cost_model_design() or a measured one, relative)
 
 // ----------------------------------------------------------------------------
 // draft sizing: how many draft tokens one pass may verify
@@ -108,7 +88,7 @@ struct replay_result {
 //   2 passes, 4 tokens: 2.0 tokens per pass; cost t(4) + t(1) = 1.525 + 1 vs 4 * t(1) -> 1.58x
 replay_result oracle_replay(std::span<const llama_token> context, std::span<const llama_token> reference,
                             drafter_i & drafter, const replay_params & params = {},
-                            const cost_curve & curve = cost_curve_default());
+                            const cost_model & cost = cost_model_design());
 
 // a drafter made of a function history -> one draft path (truncated to the budget)
 struct replay_fn_drafter : drafter_i {

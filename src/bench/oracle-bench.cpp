@@ -13,7 +13,88 @@
 
 namespace editspec {
 
-bool bench_oracle(const bench_params & p, const cost_curve & bare_curve, double pass_overhead, oracle_results & out,
+namespace {
+
+struct sizing_row {
+    std::string name;
+    replay_params rp;
+};
+
+// the sizings a method is replayed under (bench.h): its own cap only, or the whole study
+std::vector<sizing_row> oracle_sizings(const method_spec & ms, const spec_params * sp, const spec_params * sp_bare) {
+    std::vector<sizing_row> v;
+    replay_params rp;
+    if (ms.draft_max > 0) {
+        rp.cap = ms.draft_max;
+        v.push_back({"cap " + std::to_string(ms.draft_max), rp});
+        return v;
+    }
+    v.push_back({"uncapped", rp});
+    for (int32_t cap : {8, 16, 48}) {
+        rp.cap = cap;
+        v.push_back({"cap " + std::to_string(cap), rp});
+    }
+    rp = {};
+    rp.sizing = REPLAY_SIZING_GROW_SHRINK;
+    v.push_back({"grow", rp});
+    rp = {};
+    rp.sizing = REPLAY_SIZING_DECODER; // statistics set per row
+    rp.spec = sp;
+    v.push_back({"cost model", rp});
+    if (sp_bare) {
+        rp.spec = sp_bare;
+        v.push_back({"cost model, blind to overhead", rp});
+    }
+    rp = {};
+    rp.sizing = REPLAY_SIZING_CLAIRVOYANT;
+    v.push_back({"clairvoyant", rp});
+    return v;
+}
+
+// an item's tokens, once for every method and sizing
+struct item_tokens {
+    token_vec context, reference, original;
+};
+
+bool oracle_items(const bench_params & p, const model & m, std::vector<item_tokens> & out, std::string * error) {
+    std::vector<dataset_item> items;
+    if (!dataset_load(p.dataset_path, DATASET_KIND_AUTO, items, error)) return false;
+    if (items.empty()) {
+        if (error) *error = "dataset '" + p.dataset_path + "' has no items";
+        return false;
+    }
+    if (p.limit > 0 && (size_t) p.limit < items.size()) items.resize(p.limit);
+    for (const dataset_item & it : items) {
+        item_tokens t;
+        replay_tokenize(m, dataset_raw_layout(it, p.instruction), t.context, t.reference);
+        if (it.task == DATASET_TASK_EDIT) t.original = edit_original_tokens(m, it.context_code);
+        out.push_back(std::move(t));
+    }
+    return true;
+}
+
+// one row: the method's drafters replayed over every item under one sizing
+bool oracle_replay_row(const method_spec & ms, const model & m, const std::vector<item_tokens> & items,
+                       replay_params rp, const cost_model & cost, replay_result & out, std::string * error) {
+    accept_stats stats; // carried across items, as bench carries them per method
+    rp.stats = &stats;
+    for (const item_tokens & t : items) {
+        method_inputs in;
+        in.original = t.original;
+        in.target = &m;
+        std::vector<std::unique_ptr<drafter_i>> owned;
+        if (!method_make_drafters(ms, in, owned, error)) return false;
+        std::vector<drafter_i *> ds;
+        for (auto & d : owned) ds.push_back(d.get());
+        drafter_chain chain(ds);
+        out.add(oracle_replay(t.context, t.reference, chain, rp, cost));
+    }
+    return true;
+}
+
+} // namespace
+
+bool bench_oracle(const bench_params & p, const cost_model & bare_cost, double pass_overhead, oracle_results & out,
                   std::string * error) {
     auto fail = [&](const std::string & msg) {
         if (error) *error = msg;
@@ -21,6 +102,9 @@ bool bench_oracle(const bench_params & p, const cost_curve & bare_curve, double 
     };
     if (p.task != DATASET_TASK_EDIT && p.task != DATASET_TASK_COMPLETE) {
         return fail("--oracle replays reference outputs; chat datasets have none");
+    }
+    if (pass_overhead < 0.0) {
+        return fail("pass overhead " + std::to_string(pass_overhead) + " is negative");
     }
     std::vector<method_spec> specs;
     for (const std::string & name : p.methods) {
@@ -31,104 +115,33 @@ bool bench_oracle(const bench_params & p, const cost_curve & bare_curve, double 
         }
         specs.push_back(ms);
     }
-    std::vector<dataset_item> items;
-    if (!dataset_load(p.dataset_path, DATASET_KIND_AUTO, items, error)) return false;
-    if (items.empty()) return fail("dataset '" + p.dataset_path + "' has no items");
-    if (p.limit > 0 && (size_t) p.limit < items.size()) items.resize(p.limit);
-
     model_load_result lr = model_load(p.model_path, /*vocab_only=*/true);
     if (!lr.model) return fail(lr.error);
     const model & m = *lr.model;
+    std::vector<item_tokens> items;
+    if (!oracle_items(p, m, items, error)) return false;
 
-    struct sizing_t {
-        std::string name;
-        replay_params rp;
-    };
-    if (pass_overhead < 0.0) {
-        return fail("pass overhead " + std::to_string(pass_overhead) + " is negative");
-    }
-    // the cost model the decoder would size with: the curve's points, relative to one token
-    auto model_of = [](const cost_curve & c) {
-        std::vector<int32_t> n;
-        std::vector<double> rel;
-        for (const auto & pt : c.points) {
-            n.push_back(pt.first);
-            rel.push_back(pt.second / c.points.front().second);
-        }
-        return cost_model_from_table(n, rel);
-    };
-    cost_curve curve = bare_curve;
-    for (auto & pt : curve.points) pt.second += pass_overhead * bare_curve.points.front().second;
-    const cost_model cm = model_of(curve), cm_bare = model_of(bare_curve);
+    // passes cost the curve plus the overhead, in 1-token passes; the decoder's sizing sees either
+    const cost_model bare = cost_model_relative(bare_cost);
+    cost_model cost = bare;
+    for (double & t : cost.ms) t += pass_overhead;
+    const cost_model cost_rel = cost_model_relative(cost); // what a decoder sizes with: t(1) = 1
     spec_params sp, sp_bare;
-    sp.cost = &cm;
-    sp_bare.cost = &cm_bare;
-
-    auto sizings_for = [&](const method_spec & ms) {
-        std::vector<sizing_t> v;
-        replay_params rp;
-        if (ms.draft_max > 0) {
-            rp.cap = ms.draft_max;
-            v.push_back({"cap " + std::to_string(ms.draft_max), rp});
-            return v;
-        }
-        v.push_back({"uncapped", rp});
-        for (int32_t cap : {8, 16, 48}) {
-            rp.cap = cap;
-            v.push_back({"cap " + std::to_string(cap), rp});
-        }
-        rp = {};
-        rp.sizing = REPLAY_SIZING_GROW_SHRINK;
-        v.push_back({"grow", rp});
-        rp = {};
-        rp.sizing = REPLAY_SIZING_DECODER; // stats set per method below
-        rp.spec = &sp;
-        v.push_back({"cost model", rp});
-        if (pass_overhead > 0.0) {
-            rp.spec = &sp_bare;
-            v.push_back({"cost model, blind to overhead", rp});
-        }
-        rp = {};
-        rp.sizing = REPLAY_SIZING_CLAIRVOYANT;
-        v.push_back({"clairvoyant", rp});
-        return v;
-    };
-
-    // tokens once per item
-    struct item_tokens {
-        token_vec context, reference, original;
-    };
-    std::vector<item_tokens> toks;
-    for (const dataset_item & it : items) {
-        item_tokens t;
-        replay_tokenize(m, dataset_raw_layout(it, p.instruction), t.context, t.reference);
-        if (it.task == DATASET_TASK_EDIT) t.original = edit_original_tokens(m, it.context_code);
-        toks.push_back(std::move(t));
-    }
+    sp.cost = &cost_rel;
+    sp_bare.cost = &bare;
 
     out = {};
     out.items = (int32_t) items.size();
-    out.curve = bare_curve;
+    out.cost = bare;
     out.pass_overhead = pass_overhead;
     for (const method_spec & ms : specs) {
-        for (sizing_t & sz : sizings_for(ms)) {
-            accept_stats stats; // carried across items, as bench carries them per method
-            if (!sz.rp.spec) sz.rp.spec = &sp;
-            sz.rp.stats = &stats;
+        for (const sizing_row & sz : oracle_sizings(ms, &sp, pass_overhead > 0.0 ? &sp_bare : nullptr)) {
             oracle_row row;
             row.method = ms.name;
             row.sizing = sz.name;
-            for (const item_tokens & t : toks) {
-                method_inputs in;
-                in.original = t.original;
-                in.target = &m;
-                std::vector<std::unique_ptr<drafter_i>> owned;
-                if (!method_make_drafters(ms, in, owned, error)) return false;
-                std::vector<drafter_i *> ds;
-                for (auto & d : owned) ds.push_back(d.get());
-                drafter_chain chain(ds);
-                row.r.add(oracle_replay(t.context, t.reference, chain, sz.rp, curve));
-            }
+            replay_params rp = sz.rp;
+            if (!rp.spec) rp.spec = &sp;
+            if (!oracle_replay_row(ms, m, items, rp, cost, row.r, error)) return false;
             out.rows.push_back(row);
         }
     }
@@ -152,12 +165,12 @@ std::string oracle_report_md(const bench_params & p, const oracle_results & res)
         s += buf;
     }
     s += "| tokens in the pass |";
-    for (const auto & pt : res.curve.points) s += " " + std::to_string(pt.first) + " |";
+    for (int32_t n : res.cost.n) s += " " + std::to_string(n) + " |";
     s += "\n| --- |";
-    for (size_t i = 0; i < res.curve.points.size(); i++) s += " ---: |";
+    for (size_t i = 0; i < res.cost.n.size(); i++) s += " ---: |";
     s += "\n| cost vs 1 token |";
-    for (const auto & pt : res.curve.points) {
-        snprintf(buf, sizeof(buf), " %.2f |", (pt.second / res.curve.points[0].second + res.pass_overhead) / (1.0 + res.pass_overhead));
+    for (double t : res.cost.ms) {
+        snprintf(buf, sizeof(buf), " %.2f |", (t / res.cost.ms[0] + res.pass_overhead) / (1.0 + res.pass_overhead));
         s += buf;
     }
     s += "\n\n| method | sizing | tokens per pass | draft tokens per pass | accepted / drafted | speedup |\n"

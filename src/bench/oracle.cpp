@@ -8,39 +8,6 @@
 
 namespace editspec {
 
-cost_curve cost_curve_from_throughput(std::span<const int32_t> n_tokens, std::span<const double> tokens_per_s) {
-    cost_curve c;
-    const size_t n = std::min(n_tokens.size(), tokens_per_s.size());
-    for (size_t i = 0; i < n; i++) {
-        c.points.push_back({n_tokens[i], (double) n_tokens[i] * tokens_per_s[0] / tokens_per_s[i]});
-    }
-    return c;
-}
-
-cost_curve cost_curve_default() {
-    static const int32_t n[]   = {1, 2, 4, 8, 16, 32, 64};
-    static const double  tps[] = {10.1, 18.4, 26.5, 42.7, 49.8, 53.2, 55.7};
-    return cost_curve_from_throughput(n, tps);
-}
-
-double cost_curve_eval(const cost_curve & curve, double n) {
-    const auto & p = curve.points;
-    if (p.empty()) {
-        return n; // no curve: every token costs one pass
-    }
-    if (p.size() == 1 || n <= p.front().first) {
-        return p.front().second;
-    }
-    size_t i = 1;
-    while (i + 1 < p.size() && n > p[i].first) {
-        i++;
-    }
-    // segment [p[i-1], p[i]]; past the end, the last segment extended
-    const double x0 = p[i - 1].first, y0 = p[i - 1].second;
-    const double x1 = p[i].first,     y1 = p[i].second;
-    return y0 + (y1 - y0) * (n - x0) / (x1 - x0);
-}
-
 void replay_result::add(const replay_result & o) {
     n_tokens   += o.n_tokens;
     n_passes   += o.n_passes;
@@ -97,11 +64,11 @@ static int32_t tree_max_depth(const draft_tree & tree) {
 }
 
 replay_result oracle_replay(std::span<const llama_token> context, std::span<const llama_token> reference,
-                            drafter_i & drafter, const replay_params & params, const cost_curve & curve) {
+                            drafter_i & drafter, const replay_params & params, const cost_model & cost) {
     replay_result r;
     const int64_t N = (int64_t) reference.size();
     r.n_tokens = N;
-    r.cost_ar  = (double) N * cost_curve_eval(curve, 1);
+    r.cost_ar  = (double) N * cost.t(1);
 
     // history = context + reference[0 .. pos)
     token_vec history(context.begin(), context.end());
@@ -152,7 +119,7 @@ replay_result oracle_replay(std::span<const llama_token> context, std::span<cons
         r.n_drafts   += tree.empty() ? 0 : 1;
         r.n_drafted  += drafted;
         r.n_accepted += a;
-        r.cost       += cost_curve_eval(curve, 1 + drafted);
+        r.cost       += cost.t(1 + drafted);
 
         if (params.sizing == REPLAY_SIZING_GROW_SHRINK && !tree.empty()) {
             if (a >= tree_max_depth(tree)) {

@@ -31,7 +31,7 @@ struct bench_opts {
 // (cached per model file and threads; measured now when it is not)
 bool oracle_curve(const bench_opts & o, oracle_results & res, std::string * error) {
     if (o.cost_curve == "design") {
-        res.curve = cost_curve_default();
+        res.cost = cost_model_design();
         res.curve_label = "design.md §4 (DeepSeek-Coder-1.3B shape, Q8_0, 2 threads, llama-bench)";
         return true;
     }
@@ -49,8 +49,7 @@ bool oracle_curve(const bench_opts & o, oracle_results & res, std::string * erro
     fprintf(stderr, "bench: the cost model of %s (cached per model file and threads)\n", o.p.model_path.c_str());
     cost_model cm;
     if (!cost_model_get(*ctx, cm, error)) return false;
-    res.curve = {};
-    for (size_t i = 0; i < cm.n.size(); i++) res.curve.points.push_back({cm.n[i], cm.ms[i] / cm.ms[0]});
+    res.cost = cost_model_relative(cm);
     char buf[160];
     snprintf(buf, sizeof(buf), "measured on this machine: %d threads, flash attention %s, %.1f ms for one token",
              ctx->n_threads(), o.p.flash_attn ? "on" : "off", cm.ms[0]);
@@ -64,8 +63,8 @@ int run_oracle(const bench_opts & o) {
     std::string err;
     if (!oracle_curve(o, res, &err)) return fail_input(cmd, err);
     const std::string label = res.curve_label;
-    const cost_curve curve = res.curve;
-    if (!bench_oracle(o.p, curve, o.pass_overhead, res, &err)) return fail_input(cmd, err);
+    const cost_model cost = res.cost;
+    if (!bench_oracle(o.p, cost, o.pass_overhead, res, &err)) return fail_input(cmd, err);
     res.curve_label = label;
     const std::string md = oracle_report_md(o.p, res);
     std::error_code ec;

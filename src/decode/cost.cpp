@@ -42,6 +42,28 @@ cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vect
     return cm;
 }
 
+cost_model cost_model_from_throughput(std::span<const int32_t> n_tokens, std::span<const double> tokens_per_s) {
+    cost_model cm;
+    const size_t n = std::min(n_tokens.size(), tokens_per_s.size());
+    for (size_t i = 0; i < n; i++) {
+        cm.n.push_back(n_tokens[i]);
+        cm.ms.push_back((double) n_tokens[i] * tokens_per_s[0] / tokens_per_s[i]);
+    }
+    return cm;
+}
+
+cost_model cost_model_design() {
+    static const int32_t n[]   = {1, 2, 4, 8, 16, 32, 64};
+    static const double  tps[] = {10.1, 18.4, 26.5, 42.7, 49.8, 53.2, 55.7};
+    return cost_model_from_throughput(n, tps);
+}
+
+cost_model cost_model_relative(const cost_model & cm) {
+    cost_model r = cm;
+    for (double & t : r.ms) t /= cm.ms.front();
+    return r;
+}
+
 using clock_type = std::chrono::steady_clock;
 
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,

@@ -3,6 +3,7 @@
 // ref: llama.cpp common/ngram-map.cpp common_ngram_simple_draft (PR 18471), pinned commit de3ff81;
 //      Saxena, "Prompt Lookup Decoding" (2023); vLLM v1/spec_decode/ngram_proposer.py
 #include "editspec/lookup.h"
+#include "editspec/match.h"
 
 #include <algorithm>
 #include <climits>
@@ -75,14 +76,10 @@ token_vec lookup_longest(std::span<const llama_token> history, const lookup_para
     int64_t best_k = n_min - 1;
     for (int64_t e = L - 1; e >= 1; --e) {
         if (h[e - 1] != last) {
-            continue;
+            continue; // the common case, without a call
         }
         // common suffix of h[0 .. e) and h[0 .. L), capped at n_max (and at e)
-        const int64_t k_cap = std::min(n_max, e);
-        int64_t k = 1;
-        while (k < k_cap && h[e - 1 - k] == h[L - 1 - k]) {
-            k++;
-        }
+        const int64_t k = match_suffix_len(history, e, history, n_max);
         if (k > best_k) {
             best_k = k;
             best_e = e;

@@ -15,6 +15,7 @@
 // d2, so d3 goes (seq_rm from H+2) and only x is decoded (its logits give the next first draft).
 #include "editspec/draft-model.h"
 #include "editspec/log.h"
+#include "editspec/sampling.h"
 
 #include <algorithm>
 #include <chrono>
@@ -38,10 +39,7 @@ prediction predict_greedy(const float * logits, int32_t n_vocab) {
     if (!logits || n_vocab <= 0) {
         return r;
     }
-    int32_t best = 0;
-    for (int32_t v = 1; v < n_vocab; v++) {
-        if (logits[v] > logits[best]) best = v; // ties go to the lowest id (sampling_argmax's rule)
-    }
+    const int32_t best = sampling_argmax(logits, n_vocab);
     // softmax probability of the argmax: 1 / sum exp(l - max), summed in 8 float lanes (each term
     // <= 1). Measured ~0.1 ms CPU for 32k tokens (glibc expf; a vectorised polynomial was no faster):
     // ~20% of a pass of the 4M-parameter test model, noise for a real draft model.
@@ -153,21 +151,9 @@ void model_drafter::begin(std::span<const llama_token> prompt) {
     failed_ = false;
     backoff_ = {};
     if (prompt.size() > 1 && (int64_t) prompt.size() - 1 <= s.ctx->n_ctx()) {
-        const auto pre = prompt.first(prompt.size() - 1);
-        const int32_t chunk = std::min(s.ctx->n_batch(), s.b.capacity());
-        n_passes_ += ((int64_t) pre.size() + chunk - 1) / chunk;
-        if (context_prefill(*s.ctx, s.b, pre, 0, 0)) {
-            s.cached.assign(pre.begin(), pre.end());
-            s.pred.assign(pre.size(), prediction{}); // the last row's logits are not read
-            n_decoded_ += (int64_t) pre.size();
-        } else {
-            if (!logged_) {
-                ES_LOG_WARN("%s: draft model '%s': prompt decode failed; no drafts until the next request\n",
-                            __func__, s.draft_model.path().c_str());
-                logged_ = true;
-            }
-            failed_ = true;
-            s.reset();
+        const auto pre = prompt.first(prompt.size() - 1); // the last row's logits are read at the first draft
+        if (!prefill(pre)) {
+            fail("prompt decode", (int64_t) pre.size());
         }
     }
     draft_ms_ += std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
@@ -175,68 +161,61 @@ void model_drafter::begin(std::span<const llama_token> prompt) {
 
 void model_drafter::accept(std::span<const llama_token> accepted) {}
 
-// The whole machinery: bring the cache in step with `history`, then draft up to n tokens.
-void model_drafter::draft_into(std::span<const llama_token> history, int32_t n, token_vec & out,
-                               std::vector<float> & p) {
-    out.clear();
-    p.clear();
-    if (failed_ || history.empty() || n <= 0) {
-        return;
-    }
+// decodes tokens after the cached ones (logits on the last row only) and records them
+bool model_drafter::prefill(std::span<const llama_token> tokens) {
     impl & s = *impl_;
-    const int64_t H = (int64_t) history.size();
-    // positions 0 .. H-1 hold the history, drafts 1 .. n-1 go to H .. H+n-2 (the last is not decoded)
-    n = (int32_t) std::min<int64_t>(n, (int64_t) s.ctx->n_ctx() - H + 1);
-    if (n <= 0) {
-        return;
+    const int32_t chunk = std::min(s.ctx->n_batch(), s.b.capacity());
+    n_passes_ += ((int64_t) tokens.size() + chunk - 1) / chunk;
+    if (!context_prefill(*s.ctx, s.b, tokens, (llama_pos) s.cached.size(), 0)) {
+        return false;
     }
-    const auto t0 = clock_type::now();
-    auto on_fail = [&](const char * what) {
-        if (!logged_) {
-            ES_LOG_WARN("model_drafter: draft model '%s': %s failed at history length %lld; no drafts until the "
-                        "next request\n", s.draft_model.path().c_str(), what, (long long) H);
-            logged_ = true;
-        }
-        failed_ = true;
-        s.reset();
-        out.clear();
-        p.clear();
-    };
+    n_decoded_ += (int64_t) tokens.size();
+    s.cached.insert(s.cached.end(), tokens.begin(), tokens.end());
+    s.pred.resize(s.cached.size()); // predictions not read yet
+    return true;
+}
 
-    // ---- bring the cache in step: common prefix of the record and the history
+void model_drafter::fail(const char * what, int64_t n_history) {
+    if (!logged_) {
+        ES_LOG_WARN("model_drafter: draft model '%s': %s failed at history length %lld; no drafts until the "
+                    "next request\n", impl_->draft_model.path().c_str(), what, (long long) n_history);
+        logged_ = true;
+    }
+    failed_ = true;
+    impl_->reset();
+}
+
+// Brings the cache in step with `history`: keeps the common prefix of the record and the history,
+// decodes the rest; afterwards cached[0 .. H) == history and pred[H-1] is known (cached may run on
+// with earlier drafts). False after a failed decode.
+bool model_drafter::catch_up(std::span<const llama_token> history) {
+    impl & s = *impl_;
+    const size_t H = history.size();
     size_t q = 0;
-    const size_t lim = std::min(s.cached.size(), (size_t) H);
+    const size_t lim = std::min(s.cached.size(), H);
     while (q < lim && s.cached[q] == history[q]) q++;
-    if (q == (size_t) H && s.pred[H - 1].token == LLAMA_TOKEN_NULL) {
+    if (q == H && s.pred[H - 1].token == LLAMA_TOKEN_NULL) {
         q = H - 1; // the last committed row's logits were never read: decode it again
     }
-    if (q < (size_t) H) {
-        // drop everything from the first difference and decode history[q .. H), logits on the last row
-        s.truncate(q);
-        q = s.cached.size(); // 0 when the cache refused a partial removal
-        const int32_t chunk = std::min(s.ctx->n_batch(), s.b.capacity());
-        for (size_t i0 = q; i0 < (size_t) H; i0 += chunk) {
-            const size_t i1 = std::min((size_t) H, i0 + chunk);
-            s.b.clear();
-            for (size_t i = i0; i < i1; i++) {
-                s.b.add(history[i], (llama_pos) i, {0}, i + 1 == (size_t) H);
-            }
-            n_passes_++;
-            if (!s.ctx->decode(s.b)) {
-                on_fail("decode of the committed tokens");
-                draft_ms_ += std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-                return;
-            }
-            n_decoded_ += (int64_t) (i1 - i0);
-            s.cached.insert(s.cached.end(), history.begin() + i0, history.begin() + i1);
-            s.pred.resize(s.cached.size());
-        }
-        s.pred[H - 1] = predict_greedy(s.ctx->logits(s.b.size() - 1), s.n_vocab);
+    if (q == H) {
+        return true;
     }
-    // now cached[0 .. H) == history and pred[H-1] is known; cached may run on with earlier drafts
+    // drop everything from the first difference and decode history[q .. H), logits on the last row
+    s.truncate(q);
+    q = s.cached.size(); // 0 when the cache refused a partial removal
+    if (!prefill(history.subspan(q))) {
+        fail("decode of the committed tokens", (int64_t) H);
+        return false;
+    }
+    s.pred[H - 1] = predict_greedy(s.ctx->logits(s.b.size() - 1), s.n_vocab);
+    return true;
+}
 
-    // ---- draft greedily, one token per step; a kept draft that matches costs no pass
-    size_t pos = (size_t) H; // position of the next draft token
+// Drafts greedily after history[0 .. H), one token per step, up to n; a kept draft that matches
+// the next prediction costs no pass.
+void model_drafter::draft_greedy(size_t H, int32_t n, token_vec & out, std::vector<float> & p) {
+    impl & s = *impl_;
+    size_t pos = H; // position of the next draft token
     for (int32_t i = 0; i < n; i++) {
         const prediction & pr = s.pred[pos - 1];
         if (pr.token == LLAMA_TOKEN_NULL || pr.p < params_.p_min) {
@@ -254,23 +233,46 @@ void model_drafter::draft_into(std::span<const llama_token> history, int32_t n, 
         const llama_token t = pr.token; // pr refers into pred, which truncate() resizes
         s.truncate(pos);
         if (s.cached.size() != pos) {
-            on_fail("partial KV removal");
-            break;
+            fail("partial KV removal", (int64_t) H);
+            return;
         }
         s.b.clear();
         s.b.add(t, (llama_pos) pos, {0}, true);
         n_passes_++;
         if (!s.ctx->decode(s.b)) {
-            on_fail("draft decode");
-            break;
+            fail("draft decode", (int64_t) H);
+            return;
         }
         n_decoded_++;
         s.cached.push_back(t);
         s.pred.push_back(predict_greedy(s.ctx->logits(0), s.n_vocab));
         pos++;
     }
-    if (!params_.keep_drafts && !failed_) {
-        s.truncate((size_t) H);
+}
+
+// Brings the cache in step with `history`, then drafts up to n tokens (p: their probabilities).
+void model_drafter::draft_into(std::span<const llama_token> history, int32_t n, token_vec & out,
+                               std::vector<float> & p) {
+    out.clear();
+    p.clear();
+    if (failed_ || history.empty() || n <= 0) {
+        return;
+    }
+    const int64_t H = (int64_t) history.size();
+    // positions 0 .. H-1 hold the history, drafts 1 .. n-1 go to H .. H+n-2 (the last is not decoded)
+    n = (int32_t) std::min<int64_t>(n, (int64_t) impl_->ctx->n_ctx() - H + 1);
+    if (n <= 0) {
+        return;
+    }
+    const auto t0 = clock_type::now();
+    if (catch_up(history)) {
+        draft_greedy((size_t) H, n, out, p);
+    }
+    if (failed_) {
+        out.clear();
+        p.clear();
+    } else if (!params_.keep_drafts) {
+        impl_->truncate((size_t) H);
     }
     n_drafted_ += (int64_t) out.size();
     draft_ms_ += std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();

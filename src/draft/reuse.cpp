@@ -4,6 +4,7 @@
 // ref: Zhu et al., "EfficientEdit" (seed 000) §III-A; their code, efficienedit/speculative_sampling.py
 //      find_suffix_and_return_remaining (gamma = 7, first occurrence in the remaining original)
 #include "editspec/reuse.h"
+#include "editspec/match.h"
 
 #include <algorithm>
 #include <climits>
@@ -57,12 +58,7 @@ std::vector<match_t> suffix_matches(std::span<const llama_token> history, std::s
         if (original[e - 1] != last) {
             continue;
         }
-        const int32_t cap = std::min({k_max, e, L});
-        int32_t k = 1;
-        while (k < cap && original[e - 1 - k] == history[L - 1 - k]) {
-            k++;
-        }
-        out.push_back({e, k});
+        out.push_back({e, (int32_t) match_suffix_len(original, e, history, k_max)});
     }
     return out;
 }

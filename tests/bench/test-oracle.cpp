@@ -47,26 +47,28 @@ struct null_drafter : drafter_i {
 } // namespace
 
 // ----------------------------------------------------------------------------
-// cost curve
+// cost curves (cost.h) as the replay costs passes
 
-TEST(cost_curve, interpolates_linearly) {
-    const cost_curve c{{{1, 1.0}, {2, 1.1}, {4, 1.5}, {8, 1.9}}};
-    EXPECT_DOUBLE_EQ(cost_curve_eval(c, 1), 1.0);   // a point
-    EXPECT_DOUBLE_EQ(cost_curve_eval(c, 4), 1.5);   // a point
-    EXPECT_DOUBLE_EQ(cost_curve_eval(c, 6), 1.7);   // halfway between 4 and 8
-    EXPECT_DOUBLE_EQ(cost_curve_eval(c, 12), 2.3);  // past the end: the last slope, 0.1 per token
-    EXPECT_DOUBLE_EQ(cost_curve_eval(c, 0), 1.0);   // below the start: the first cost
+TEST(cost_model, interpolates_linearly) {
+    const cost_model c = cost_model_from_table({1, 2, 4, 8}, {1.0, 1.1, 1.5, 1.9});
+    EXPECT_DOUBLE_EQ(c.t(1), 1.0);   // a point
+    EXPECT_DOUBLE_EQ(c.t(4), 1.5);   // a point
+    EXPECT_DOUBLE_EQ(c.t(6), 1.7);   // halfway between 4 and 8
+    EXPECT_DOUBLE_EQ(c.t(12), 2.3);  // past the end: the last slope, 0.1 per token
+    EXPECT_DOUBLE_EQ(c.t(0), 1.0);   // below the start: the first cost
 }
 
-TEST(cost_curve, from_throughput) {
+TEST(cost_model, from_throughput) {
     // t(n) = n * tps(1) / tps(n): 2 tokens at 16 tok/s against 1 at 10 tok/s cost 1.25 passes
     const int32_t n[] = {1, 2};
     const double tps[] = {10.0, 16.0};
-    const cost_curve c = cost_curve_from_throughput(n, tps);
-    EXPECT_DOUBLE_EQ(cost_curve_eval(c, 2), 1.25);
-    // the default is design.md §4's tokens/s row: t(8) = 8 * 10.1 / 42.7
-    EXPECT_NEAR(cost_curve_eval(cost_curve_default(), 8), 8 * 10.1 / 42.7, 1e-12);
-    EXPECT_NEAR(cost_curve_eval(cost_curve_default(), 12), 2.569, 1e-3); // the header's example
+    EXPECT_DOUBLE_EQ(cost_model_from_throughput(n, tps).t(2), 1.25);
+    // design.md §4's tokens/s row: t(8) = 8 * 10.1 / 42.7
+    EXPECT_NEAR(cost_model_design().t(8), 8 * 10.1 / 42.7, 1e-12);
+    EXPECT_NEAR(cost_model_design().t(12), 2.569, 1e-3); // the header's example
+    // relative: the same curve over its 1-token cost
+    const cost_model ms = cost_model_from_table({1, 64}, {20.0, 230.0});
+    EXPECT_DOUBLE_EQ(cost_model_relative(ms).t(64), 11.5);
 }
 
 // ----------------------------------------------------------------------------
@@ -86,8 +88,8 @@ TEST(oracle_replay, header_example) {
     EXPECT_EQ(r.n_drafted, 3);
     EXPECT_EQ(r.n_accepted, 2);
     EXPECT_DOUBLE_EQ(r.tokens_per_pass(), 2.0);
-    const cost_curve cc = cost_curve_default();
-    EXPECT_NEAR(r.speedup(), 4.0 / (cost_curve_eval(cc, 4) + 1.0), 1e-12); // 4 / 2.525 = 1.58
+    const cost_model cc = cost_model_design();
+    EXPECT_NEAR(r.speedup(), 4.0 / (cc.t(4) + 1.0), 1e-12); // 4 / 2.525 = 1.58
     // the drafter heard the committed tokens of each pass
     ASSERT_EQ(d.accepted.size(), 2u);
     EXPECT_EQ(d.accepted[0], (token_vec{5, 6, 8}));
@@ -142,7 +144,7 @@ TEST(oracle_replay, tree_accepts_the_matching_branch) {
     EXPECT_EQ(r.n_passes, 2);      // [5, 8] + 9, then EOS
     EXPECT_EQ(r.n_accepted, 2);
     EXPECT_EQ(r.n_drafted, 4);     // 5, 6, 7, 8
-    EXPECT_NEAR(r.cost, cost_curve_eval(cost_curve_default(), 5) + 1.0, 1e-12);
+    EXPECT_NEAR(r.cost, cost_model_design().t(5) + 1.0, 1e-12);
 }
 
 TEST(oracle_replay, fixed_cap_truncates) {
@@ -172,7 +174,7 @@ TEST(oracle_replay, clairvoyant_pays_only_for_accepted) {
     const replay_result r = oracle_replay(ctx, ref, d, p);
     EXPECT_EQ(r.n_passes, 2);
     EXPECT_EQ(r.n_drafted, 2);
-    EXPECT_NEAR(r.cost, cost_curve_eval(cost_curve_default(), 3) + 1.0, 1e-12);
+    EXPECT_NEAR(r.cost, cost_model_design().t(3) + 1.0, 1e-12);
 }
 
 TEST(oracle_replay, grow_on_full_accept_shrink_on_reject) {
@@ -389,7 +391,7 @@ TEST(dataset, kind_names) {
 // fewer passes over 164 items, about one per item).
 //
 // The costed table (CanItEdit, speedup over autoregressive) is reproduced with t(n) taken from
-// design.md's tokens/s row (cost_curve_default); the rounded "cost relative" row gives 2.21x and
+// design.md's tokens/s row (cost_model_design); the rounded "cost relative" row gives 2.21x and
 // 1.24x for fixed cap 48. The grow/shrink rule leaves two things unsaid: the first budget and
 // what a pass without a draft does. Starting at 48 and leaving the budget alone gives
 // 2.27x / 2.65x against the design's 2.28x / 2.64x; starting at 8 gives 2.27x / 2.70x; starting

@@ -19,6 +19,28 @@ namespace {
 
 reuse_params rule(reuse_sync r) { return reuse_params_for(r); }
 
+// the drafter's tree for the history (budget 100)
+draft_tree proposed(drafter_i & d, const token_vec & history) {
+    draft_tree t;
+    d.propose(history, t, 100);
+    return t;
+}
+
+// begins the drafter on the prompt [0] and returns its first tree
+draft_tree started(drafter_i & d) {
+    d.begin(token_vec{0});
+    return proposed(d, token_vec{0});
+}
+
+// where the rule's re-sync candidates point in the original, in the order offered
+std::vector<int32_t> positions(const token_vec & hist, const token_vec & orig, int32_t p, reuse_sync r) {
+    std::vector<int32_t> out;
+    for (const auto & c : reuse_sync_candidates(hist, orig, p, rule(r))) {
+        out.push_back(c.pos);
+    }
+    return out;
+}
+
 // the tokens of every path of a tree, root to leaf, in leaf order
 std::vector<token_vec> paths(const draft_tree & t) {
     std::vector<token_vec> out;
@@ -56,47 +78,34 @@ TEST(reuse_sync, header_example) {
     const token_vec orig = {1, 2, 3, 9, 4, 2, 3, 5};
     const token_vec hist = {8, 8, 7, 2, 3};
     // longest, edit point 4: k = 2 at 3 and 7, a tie; 7 is the first at/after p
-    auto c = reuse_sync_candidates(hist, orig, 4, rule(REUSE_SYNC_LONGEST));
+    const auto c = reuse_sync_candidates(hist, orig, 4, rule(REUSE_SYNC_LONGEST));
     ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].pos, 7);
     EXPECT_EQ(c[0].k, 2);
+    EXPECT_EQ(positions(hist, orig, 4, REUSE_SYNC_LONGEST), (std::vector<int32_t>{7}));
     // with p = 3 the match before original[3] is at/after p and first
-    c = reuse_sync_candidates(hist, orig, 3, rule(REUSE_SYNC_LONGEST));
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].pos, 3);
+    EXPECT_EQ(positions(hist, orig, 3, REUSE_SYNC_LONGEST), (std::vector<int32_t>{3}));
     // with p = 8 nothing is at/after p: the nearest before it, 7
-    EXPECT_EQ(reuse_sync_candidates(hist, orig, 8, rule(REUSE_SYNC_LONGEST))[0].pos, 7);
+    EXPECT_EQ(positions(hist, orig, 8, REUSE_SYNC_LONGEST), (std::vector<int32_t>{7}));
     // nearest: the smallest e >= p = 4 with any match is 7
-    c = reuse_sync_candidates(hist, orig, 4, rule(REUSE_SYNC_NEAREST));
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].pos, 7);
+    EXPECT_EQ(positions(hist, orig, 4, REUSE_SYNC_NEAREST), (std::vector<int32_t>{7}));
     // k-down (8 .. 2): k = 2 occurs; its first occurrence, whatever p
-    c = reuse_sync_candidates(hist, orig, 4, rule(REUSE_SYNC_K_DOWN));
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].pos, 3);
+    EXPECT_EQ(positions(hist, orig, 4, REUSE_SYNC_K_DOWN), (std::vector<int32_t>{3}));
     // branches: nearest's 7, then (longest is also 7) the other k = 2 match
-    c = reuse_sync_candidates(hist, orig, 4, rule(REUSE_SYNC_BRANCHES));
-    ASSERT_EQ(c.size(), 2u);
-    EXPECT_EQ(c[0].pos, 7);
-    EXPECT_EQ(c[1].pos, 3);
+    EXPECT_EQ(positions(hist, orig, 4, REUSE_SYNC_BRANCHES), (std::vector<int32_t>{7, 3}));
 }
 
 TEST(reuse_sync, longest_prefers_more_matched_tokens) {
     // [5, 2, 3] matches 3 tokens before original[4]; [2, 3] alone before original[8] (nearer p)
     const token_vec orig = {0, 5, 2, 3, 6, 7, 1, 2, 3, 4};
     const token_vec hist = {9, 5, 2, 3};
-    auto c = reuse_sync_candidates(hist, orig, 6, rule(REUSE_SYNC_LONGEST));
+    const auto c = reuse_sync_candidates(hist, orig, 6, rule(REUSE_SYNC_LONGEST));
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].pos, 4);
     EXPECT_EQ(c[0].k, 3);
     // nearest takes the first match at/after p = 6 even though it is shorter
-    c = reuse_sync_candidates(hist, orig, 6, rule(REUSE_SYNC_NEAREST));
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].pos, 9);
+    EXPECT_EQ(positions(hist, orig, 6, REUSE_SYNC_NEAREST), (std::vector<int32_t>{9}));
     // nearest with nothing after p falls back to the longest
-    c = reuse_sync_candidates(hist, orig, 10, rule(REUSE_SYNC_NEAREST));
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].pos, 4);
+    EXPECT_EQ(positions(hist, orig, 10, REUSE_SYNC_NEAREST), (std::vector<int32_t>{4}));
 }
 
 TEST(reuse_sync, k_min_and_paper_rule) {
@@ -122,11 +131,8 @@ TEST(reuse_sync, branches_offer_nearest_then_longest_then_the_rest) {
     // matches of [2, 3]: k = 3 before 4 ([5, 2, 3]), k = 2 before 9, k = 2 before 12; p = 8
     const token_vec orig = {0, 5, 2, 3, 6, 7, 1, 1, 2, 3, 4, 2, 3, 8};
     const token_vec hist = {9, 5, 2, 3};
-    auto c = reuse_sync_candidates(hist, orig, 8, rule(REUSE_SYNC_BRANCHES));
-    ASSERT_EQ(c.size(), 3u);
-    EXPECT_EQ(c[0].pos, 10); // nearest at/after p
-    EXPECT_EQ(c[1].pos, 4);  // longest
-    EXPECT_EQ(c[2].pos, 13); // the rest by k, then nearness
+    // nearest at/after p, longest, then the rest by k, then nearness
+    EXPECT_EQ(positions(hist, orig, 8, REUSE_SYNC_BRANCHES), (std::vector<int32_t>{10, 4, 13}));
     reuse_params p = rule(REUSE_SYNC_BRANCHES);
     p.n_branch = 2;
     EXPECT_EQ(reuse_sync_candidates(hist, orig, 8, p).size(), 2u);
@@ -147,13 +153,11 @@ TEST(reuse_drafter, drafts_the_original_then_follows_the_pointer) {
     d.accept(token_vec{10, 11, 12, 13, 14});                         // all 4 + the target's 14
     EXPECT_TRUE(d.synced());
     EXPECT_EQ(d.pointer(), 5);
-    t.clear();
-    d.propose(token_vec{1, 2, 10, 11, 12, 13, 14}, t, 100);
+    t = proposed(d, token_vec{1, 2, 10, 11, 12, 13, 14});
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{15}}));
     d.accept(token_vec{15, 99});                                      // past the end: out of sync
     EXPECT_FALSE(d.synced());
-    t.clear();
-    d.propose(token_vec{1, 2, 10, 11, 12, 13, 14, 15, 99}, t, 100);
+    t = proposed(d, token_vec{1, 2, 10, 11, 12, 13, 14, 15, 99});
     EXPECT_TRUE(t.empty()); // nothing after the end
 }
 
@@ -164,20 +168,16 @@ TEST(reuse_drafter, substitution_resyncs_after_the_edit) {
     // Pass 3: the target said d; [X, d] -> d matches before original[4]: draft e f g.
     const token_vec orig = {1, 2, 3, 4, 5, 6, 7};
     reuse_drafter d(orig); // NEAREST
-    d.begin(token_vec{0});
-    draft_tree t;
-    d.propose(token_vec{0}, t, 100);
+    draft_tree t = started(d);
     EXPECT_EQ(t.size(), 7);
     d.accept(token_vec{1, 2, 50});
     EXPECT_FALSE(d.synced());
     EXPECT_EQ(d.pointer(), 2);
     EXPECT_EQ(d.n_edits, 1);
-    t.clear();
-    d.propose(token_vec{0, 1, 2, 50}, t, 100);
+    t = proposed(d, token_vec{0, 1, 2, 50});
     EXPECT_TRUE(t.empty());
     d.accept(token_vec{4});
-    t.clear();
-    d.propose(token_vec{0, 1, 2, 50, 4}, t, 100);
+    t = proposed(d, token_vec{0, 1, 2, 50, 4});
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{5, 6, 7}}));
     d.accept(token_vec{5, 6, 7, 2}); // all, then EOS (2)
     EXPECT_EQ(d.n_resync_ok, 1);
@@ -190,27 +190,20 @@ TEST(reuse_drafter, insertion_resyncs_at_the_edit_point) {
     // "z \n", the nearest e >= 4 after a \n is 4 itself (original[3] = \n): the draft resumes at r.
     const token_vec orig = {1, 2, 3, 4, 5, 6, 4};
     reuse_drafter d(orig);
-    d.begin(token_vec{0});
-    draft_tree t;
-    d.propose(token_vec{0}, t, 100);
+    draft_tree t = started(d);
     d.accept(token_vec{1, 2, 3, 4, 9}); // z (9) instead of r
     EXPECT_EQ(d.pointer(), 4);
-    t.clear();
-    d.propose(token_vec{0, 1, 2, 3, 4, 9}, t, 100);
+    t = proposed(d, token_vec{0, 1, 2, 3, 4, 9});
     EXPECT_TRUE(t.empty()); // z is new
     d.accept(token_vec{4});
-    t.clear();
-    d.propose(token_vec{0, 1, 2, 3, 4, 9, 4}, t, 100);
+    t = proposed(d, token_vec{0, 1, 2, 3, 4, 9, 4});
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{5, 6, 4}}));
     // K_DOWN needs 2 matched tokens: [9, 4] is nowhere in the original, so it has no draft yet
     reuse_drafter kd(orig, rule(REUSE_SYNC_K_DOWN));
-    kd.begin(token_vec{0});
-    t.clear();
-    kd.propose(token_vec{0}, t, 100);
+    t = started(kd);
     kd.accept(token_vec{1, 2, 3, 4, 9});
     kd.accept(token_vec{4}); // no proposal this pass: out of sync, nothing to follow
-    t.clear();
-    kd.propose(token_vec{0, 1, 2, 3, 4, 9, 4}, t, 100);
+    t = proposed(kd, token_vec{0, 1, 2, 3, 4, 9, 4});
     EXPECT_TRUE(t.empty());
 }
 
@@ -219,13 +212,10 @@ TEST(reuse_drafter, deletion_resyncs_further_on) {
     // [\n, C] matches before original[5]: the draft is [\n], then the end
     const token_vec orig = {1, 9, 2, 9, 3, 9, 7};
     reuse_drafter d(orig);
-    d.begin(token_vec{0});
-    draft_tree t;
-    d.propose(token_vec{0}, t, 100);
+    draft_tree t = started(d);
     d.accept(token_vec{1, 9, 3});
     EXPECT_EQ(d.pointer(), 2);
-    t.clear();
-    d.propose(token_vec{0, 1, 9, 3}, t, 100);
+    t = proposed(d, token_vec{0, 1, 9, 3});
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{9, 7}}));
 }
 
@@ -234,18 +224,14 @@ TEST(reuse_drafter, wrong_resync_keeps_the_edit_point) {
     // tokens moves it to where it failed
     const token_vec orig = {1, 2, 3, 4, 5, 2, 6, 7};
     reuse_drafter d(orig);
-    d.begin(token_vec{0});
-    draft_tree t;
-    d.propose(token_vec{0}, t, 100);
+    draft_tree t = started(d);
     d.accept(token_vec{1, 8}); // edit at 1
-    t.clear();
-    d.propose(token_vec{0, 1, 8, 2}, t, 100); // [2] nearest at/after 1: before original[2]
+    t = proposed(d, token_vec{0, 1, 8, 2}); // [2] nearest at/after 1: before original[2]
     EXPECT_EQ(paths(t)[0].front(), 3);
     d.accept(token_vec{9}); // wrong
     EXPECT_EQ(d.pointer(), 1);
     EXPECT_FALSE(d.synced());
-    t.clear();
-    d.propose(token_vec{0, 1, 8, 2, 9, 2}, t, 100);
+    t = proposed(d, token_vec{0, 1, 8, 2, 9, 2});
     d.accept(token_vec{3, 4, 0}); // took 3, 4, then 0 instead of 5
     EXPECT_EQ(d.pointer(), 4);
     EXPECT_FALSE(d.synced());
@@ -276,20 +262,16 @@ TEST(efficientedit_drafter, generate_only_out_of_sync) {
     gen->path = {40, 41};
     fixed_drafter * g = gen.get();
     efficientedit_drafter d(std::make_unique<reuse_drafter>(orig), std::move(gen));
-    d.begin(token_vec{0});
-    draft_tree t;
-    d.propose(token_vec{0}, t, 100);
+    draft_tree t = started(d);
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{1, 2, 3, 4}}));
     EXPECT_EQ(g->n_proposed, 0);
     d.accept(token_vec{1, 50});
-    t.clear();
-    d.propose(token_vec{0, 1, 50}, t, 100);
+    t = proposed(d, token_vec{0, 1, 50});
     EXPECT_EQ(g->n_proposed, 1);
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{40, 41}})); // 50 is nowhere in the original
     EXPECT_EQ(t.nodes[0].source, DRAFT_SOURCE_MODEL);
     d.accept(token_vec{2});
-    t.clear();
-    d.propose(token_vec{0, 1, 50, 2}, t, 100);
+    t = proposed(d, token_vec{0, 1, 50, 2});
     // the generator's path and Reuse's re-sync after [2] as a sibling
     EXPECT_EQ(paths(t), (std::vector<token_vec>{{40, 41}, {3, 4}}));
     EXPECT_EQ(t.nodes[2].source, DRAFT_SOURCE_REUSE);

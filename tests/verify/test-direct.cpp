@@ -1,5 +1,6 @@
 // Direct acceptance (src/verify/direct.cpp): the first-proposed path, unverified.
 #include "editspec/verify.h"
+#include "verify/verify-case.h"
 
 #include <gtest/gtest.h>
 
@@ -11,39 +12,10 @@ namespace {
 
 constexpr int32_t N_VOCAB = 16;
 
-std::vector<float> peak(llama_token t) {
-    std::vector<float> l(N_VOCAB, 0.0f);
-    l[t] = 5.0f;
-    return l;
-}
-
-struct direct_case {
-    std::vector<float>              root = peak(15);
-    draft_tree                      tree;
-    std::vector<std::vector<float>> node;
-    std::vector<uint8_t>            lossy_ok;
-
-    int32_t add(int32_t parent, llama_token token, llama_token target_next, uint8_t lossy = 1) {
-        tree.nodes.push_back({token, parent, DRAFT_SOURCE_MODEL, NAN});
-        node.push_back(peak(target_next));
-        lossy_ok.push_back(lossy);
-        return tree.size() - 1;
-    }
-
-    verify_result run() const {
-        verify_input in;
-        in.tree        = &tree;
-        in.n_vocab     = N_VOCAB;
-        in.root_logits = root.data();
-        for (const auto & l : node) {
-            in.node_logits.push_back(l.data());
-        }
-        in.lossy_ok = lossy_ok;
-        verify_params p;
-        p.policy = VERIFY_POLICY_DIRECT;
-        rng_state rng(1);
-        return verify_tree(in, p, rng);
-    }
+// the target wants 15 at the root; direct acceptance where lossy_ok allows it
+struct direct_case : test::verify_case {
+    direct_case() { root = test::peak(N_VOCAB, 15); }
+    verify_result run() const { return verify_case::run(VERIFY_POLICY_DIRECT); }
 };
 
 } // namespace
@@ -59,10 +31,8 @@ TEST(verify_direct, follows_first_path_to_leaf) {
     const int32_t d = c.add(b, 3, 8);
     c.add(-1, 15, 15);
     const verify_result r = c.run();
-    EXPECT_EQ(r.accepted, (std::vector<int32_t>{a, b, d}));
     EXPECT_EQ(r.n_lossy, 3);
-    EXPECT_EQ(r.token, 8);
-    EXPECT_FALSE(r.recovered);
+    test::expect_verdict(r, {a, b, d}, 8, false);
 }
 
 TEST(verify_direct, lossless_nodes_are_verified) {
@@ -71,16 +41,12 @@ TEST(verify_direct, lossless_nodes_are_verified) {
     const int32_t a = c.add(-1, 1, 7);
     c.add(a, 2, 7, /*lossy=*/0);
     const verify_result r = c.run();
-    EXPECT_EQ(r.accepted, (std::vector<int32_t>{a}));
-    EXPECT_EQ(r.token, 7);
-    EXPECT_TRUE(r.recovered);
+    test::expect_verdict(r, {a}, 7, true);
 }
 
 TEST(verify_direct, empty_tree) {
     // nothing to take: the bonus at the root
     direct_case c;
     const verify_result r = c.run();
-    EXPECT_TRUE(r.accepted.empty());
-    EXPECT_EQ(r.token, 15);
-    EXPECT_FALSE(r.recovered);
+    test::expect_verdict(r, {}, 15, false);
 }

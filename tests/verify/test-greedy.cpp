@@ -1,5 +1,6 @@
 // Greedy verification (src/verify/greedy.cpp) and the shared walk / dispatch (src/verify/verify.cpp).
 #include "editspec/verify.h"
+#include "verify/verify-case.h"
 
 #include <gtest/gtest.h>
 
@@ -11,46 +12,17 @@ namespace {
 
 constexpr int32_t N_VOCAB = 100;
 
-// logits over N_VOCAB whose argmax is t (all others 0, t at 5)
-std::vector<float> peak(llama_token t) {
-    std::vector<float> l(N_VOCAB, 0.0f);
-    l[t] = 5.0f;
-    return l;
-}
+std::vector<float> peak(llama_token t) { return test::peak(N_VOCAB, t); }
 
-// a hand-made tree with the target's logits at the root and after every node
-struct tree_case {
-    draft_tree                      tree;
-    std::vector<float>              root = peak(0);
-    std::vector<std::vector<float>> node; // [n_nodes]
-    std::vector<uint8_t>            lossy_ok;
-
-    // appends a node directly (no merging, so duplicates are possible); returns its index
-    int32_t add(int32_t parent, llama_token token, llama_token target_next) {
-        tree.nodes.push_back({token, parent, DRAFT_SOURCE_TEST, NAN});
-        node.push_back(peak(target_next));
-        return tree.size() - 1;
-    }
-
-    verify_input input() const {
-        verify_input in;
-        in.tree        = &tree;
-        in.n_vocab     = N_VOCAB;
-        in.root_logits = root.data();
-        for (const auto & l : node) {
-            in.node_logits.push_back(l.data());
-        }
-        in.lossy_ok = lossy_ok;
-        return in;
+// a hand-made tree over N_VOCAB tokens, nodes tagged as the tests' own
+struct tree_case : test::verify_case {
+    tree_case() {
+        root   = peak(0);
+        source = DRAFT_SOURCE_TEST;
     }
 };
 
-verify_result run(const tree_case & c, verify_policy policy = VERIFY_POLICY_GREEDY) {
-    verify_params p;
-    p.policy = policy;
-    rng_state rng(1);
-    return verify_tree(c.input(), p, rng);
-}
+verify_result run(const tree_case & c, verify_policy policy = VERIFY_POLICY_GREEDY) { return c.run(policy); }
 
 } // namespace
 
@@ -59,9 +31,7 @@ TEST(verify_greedy, empty_tree_gives_bonus) {
     tree_case c;
     c.root = peak(7);
     const verify_result r = run(c);
-    EXPECT_TRUE(r.accepted.empty());
-    EXPECT_EQ(r.token, 7);
-    EXPECT_FALSE(r.recovered);
+    test::expect_verdict(r, {}, 7, false);
 }
 
 TEST(verify_greedy, all_right) {
@@ -72,9 +42,7 @@ TEST(verify_greedy, all_right) {
     const int32_t b = c.add(a, 11, 12);
     const int32_t d = c.add(b, 12, 13);
     const verify_result r = run(c);
-    EXPECT_EQ(r.accepted, (std::vector<int32_t>{a, b, d}));
-    EXPECT_EQ(r.token, 13);
-    EXPECT_FALSE(r.recovered);
+    test::expect_verdict(r, {a, b, d}, 13, false);
     EXPECT_EQ(r.n_lossy, 0);
 }
 
@@ -85,9 +53,7 @@ TEST(verify_greedy, all_wrong) {
     const int32_t a = c.add(-1, 10, 11);
     c.add(a, 11, 12);
     const verify_result r = run(c);
-    EXPECT_TRUE(r.accepted.empty());
-    EXPECT_EQ(r.token, 20);
-    EXPECT_TRUE(r.recovered);
+    test::expect_verdict(r, {}, 20, true);
 }
 
 TEST(verify_greedy, stops_at_first_mismatch) {
@@ -98,9 +64,7 @@ TEST(verify_greedy, stops_at_first_mismatch) {
     const int32_t b = c.add(a, 11, 30);
     c.add(b, 12, 13);
     const verify_result r = run(c);
-    EXPECT_EQ(r.accepted, (std::vector<int32_t>{a, b}));
-    EXPECT_EQ(r.token, 30);
-    EXPECT_TRUE(r.recovered);
+    test::expect_verdict(r, {a, b}, 30, true);
 }
 
 TEST(verify_greedy, branch_choice) {
@@ -116,9 +80,7 @@ TEST(verify_greedy, branch_choice) {
     const int32_t n6 = c.add(n5, 6, 8);
     const int32_t n8 = c.add(n6, 8, 9);
     const verify_result r = run(c);
-    EXPECT_EQ(r.accepted, (std::vector<int32_t>{n5, n6, n8}));
-    EXPECT_EQ(r.token, 9);
-    EXPECT_FALSE(r.recovered);
+    test::expect_verdict(r, {n5, n6, n8}, 9, false);
 }
 
 TEST(verify_greedy, depth_64_chain) {
@@ -160,9 +122,7 @@ TEST(verify_greedy, leaves_64) {
         c.add(-1, i, 77);
     }
     const verify_result r = run(c);
-    EXPECT_EQ(r.accepted, (std::vector<int32_t>{63}));
-    EXPECT_EQ(r.token, 77);
-    EXPECT_FALSE(r.recovered);
+    test::expect_verdict(r, {63}, 77, false);
 }
 
 TEST(verify_greedy, leaves_64_none_right) {
@@ -173,9 +133,7 @@ TEST(verify_greedy, leaves_64_none_right) {
         c.add(-1, i, 77);
     }
     const verify_result r = run(c);
-    EXPECT_TRUE(r.accepted.empty());
-    EXPECT_EQ(r.token, 80);
-    EXPECT_TRUE(r.recovered);
+    test::expect_verdict(r, {}, 80, true);
 }
 
 TEST(verify_greedy, ties_go_to_lowest_id) {
@@ -196,9 +154,7 @@ TEST(verify_greedy, out_of_range_tokens_never_accepted) {
     c.add(-1, -1, 1);
     c.add(-1, N_VOCAB, 1);
     const verify_result r = run(c);
-    EXPECT_TRUE(r.accepted.empty());
-    EXPECT_EQ(r.token, 4);
-    EXPECT_TRUE(r.recovered);
+    test::expect_verdict(r, {}, 4, true);
 }
 
 TEST(verify_greedy, unvisited_logits_may_be_null) {

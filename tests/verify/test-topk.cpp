@@ -1,5 +1,6 @@
 // Top-k verification (src/verify/topk.cpp) and top-k selection (verify_top_logits).
 #include "editspec/verify.h"
+#include "verify/verify-case.h"
 
 #include <gtest/gtest.h>
 
@@ -21,33 +22,15 @@ std::vector<float> ranked() {
     return l;
 }
 
-struct topk_case {
-    std::vector<float>              root = ranked();
-    draft_tree                      tree;
-    std::vector<std::vector<float>> node;
-    std::vector<uint8_t>            lossy_ok;
-
-    int32_t add(int32_t parent, llama_token token, uint8_t lossy = 1) {
-        tree.nodes.push_back({token, parent, DRAFT_SOURCE_MODEL, NAN});
-        node.push_back(ranked());
-        lossy_ok.push_back(lossy);
-        return tree.size() - 1;
-    }
-
+// every position ranks the tokens as ranked() does; nodes carry no logits of their own choosing
+struct topk_case : test::verify_case {
+    topk_case() { root = ranked(); }
+    int32_t add(int32_t parent, llama_token token, uint8_t lossy = 1) { return verify_case::add(parent, token, ranked(), lossy); }
     verify_result run(int32_t k) const {
-        verify_input in;
-        in.tree        = &tree;
-        in.n_vocab     = N_VOCAB;
-        in.root_logits = root.data();
-        for (const auto & l : node) {
-            in.node_logits.push_back(l.data());
-        }
-        in.lossy_ok = lossy_ok;
         verify_params p;
         p.policy = VERIFY_POLICY_TOPK;
         p.top_k  = k;
-        rng_state rng(1);
-        return verify_tree(in, p, rng);
+        return verify_case::run(p);
     }
 };
 
@@ -73,18 +56,14 @@ TEST(verify_topk, accepts_rank_k_not_k_plus_1) {
         topk_case c;
         const int32_t n = c.add(-1, 1);
         const verify_result r = c.run(3);
-        EXPECT_EQ(r.accepted, (std::vector<int32_t>{n}));
         EXPECT_EQ(r.n_lossy, 1);
-        EXPECT_EQ(r.token, 4); // the leaf's bonus: the argmax after it
-        EXPECT_FALSE(r.recovered);
+        test::expect_verdict(r, {n}, 4, false); // the leaf's bonus: the argmax after it
     }
     {
         topk_case c;
         c.add(-1, 2);
         const verify_result r = c.run(3);
-        EXPECT_TRUE(r.accepted.empty());
-        EXPECT_EQ(r.token, 4);
-        EXPECT_TRUE(r.recovered);
+        test::expect_verdict(r, {}, 4, true);
     }
 }
 
