@@ -1,4 +1,5 @@
-// libFuzzer target: request bodies of every endpoint through api_parse (src/server/api-parse.cpp).
+// libFuzzer target: request bodies of every endpoint through api_parse (src/server/api-parse.cpp) and
+// the apply message format (src/request/apply.cpp).
 // The first byte picks the endpoint; the rest is the body. Built with ASan and UBSan by
 // -DEDITSPEC_FUZZ=ON (clang); run: build-fuzz/bin/fuzz-api -runs=1000000 fuzz/corpus-api
 #include "editspec/server.h"
@@ -9,7 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size == 0) return 0;
-    const auto ep = (editspec::api_endpoint) (data[0] % 4);
+    const auto ep = (editspec::api_endpoint) (data[0] % 5);
     const std::string body((const char *) data + 1, size - 1);
     editspec::api_request rq;
     editspec::api_error err;
@@ -20,5 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         return 0;
     }
     if (rq.n_predict < -1 || rq.sampling.temp < 0.0f || rq.sampling.top_p <= 0.0f) abort();
+    // an apply's prediction is its code; a message in the apply format round-trips
+    if (rq.is_apply && (!rq.has_prediction || (ep == editspec::API_APPLY && rq.prediction != rq.apply.code))) abort();
+    editspec::apply_input back;
+    if (rq.is_apply && !editspec::apply_message_parse(editspec::apply_message(rq.apply), back)) abort();
     return 0;
 }

@@ -20,6 +20,7 @@
 
 #include "editspec/cost.h"
 #include "editspec/draft-model.h"
+#include "editspec/apply.h"
 #include "editspec/engine.h"
 #include "editspec/generate.h"
 #include "editspec/methods.h"
@@ -73,6 +74,12 @@ struct request {
 // edit requests: the prompt (the model's chat template, else the plain edit template; edit.h) and
 // the original code's tokens
 void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq);
+
+// apply requests (apply.h): the prompt and the original code's tokens, as for an edit
+void request_apply_tokens(const model & m, const apply_input & in, request & rq);
+
+// "" when the prompt leaves room for a token in a context of n_ctx; else the error saying both sizes
+std::string request_over_context(const request & rq, int32_t n_ctx);
 
 // Runs the request with the method: autoregressive for "ar", else the speculative decoder with the
 // method's drafters, policy and sizing (the cost model is fetched when the method sizes by it).

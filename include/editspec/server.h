@@ -4,6 +4,9 @@
 //                               EfficientEdit's Reuse drafter
 //   POST /v1/completions        OpenAI text completions, `suffix` = fill-in-the-middle
 //   POST /completion, /infill   llama.cpp's (llama.vim, llama.vscode, Continue's llama.cpp provider)
+//   POST /v1/apply              fast apply (apply.h): {code, update, instruction?} -> the merged file;
+//                               a chat message in the <code>...</code>\n<update>...</update> format
+//                               is an apply too, its code the prediction
 //   GET  /v1/models, /health, /metrics (Prometheus)
 //
 // N slots, each a context (KV cache) on the one loaded model; requests wait for a free slot.
@@ -13,6 +16,7 @@
 //     return editspec::server_run(sp);   // blocks until SIGINT / SIGTERM
 #pragma once
 
+#include "editspec/apply.h"
 #include "editspec/engine.h"
 #include "editspec/request.h"
 #include "editspec/sampling.h"
@@ -43,6 +47,7 @@ enum api_endpoint {
     API_COMPLETIONS, // /v1/completions
     API_COMPLETION,  // /completion (llama.cpp)
     API_INFILL,      // /infill (llama.cpp)
+    API_APPLY,       // /v1/apply (editspec)
 };
 
 struct api_error {
@@ -75,6 +80,8 @@ struct api_request {
     double t_max_predict_ms = 0.0;       // llama.cpp: stop after this long (0 = no limit)
     std::vector<std::string> response_fields; // llama.cpp: only these ("timings/predicted_n": nested)
     std::string model;                   // as the client named it (echoed)
+    bool is_apply = false;               // /v1/apply, or a chat message in the apply format
+    apply_input apply;                   // its code, update and instruction (the code is the prediction)
 };
 
 // sets a 400 error on `param` (may be ""); returns false

@@ -1,11 +1,14 @@
 // editspec edit: apply an instruction to a file (or stdin) with the model, printing the edited code,
 // a unified diff, or one JSON object; --in-place rewrites the file atomically (backup FILE.orig).
+// editspec apply: the same for an edit snippet to merge into the file (fast apply, apply.h).
 //
 //   editspec edit -m model.gguf -f app.py -i "Rename x to count." --diff
+//   editspec apply -m model.gguf -f app.py -u change.py --diff
 //
 // Greedy decoding; the default method, reuse+lookup-longest sized by the cost model, is lossless
 // (the output equals autoregressive decoding's).
 #include "cli/commands.h"
+#include "editspec/apply.h"
 #include "editspec/decoder.h"
 #include "editspec/edit.h"
 #include "editspec/generate.h"
@@ -31,8 +34,10 @@ namespace editspec::cli {
 namespace {
 
 struct edit_opts {
+    const char * cmd = "edit"; // or "apply"
     request_opts req;      // -m, --method, --draft-model, --gamma, -t, -c, --flash-attn
     std::string file;
+    std::string update;    // apply: the snippet's file ("-" = stdin)
     std::string instruction;
     int32_t n_predict = 0; // 0 = auto: twice the code's tokens + 64
     bool diff = false;
@@ -107,12 +112,30 @@ int read_code(const char * cmd, const std::string & file, std::string & code, mo
     return 0;
 }
 
+// apply's snippet: -u FILE, or stdin ("-"); an exit status
+int read_update(const char * cmd, const std::string & file, std::string & update) {
+    std::string error;
+    if (file == "-") {
+        update.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    } else if (!read_all(file, update, error)) {
+        return fail_input(cmd, error);
+    }
+    if (update.find_first_not_of(" \t\r\n") == std::string::npos) {
+        return fail_input(cmd, "the update " + (file == "-" ? std::string("(stdin)") : "'" + file + "'") + " is empty");
+    }
+    return 0;
+}
+
 int run_edit(const edit_opts & o) {
-    const char * cmd = "edit";
+    const char * cmd = o.cmd;
+    const bool apply = std::string(cmd) == "apply";
     std::string error;
     // ---- input
-    if (o.instruction.find_first_not_of(" \t\r\n") == std::string::npos) {
+    if (!apply && o.instruction.find_first_not_of(" \t\r\n") == std::string::npos) {
         return fail_input(cmd, "empty instruction (-i)");
+    }
+    if (apply && o.update == "-" && o.file.empty()) {
+        return fail_input(cmd, "the code and the update cannot both come from stdin: give -f FILE or -u FILE");
     }
     if (o.in_place && o.file.empty()) {
         return fail_input(cmd, "--in-place needs -f FILE");
@@ -128,6 +151,12 @@ int run_edit(const edit_opts & o) {
     if (const int status = read_code(cmd, o.file, code, &mode); status != 0) {
         return status;
     }
+    std::string update;
+    if (apply) {
+        if (const int status = read_update(cmd, o.update, update); status != 0) {
+            return status;
+        }
+    }
 
     // ---- models
     method_spec ms;
@@ -135,15 +164,14 @@ int run_edit(const edit_opts & o) {
     if (const int status = open_request_runner(cmd, o.req, ms, rn); status != 0) {
         return status;
     }
-    const model & m = *rn.target.model;
     request rq;
-    request_edit_tokens(m, o.instruction, code, rq);
-    if ((int32_t) rq.prompt.size() + 1 >= o.req.n_ctx) {
-        return fail_input(cmd, "the prompt is " + std::to_string(rq.prompt.size()) + " tokens and the context holds " +
-                                   std::to_string(o.req.n_ctx) + " (raise --ctx-size)");
+    if (apply) {
+        request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq);
+    } else {
+        request_edit_tokens(*rn.target.model, o.instruction, code, rq);
     }
     // an edit's answer is about as long as the code
-    warn_past_train_ctx(cmd, m, (int32_t) rq.prompt.size(), (int32_t) rq.original.size());
+    warn_past_train_ctx(cmd, *rn.target.model, (int32_t) rq.prompt.size(), (int32_t) rq.original.size());
 
     // ---- generate (greedy)
     rq.gen.n_predict = o.n_predict != 0 ? o.n_predict : 2 * (int32_t) rq.original.size() + 64;
@@ -172,11 +200,25 @@ int run_edit(const edit_opts & o) {
     } else if (o.diff) {
         fwrite(diff.data(), 1, diff.size(), stdout);
         // an empty diff is a valid answer; say so where a person reads it, not in the patch
-        if (diff.empty()) fprintf(stderr, "editspec edit: the model left the code unchanged\n");
+        if (diff.empty()) fprintf(stderr, "editspec %s: the model left the code unchanged\n", cmd);
     } else if (!o.in_place) {
         fwrite(edited.data(), 1, edited.size(), stdout);
     }
     return 0;
+}
+
+// the options edit and apply share
+void add_edit_options(CLI::App * sub, edit_opts & o, const char * what) {
+    o.req.method = "reuse+lookup-longest";
+    add_request_options(sub, o.req,
+                        "decoding method: ar, reuse, lookup, lookup-longest, sd, efficientedit, a+b (one tree), "
+                        "NAME@N (fixed cap), NAME:POLICY");
+    sub->add_option("-f,--file", o.file, std::string("the file to ") + what + " (default: read the code from stdin)");
+    sub->add_option("-n,--n-predict", o.n_predict, "most tokens to generate (0 = twice the code's + 64, -1 = no limit)")
+        ->capture_default_str();
+    sub->add_flag("--diff", o.diff, "print a unified diff instead of the new code");
+    sub->add_flag("--in-place", o.in_place, "rewrite FILE atomically, keeping the original as FILE.orig");
+    sub->add_flag("--json", o.json, "print one JSON object with the code and statistics");
 }
 
 } // namespace
@@ -184,17 +226,20 @@ int run_edit(const edit_opts & o) {
 command cmd_edit_add(CLI::App & app) {
     auto o = std::make_shared<edit_opts>();
     CLI::App * sub = app.add_subcommand("edit", "edit code following an instruction (greedy, lossless by default)");
-    o->req.method = "reuse+lookup-longest";
-    add_request_options(sub, o->req,
-                        "decoding method: ar, reuse, lookup, lookup-longest, sd, efficientedit, a+b (one tree), "
-                        "NAME@N (fixed cap), NAME:POLICY");
-    sub->add_option("-f,--file", o->file, "the file to edit (default: read the code from stdin)");
+    add_edit_options(sub, *o, "edit");
     sub->add_option("-i,--instruction", o->instruction, "what to change")->required();
-    sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate (0 = twice the code's + 64, -1 = no limit)")
-        ->capture_default_str();
-    sub->add_flag("--diff", o->diff, "print a unified diff instead of the edited code");
-    sub->add_flag("--in-place", o->in_place, "rewrite FILE atomically, keeping the original as FILE.orig");
-    sub->add_flag("--json", o->json, "print one JSON object with the code and statistics");
+    return {sub, [o] { return run_edit(*o); }};
+}
+
+command cmd_apply_add(CLI::App & app) {
+    auto o = std::make_shared<edit_opts>();
+    o->cmd = "apply";
+    CLI::App * sub = app.add_subcommand(
+        "apply", "merge an edit snippet (unchanged code elided by comments such as '# ... existing code ...') into "
+                 "a file: fast apply, with the file as the prediction (greedy, lossless by default)");
+    add_edit_options(sub, *o, "merge the update into");
+    sub->add_option("-u,--update", o->update, "the snippet to merge, a file or - for stdin")->required();
+    sub->add_option("-i,--instruction", o->instruction, "what the change is for (optional)");
     return {sub, [o] { return run_edit(*o); }};
 }
 

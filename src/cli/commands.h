@@ -25,6 +25,7 @@ command cmd_make_model_add(CLI::App & app);
 command cmd_bench_add(CLI::App & app);
 command cmd_cost_add(CLI::App & app);
 command cmd_edit_add(CLI::App & app);
+command cmd_apply_add(CLI::App & app);
 command cmd_serve_add(CLI::App & app);
 
 // "editspec <cmd>: error: <msg>" on stderr; returns 2

@@ -16,6 +16,7 @@ int main(int argc, char ** argv) {
         editspec::cli::cmd_bench_add(app),
         editspec::cli::cmd_cost_add(app),
         editspec::cli::cmd_edit_add(app),
+        editspec::cli::cmd_apply_add(app),
         editspec::cli::cmd_serve_add(app),
     };
     try {

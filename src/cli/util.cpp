@@ -158,6 +158,9 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
 }
 
 int run_request(const char * cmd, runner & rn, const method_spec & ms, const request & rq, generate_result & r) {
+    if (const std::string over = request_over_context(rq, rn.params.n_ctx); !over.empty()) {
+        return fail_input(cmd, over + " (raise --ctx-size)");
+    }
     std::string error;
     if (!runner_generate(rn, ms, rq, r, &error)) {
         return fail_input(cmd, error);

@@ -51,6 +51,18 @@ void request_edit_tokens(const model & m, const std::string & instruction, const
     rq.original = edit_original_tokens(m, code);
 }
 
+void request_apply_tokens(const model & m, const apply_input & in, request & rq) {
+    rq.prompt = m.tokenize(apply_prompt(m, in), true, apply_prompt_parse_special(m));
+    rq.original = edit_original_tokens(m, in.code);
+}
+
+std::string request_over_context(const request & rq, int32_t n_ctx) {
+    if ((int32_t) rq.prompt.size() + 1 < n_ctx) {
+        return "";
+    }
+    return "the prompt is " + std::to_string(rq.prompt.size()) + " tokens and the context holds " + std::to_string(n_ctx);
+}
+
 bool runner_generate(runner & rn, const method_spec & ms, const request & rq, generate_result & r, std::string * error) {
     if (!ms.is_ar() && ms.draft_max == 0 && !runner_cost(rn, error)) {
         return false;

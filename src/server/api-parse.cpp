@@ -146,7 +146,37 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
     }
     int32_t n = 1;
     if (!get_int(j, "n", 1, 1, n, err)) return false;
+    // fast-apply models' message format: the code is the prediction unless one was sent
+    for (auto it = out.messages.rbegin(); it != out.messages.rend(); ++it) {
+        if (it->role != "user") continue;
+        if (apply_message_parse(it->content, out.apply)) {
+            out.is_apply = true;
+            if (!out.has_prediction) {
+                out.has_prediction = true;
+                out.prediction = out.apply.code;
+            }
+        }
+        break;
+    }
     return get_sampling(j, out, err);
+}
+
+// /v1/apply: {code, update, instruction?, max_tokens?, temperature?, ...}
+bool parse_apply(const json & j, api_request & out, api_error & err) {
+    for (const char * key : {"code", "update"}) {
+        if (!j.contains(key) || !j[key].is_string()) return api_fail(err, key, std::string("'") + key + "' must be a string");
+    }
+    out.apply.code = j["code"].get<std::string>();
+    out.apply.update = j["update"].get<std::string>();
+    if (!get_string(j, "instruction", out.apply.instruction, err)) return false;
+    if (out.apply.update.find_first_not_of(" \t\r\n") == std::string::npos) return api_fail(err, "update", "'update' is empty");
+    bool stream = false;
+    if (!get_bool(j, "stream", stream, err)) return false;
+    if (stream) return api_fail(err, "stream", "/v1/apply answers whole; stream the chat endpoint with the same message");
+    out.is_apply = true;
+    out.has_prediction = true;
+    out.prediction = out.apply.code;
+    return get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) && get_sampling(j, out, err);
 }
 
 bool parse_completions(const json & j, api_request & out, api_error & err) {
@@ -231,6 +261,7 @@ bool api_parse(api_endpoint endpoint, const std::string & body, api_request & ou
         case API_COMPLETIONS: return parse_completions(j, out, err);
         case API_COMPLETION:  return parse_llama(j, out, err);
         case API_INFILL:      return parse_infill(j, out, err);
+        case API_APPLY:       return parse_apply(j, out, err);
     }
     return api_fail(err, "", "unknown endpoint");
 }

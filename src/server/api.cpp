@@ -32,7 +32,9 @@ static std::string edit_instruction(const std::vector<api_message> & messages) {
 bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err) {
     const model_facts & f = m.facts();
     out.clear();
-    if (rq.endpoint == API_CHAT && rq.has_prediction && !chat_template_known(m)) {
+    if (rq.endpoint == API_APPLY || (rq.endpoint == API_CHAT && rq.is_apply && !chat_template_known(m))) {
+        out = m.tokenize(apply_prompt(m, rq.apply), true, apply_prompt_parse_special(m));
+    } else if (rq.endpoint == API_CHAT && rq.has_prediction && !chat_template_known(m)) {
         // a model without a chat template (editspec's own) was trained on the edit template: the
         // request is the edit of the prediction that the last user message asks for (editspec edit)
         out = m.tokenize(edit_prompt(m, edit_instruction(rq.messages), rq.prediction), true, false);

@@ -1,5 +1,6 @@
 // The HTTP side of `editspec serve`: routes, slots, streaming, metrics.
 #include "editspec/server.h"
+#include "editspec/edit.h"
 #include "editspec/log.h"
 
 #include <httplib.h>
@@ -206,11 +207,10 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
     const model & m = *s.rn.target.model;
     if (!api_prompt_tokens(m, g.rq, g.req.prompt, err)) return false;
     const int32_t n_ctx = s.params.runner.n_ctx;
-    if ((int32_t) g.req.prompt.size() + 1 >= n_ctx) {
+    if (const std::string over = request_over_context(g.req, n_ctx); !over.empty()) {
         err.param = "messages";
         err.code = "context_length_exceeded";
-        err.message = "the prompt is " + std::to_string(g.req.prompt.size()) + " tokens and the context holds " +
-                      std::to_string(n_ctx) + " (the server's --ctx-size)";
+        err.message = over + " (the server's --ctx-size)";
         return false;
     }
     const int32_t room = n_ctx - 1 - (int32_t) g.req.prompt.size();
@@ -295,6 +295,12 @@ json response_json(server_state & s, const generation & g, const std::string & i
                                               {"finish_reason", api_finish_reason(r.stop)}}})},
                     {"usage", usage_json(g)},
                     {"timings", timings_json(r)}};
+        case API_APPLY:
+            return {{"id", id}, {"object", "editspec.apply"}, {"created", unix_now()}, {"model", model},
+                    {"merged_code", edit_extract_code(r.text)},
+                    {"finish_reason", api_finish_reason(r.stop)},
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}};
         default: break;
     }
     json j = {{"content", r.text},
@@ -359,7 +365,7 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
         send_error(res, err);
         return;
     }
-    const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : "cmpl-");
+    const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY ? "apply-" : "cmpl-");
     if (!g->rq.stream) {
         if (!run(s, *g, nullptr, err)) {
             send_error(res, err);
@@ -476,6 +482,7 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Post("/completions", timed(API_COMPLETIONS));
     svr.Post("/completion", timed(API_COMPLETION));
     svr.Post("/infill", timed(API_INFILL));
+    svr.Post("/v1/apply", timed(API_APPLY));
     svr.Get("/health", [](const httplib::Request &, httplib::Response & res) { send_json(res, 200, {{"status", "ok"}}); });
     auto models = [&s](const httplib::Request &, httplib::Response & res) {
         send_json(res, 200, {{"object", "list"},

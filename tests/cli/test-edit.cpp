@@ -3,6 +3,7 @@
 // test that matters most: greedy reuse / reuse+lookup / efficientedit:greedy output equals
 // autoregressive output on CanItEdit edit prompts. Flash attention off, one thread.
 #include "common/test-util.h"
+#include "editspec/apply.h"
 #include "editspec/dataset.h"
 #include "editspec/decoder.h"
 #include "editspec/edit.h"
@@ -70,6 +71,32 @@ TEST(edit_prompt, plain_template_byte_for_byte) {
     EXPECT_FALSE(edit_prompt_parse_special(*m));
     EXPECT_EQ(edit_prompt(*m, "I", "y"), edit_prompt_plain("I", "y"));
     EXPECT_EQ(edit_original_tokens(*m, "x = 1\n"), m->tokenize("x = 1\n", false, false)); // no BOS
+}
+
+TEST(apply_prompt, message_format_round_trips_and_plain_template) {
+    const apply_input in{"def f(x):\n    return x\n", "# ... existing code ...\n    return x + 1\n", "Add one."};
+    EXPECT_EQ(apply_message(in), "<instruction>Add one.</instruction>\n<code>def f(x):\n    return x\n</code>\n"
+                                 "<update># ... existing code ...\n    return x + 1\n</update>");
+    apply_input back;
+    ASSERT_TRUE(apply_message_parse(apply_message(in), back));
+    EXPECT_EQ(back.code, in.code);
+    EXPECT_EQ(back.update, in.update);
+    EXPECT_EQ(back.instruction, in.instruction);
+    // no instruction; code that itself holds "</code>" and "<update>" text
+    const apply_input odd{"s = '</code>'\nt = '<update>'\n", "s = ''\n", ""};
+    ASSERT_TRUE(apply_message_parse(apply_message(odd), back));
+    EXPECT_EQ(back.code, odd.code);
+    EXPECT_EQ(back.update, odd.update);
+    EXPECT_EQ(back.instruction, "");
+    EXPECT_FALSE(apply_message_parse("<code>x</code> and no update", back));
+    EXPECT_FALSE(apply_message_parse("Rename x.\n```\nx = 1\n```", back));
+    // a model without a chat template: the plain edit template with the update in the instruction
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    EXPECT_FALSE(apply_prompt_parse_special(*m));
+    EXPECT_EQ(apply_prompt(*m, in), "### Instruction:\nAdd one.\n### Update:\n# ... existing code ...\n    return x + 1"
+                                    "\n### Original code:\ndef f(x):\n    return x\n\n### Edited code:\n");
+    EXPECT_EQ(apply_prompt(*m, odd).rfind("### Instruction:\nApply the update to the code.\n### Update:\n", 0), 0u);
 }
 
 TEST(edit_extract_code, strips_a_wrapping_fence_only) {
@@ -204,6 +231,38 @@ TEST(edit_cli, stdin_prints_the_code) {
     ASSERT_EQ(test::run_command(base + " -f " + quote((d.path / "in.py").string()), &out_f), 0);
     EXPECT_FALSE(out.empty());
     EXPECT_EQ(out, out_f);
+}
+
+TEST(apply_cli, merges_with_the_file_as_prediction_and_checks_input) {
+    // editspec apply: the update from a file or stdin gives the same merged code; its JSON says the
+    // file's tokens were drafted (Reuse); --in-place keeps a backup; bad input exits 2
+    temp_dir d;
+    const fs::path f = d.path / "f.py", u = d.path / "u.py";
+    write_text(f, sample_code);
+    write_text(u, "# ... existing code ...\nprint(add(2, 3))\n");
+    const std::string base = std::string(bin()) + " apply" + model_arg() + " -f " + quote(f.string()) + " -n 24";
+    std::string out, out_stdin, json_out;
+    ASSERT_EQ(test::run_command(base + " -u " + quote(u.string()), &out), 0) << out;
+    ASSERT_EQ(test::run_command(base + " -u - < " + quote(u.string()), &out_stdin), 0) << out_stdin;
+    EXPECT_EQ(out, out_stdin);
+    ASSERT_EQ(test::run_command(base + " -u " + quote(u.string()) + " --json", &json_out), 0) << json_out;
+    const nlohmann::json j = nlohmann::json::parse(json_out);
+    EXPECT_EQ(j["method"], "reuse+lookup-longest");
+    ASSERT_TRUE(j["by_source"].contains("reuse")) << json_out;
+    EXPECT_GT(j["by_source"]["reuse"]["drafted"].get<int>(), 0);
+    ASSERT_EQ(test::run_command(base + " -u " + quote(u.string()) + " --in-place", &out_stdin), 0);
+    EXPECT_EQ(read_text(f), out);
+    EXPECT_EQ(read_text(d.path / "f.py.orig"), sample_code);
+    write_text(d.path / "blank.py", "  \n");
+    for (const std::string & args : {std::string(" -u ") + quote((d.path / "nope.py").string()),
+                                     std::string(" -u ") + quote((d.path / "blank.py").string()),
+                                     std::string("")}) {
+        std::string err;
+        EXPECT_EQ(test::run_command(base + args + " 2>&1", &err), 2) << args << ": " << err;
+    }
+    std::string err;
+    EXPECT_EQ(test::run_command(std::string(bin()) + " apply" + model_arg() + " -u - < " + quote(u.string()) + " 2>&1", &err), 2)
+        << err; // the code and the update both from stdin
 }
 
 TEST(edit_cli, bad_input_exits_2_and_writes_nothing) {
