@@ -64,6 +64,10 @@ struct draft_tree {
                      std::span<const float> p_draft = {}, uint8_t conf = 0);
     // depth of node i (root children have depth 1)
     int32_t depth(int32_t i) const;
+    // every node's depth, in one pass (parents precede children)
+    std::vector<int32_t> depths() const;
+    // the deepest node's depth, 0 for an empty tree
+    int32_t max_depth() const;
     // tokens from the root to node i, inclusive
     std::vector<llama_token> path_to(int32_t i) const;
     // indices of nodes with no children

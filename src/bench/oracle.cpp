@@ -51,18 +51,6 @@ void drafter_chain::accept(std::span<const llama_token> accepted) {
     }
 }
 
-// depth of the deepest node: a draft is fully accepted when its longest path is
-static int32_t tree_max_depth(const draft_tree & tree) {
-    std::vector<int32_t> depth(tree.nodes.size());
-    int32_t best = 0;
-    for (size_t i = 0; i < tree.nodes.size(); i++) {
-        const int32_t p = tree.nodes[i].parent;
-        depth[i] = p < 0 ? 1 : depth[p] + 1;
-        best = std::max(best, depth[i]);
-    }
-    return best;
-}
-
 replay_result oracle_replay(std::span<const llama_token> context, std::span<const llama_token> reference,
                             drafter_i & drafter, const replay_params & params, const cost_model & cost) {
     replay_result r;
@@ -122,7 +110,7 @@ replay_result oracle_replay(std::span<const llama_token> context, std::span<cons
         r.cost       += cost.t(1 + drafted);
 
         if (params.sizing == REPLAY_SIZING_GROW_SHRINK && !tree.empty()) {
-            if (a >= tree_max_depth(tree)) {
+            if (a >= tree.max_depth()) {
                 budget = std::min(budget * 2, params.cap_max);
             } else {
                 budget = std::min(a + 2, params.cap_max);

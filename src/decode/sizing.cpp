@@ -27,12 +27,11 @@ void accept_stats::record(uint8_t source, uint8_t conf, int32_t depth, bool was_
 std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats & stats) {
     const int32_t n = tree.size();
     std::vector<float> rate(n), p(n);
-    std::vector<int32_t> depth(n);
+    const std::vector<int32_t> depth = tree.depths();
     // sum of the children's rates per parent (index parent + 1; 0 = root)
     std::vector<float> child_sum(n + 1, 0.0f);
     for (int32_t i = 0; i < n; i++) {
         const draft_node & nd = tree.nodes[i];
-        depth[i] = nd.parent < 0 ? 1 : depth[nd.parent] + 1;
         rate[i] = stats.rate(nd.source, nd.conf, depth[i]);
         child_sum[nd.parent + 1] += rate[i];
     }
@@ -167,12 +166,12 @@ draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> &
 // nodes deeper than max_depth go, with everything under them
 draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth) {
     draft_tree out;
-    std::vector<int32_t> remap(tree.size(), -1), depth(tree.size(), 0);
+    std::vector<int32_t> remap(tree.size(), -1);
+    const std::vector<int32_t> depth = tree.depths();
     for (int32_t i = 0; i < tree.size(); i++) {
         draft_node nd = tree.nodes[i];
-        if (nd.parent >= 0 && remap[nd.parent] < 0) continue;
-        depth[i] = nd.parent < 0 ? 1 : depth[nd.parent] + 1;
-        if (depth[i] > max_depth) continue;
+        if (depth[i] > max_depth) continue; // and so its subtree
+        ES_ASSERT(nd.parent < 0 || remap[nd.parent] >= 0);
         if (nd.parent >= 0) nd.parent = remap[nd.parent];
         remap[i] = out.size();
         out.nodes.push_back(nd);
@@ -207,10 +206,9 @@ void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std
     const int32_t n = tree.size();
     std::vector<bool> on_path(n, false);
     for (int32_t a : accepted) on_path[a] = true;
-    std::vector<int32_t> depth(n, 0);
+    const std::vector<int32_t> depth = tree.depths();
     for (int32_t i = 0; i < n; i++) {
         const int32_t p = tree.nodes[i].parent;
-        depth[i] = p < 0 ? 1 : depth[p] + 1;
         if (p < 0 || on_path[p]) {
             stats.record(tree.nodes[i].source, tree.nodes[i].conf, depth[i], on_path[i]);
             if (by_source) {

@@ -62,6 +62,19 @@ int32_t draft_tree::depth(int32_t i) const {
     return d;
 }
 
+std::vector<int32_t> draft_tree::depths() const {
+    std::vector<int32_t> d(nodes.size());
+    for (size_t i = 0; i < nodes.size(); i++) {
+        d[i] = nodes[i].parent < 0 ? 1 : d[nodes[i].parent] + 1;
+    }
+    return d;
+}
+
+int32_t draft_tree::max_depth() const {
+    const std::vector<int32_t> d = depths();
+    return d.empty() ? 0 : *std::max_element(d.begin(), d.end());
+}
+
 std::vector<llama_token> draft_tree::path_to(int32_t i) const {
     std::vector<llama_token> out;
     for (; i >= 0; i = nodes[i].parent) {

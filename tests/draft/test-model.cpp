@@ -1,4 +1,4 @@
-// Draft-model drafter (src/draft/model.cpp): lossless with itself and with another model as draft,
+// Draft-model drafter (src/draft/draft-model.cpp): lossless with itself and with another model as draft,
 // vocabulary mismatches refused, the draft cache in step with the committed tokens, edge cases.
 // Flash attention off (design.md §3); one thread everywhere (a shared 2-core machine).
 #include "common/test-util.h"

@@ -1,4 +1,4 @@
-// Speculative sampling (src/verify/sampling.cpp): the output must have exactly the distribution of
+// Speculative sampling (src/verify/speculative-sampling.cpp): the output must have exactly the distribution of
 // autoregressive sampling from sampling_dist(), for any tree.
 #include "editspec/verify.h"
 

@@ -1,0 +1,162 @@
+// Draft sizing (src/decode/sizing.cpp) and the draft tree (src/draft/tree.cpp), model-free: depths,
+// acceptance statistics, node probabilities, pruning by a cost curve, leaf limits, depth-first order
+// and what one pass verifies.
+#include "editspec/sizing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace editspec;
+
+namespace {
+
+//     root ── 1 ── 2 ── 3
+//          │    └─ 4
+//          └─ 5
+draft_tree sample_tree() {
+    draft_tree t;
+    const int32_t a = t.add(-1, 1, DRAFT_SOURCE_LOOKUP);
+    const int32_t b = t.add(a, 2, DRAFT_SOURCE_LOOKUP);
+    t.add(b, 3, DRAFT_SOURCE_LOOKUP);
+    t.add(a, 4, DRAFT_SOURCE_LOOKUP);
+    t.add(-1, 5, DRAFT_SOURCE_LOOKUP);
+    return t;
+}
+
+std::vector<llama_token> tokens(const draft_tree & t) {
+    std::vector<llama_token> out;
+    for (const draft_node & n : t.nodes) out.push_back(n.token);
+    return out;
+}
+
+// statistics whose rate is exactly r for every class and depth (no prior pull, no exploration floor)
+accept_stats fixed_rate(float r) {
+    accept_stats s;
+    s.prior = r;
+    s.prior_weight = 1.0f;
+    s.explore_min_obs = 0.0f;
+    return s;
+}
+
+} // namespace
+
+TEST(draft_tree, depths_merging_and_paths) {
+    draft_tree t = sample_tree();
+    EXPECT_EQ(t.depths(), (std::vector<int32_t>{1, 2, 3, 2, 1}));
+    EXPECT_EQ(t.max_depth(), 3);
+    EXPECT_EQ(t.depth(2), 3);
+    EXPECT_EQ(draft_tree().max_depth(), 0);
+    // a path sharing the prefix 1 2 merges; the new tail hangs under node 2's index
+    const int32_t last = t.add_path(-1, std::vector<llama_token>{1, 2, 9}, DRAFT_SOURCE_REUSE, 100);
+    EXPECT_EQ(t.size(), 6);
+    EXPECT_EQ(t.path_to(last), (std::vector<llama_token>{1, 2, 9}));
+    EXPECT_EQ(t.nodes[last].source, DRAFT_SOURCE_REUSE);
+    // max_nodes stops a path: nothing added beyond 7 nodes
+    t.add_path(-1, std::vector<llama_token>{7, 8, 9}, DRAFT_SOURCE_REUSE, 7);
+    EXPECT_EQ(t.size(), 7);
+    EXPECT_EQ(t.leaves().size(), 5u); // 3, 4, 5, 9, 7
+}
+
+TEST(accept_stats, prior_exploration_and_evidence) {
+    accept_stats s; // prior 0.5, weight 2, optimistic 0.9 below 8 observations
+    EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_LOOKUP, 0, 1), 0.9f); // untried: optimistic
+    for (int i = 0; i < 8; i++) s.record(DRAFT_SOURCE_LOOKUP, 0, 1, i < 2);
+    EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_LOOKUP, 0, 1), (2.0f + 1.0f) / (8.0f + 2.0f)); // 0.3 with the prior
+    EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_LOOKUP, 0, 2), 0.9f); // another depth: no evidence yet
+    EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_REUSE, 0, 1), 0.9f);  // another source
+    // depths past the table share its last bucket; classes past the last likewise
+    s.record(DRAFT_SOURCE_LOOKUP, DRAFT_CONF_COUNT + 3, accept_stats::n_depth + 10, true);
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][DRAFT_CONF_COUNT - 1][accept_stats::n_depth], 1.0f);
+}
+
+TEST(accept_stats, a_pass_records_the_tested_nodes_only) {
+    // accepted path 1 -> 2: nodes under the root and under accepted nodes were tested (1, 5, 2, 4;
+    // 3 hangs under 2, which was accepted, so it too); nothing else
+    const draft_tree t = sample_tree();
+    accept_stats s;
+    source_stats by[DRAFT_SOURCE_COUNT] = {};
+    const int32_t path[] = {0, 1};
+    accept_stats_record_pass(s, t, path, by);
+    EXPECT_EQ(by[DRAFT_SOURCE_LOOKUP].n_drafted, 5);
+    EXPECT_EQ(by[DRAFT_SOURCE_LOOKUP].n_accepted, 2);
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][0][1], 2.0f);  // 1 and 5
+    EXPECT_EQ(s.accepted[DRAFT_SOURCE_LOOKUP][0][1], 1.0f); // 1
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][0][3], 1.0f);  // 3, tested and rejected
+    // a rejected first node: its children were never tested
+    accept_stats s2;
+    accept_stats_record_pass(s2, t, {}, nullptr);
+    EXPECT_EQ(s2.reached[DRAFT_SOURCE_LOOKUP][0][2], 0.0f);
+    EXPECT_EQ(s2.reached[DRAFT_SOURCE_LOOKUP][0][1], 2.0f);
+}
+
+TEST(tree_sizing, node_probs_multiply_along_paths_and_share_among_siblings) {
+    const draft_tree t = sample_tree();
+    const std::vector<float> p = tree_node_probs(t, fixed_rate(0.8f));
+    // the root's children 1 and 5 would sum to 1.6 > 1: each gets 0.8 / 1.6 = 0.5
+    EXPECT_FLOAT_EQ(p[0], 0.5f);
+    EXPECT_FLOAT_EQ(p[4], 0.5f);
+    // 2 and 4 under 1: 0.5 * 0.8 / 1.6
+    EXPECT_FLOAT_EQ(p[1], 0.25f);
+    EXPECT_FLOAT_EQ(p[3], 0.25f);
+    // 3, an only child: 0.25 * 0.8
+    EXPECT_FLOAT_EQ(p[2], 0.2f);
+}
+
+TEST(tree_sizing, pruning_follows_the_cost_curve) {
+    draft_tree chain;
+    chain.add_path(-1, std::vector<llama_token>{1, 2, 3, 4, 5, 6, 7, 8}, DRAFT_SOURCE_LOOKUP, 100);
+    const std::vector<float> p = tree_node_probs(chain, fixed_rate(0.9f));
+    // free extra tokens: everything goes
+    EXPECT_EQ(tree_prune_by_cost(chain, p, cost_model_from_table({1, 512}, {1.0, 1.0}), 1).size(), 8);
+    // every token costs a whole pass: no draft pays (expected gain < 1 per node)
+    EXPECT_EQ(tree_prune_by_cost(chain, p, cost_model_from_table({1, 2, 512}, {1.0, 2.0, 512.0}), 1).size(), 0);
+    // design.md's curve: a prefix, closed under parents, neither empty nor everything at 0.9^k
+    const draft_tree kept = tree_prune_by_cost(chain, p, cost_model_design(), 1);
+    EXPECT_GT(kept.size(), 0);
+    const std::vector<llama_token> all = tokens(chain);
+    EXPECT_EQ(tokens(kept), std::vector<llama_token>(all.begin(), all.begin() + kept.size()));
+    // a low rate: the first tokens alone are not worth a 2-token pass on that curve
+    EXPECT_EQ(tree_prune_by_cost(chain, tree_node_probs(chain, fixed_rate(0.05f)), cost_model_design(), 1).size(), 0);
+}
+
+TEST(tree_sizing, leaves_depth_order_and_truncation) {
+    const draft_tree t = sample_tree();
+    std::vector<float> p = tree_node_probs(t, fixed_rate(0.8f));
+    p[4] = 0.6f; // make 5 likelier than 1
+    // depth-first with the likeliest child first
+    EXPECT_EQ(tokens(tree_order_dfs(t, p)), (std::vector<llama_token>{5, 1, 2, 3, 4}));
+    // one leaf: the likeliest leaf's path stays (ties drop the later leaf)
+    const draft_tree one = tree_limit_leaves(t, p, 1);
+    EXPECT_EQ(one.leaves().size(), 1u);
+    EXPECT_EQ(tokens(one), (std::vector<llama_token>{5}));
+    EXPECT_EQ(tokens(tree_limit_depth(t, 1)), (std::vector<llama_token>{1, 5}));
+    EXPECT_EQ(tokens(tree_limit_depth(t, 2)), (std::vector<llama_token>{1, 2, 4, 5}));
+    EXPECT_EQ(tokens(tree_first_chain(t)), (std::vector<llama_token>{1, 2, 3}));
+    EXPECT_EQ(tokens(tree_truncate(t, 2)), (std::vector<llama_token>{1, 2}));
+}
+
+TEST(tree_sizing, what_one_pass_verifies) {
+    const draft_tree t = sample_tree();
+    const accept_stats s = fixed_rate(0.9f);
+    pass_shape shape; // chain only, one leaf
+    draft_sizing cap;
+    cap.draft_max = 2;
+    EXPECT_EQ(tokens(tree_for_pass(t, cap, s, shape)), (std::vector<llama_token>{1, 2}));
+    cap.draft_min = 3; // smaller drafts are not sent
+    EXPECT_TRUE(tree_for_pass(t, cap, s, shape).empty());
+    // the cost model on a flat curve sends the whole likeliest chain, cut by the depth left
+    const cost_model flat = cost_model_from_table({1, 512}, {1.0, 1.0});
+    draft_sizing by_cost;
+    by_cost.cost = &flat;
+    EXPECT_EQ(tokens(tree_for_pass(t, by_cost, s, shape)), (std::vector<llama_token>{1, 2, 3}));
+    shape.max_depth = 2;
+    EXPECT_EQ(tokens(tree_for_pass(t, by_cost, s, shape)), (std::vector<llama_token>{1, 2}));
+    // trees allowed: several leaves, at most max_nodes nodes
+    shape = {};
+    shape.chain_only = false;
+    shape.max_leaves = 8;
+    shape.max_nodes = 4;
+    EXPECT_EQ(tree_for_pass(t, by_cost, s, shape).size(), 4);
+    EXPECT_TRUE(tree_for_pass(draft_tree(), draft_sizing(), s, shape).empty()); // nothing offered: no cost model needed
+}
