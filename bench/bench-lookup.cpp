@@ -51,17 +51,9 @@ token_vec random_tokens() {
     return rnd;
 }
 
-lookup_params params(lookup_mode mode) {
-    lookup_params p;
-    p.mode  = mode;
-    p.n_max = 12;
-    p.n_min = 1;
-    p.m_max = 48;
-    return p;
-}
-
 void run(benchmark::State & state, const token_vec & h, lookup_mode mode) {
-    const lookup_params p = params(mode);
+    lookup_params p; // n = 12 .. 1, m = 48: the lookup methods' defaults
+    p.mode = mode;
     for (auto _ : state) {
         benchmark::DoNotOptimize(lookup_draft(h, p));
     }

@@ -78,6 +78,15 @@ struct model_shape {
     std::vector<model_shape_token> tokens; // set after padding
 };
 
+// a shape's sizes, set or compared at once (a released config.json's numbers)
+struct model_dims {
+    uint32_t n_vocab, n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx_train;
+    bool operator==(const model_dims &) const = default;
+};
+
+model_dims model_shape_dims(const model_shape & shape);
+void model_shape_set_dims(model_shape & shape, const model_dims & d);
+
 // built-in shapes: tiny, tiny-256, tiny-qwen2, deepseek-coder-1.3b, deepseek-coder-6.7b, qwen2.5-coder-1.5b
 const std::vector<model_shape> & model_shapes();
 

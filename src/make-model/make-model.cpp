@@ -15,6 +15,7 @@
 #include "llama.h"
 
 #include <algorithm>
+#include <tuple>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -50,6 +51,15 @@ static std::vector<model_shape_token> qwen25_added_tokens() {
     return out;
 }
 
+model_dims model_shape_dims(const model_shape & s) {
+    return {s.n_vocab, s.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx_train};
+}
+
+void model_shape_set_dims(model_shape & s, const model_dims & d) {
+    std::tie(s.n_vocab, s.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx_train) =
+        std::tie(d.n_vocab, d.n_layer, d.n_embd, d.n_ff, d.n_head, d.n_head_kv, d.n_ctx_train);
+}
+
 static std::vector<model_shape> shapes_build() {
     std::vector<model_shape> v;
 
@@ -58,28 +68,18 @@ static std::vector<model_shape> shapes_build() {
     ds.arch = "llama";
     ds.vocab = "deepseek-coder";
     ds.source = "deepseek-ai/deepseek-coder-1.3b-base";
-    ds.n_vocab = 32256;
-    ds.n_layer = 24;
-    ds.n_embd = 2048;
-    ds.n_ff = 5504;
-    ds.n_head = 16;
-    ds.n_head_kv = 16;
-    ds.n_ctx_train = 16384;
+    model_shape_set_dims(ds, {32256, 24, 2048, 5504, 16, 16, 16384});
     ds.rope_freq_base = 100000.0f;
     ds.rope_scaling = LLAMA_ROPE_SCALING_TYPE_LINEAR;
     ds.rope_scaling_factor = 4.0f;
     ds.rms_eps = 1e-6f;
 
     // a released shape at toy size: 2 layers, 4 heads, its tokenizer, rope and norms
-    auto toy = [](model_shape s, const char * name, const char * source, int32_t n_embd, int32_t n_ff,
-                  int32_t n_head_kv) {
+    auto toy = [](model_shape s, const char * name, const char * source, uint32_t n_embd, uint32_t n_ff,
+                  uint32_t n_head_kv) {
         s.name = name;
         s.source = source;
-        s.n_layer = 2;
-        s.n_embd = n_embd;
-        s.n_ff = n_ff;
-        s.n_head = 4;
-        s.n_head_kv = n_head_kv;
+        model_shape_set_dims(s, {s.n_vocab, 2, n_embd, n_ff, 4, n_head_kv, s.n_ctx_train});
         return s;
     };
     // a few MB, used by every test
@@ -93,13 +93,7 @@ static std::vector<model_shape> shapes_build() {
     qw.arch = "qwen2";
     qw.vocab = "qwen2";
     qw.source = "Qwen/Qwen2.5-Coder-1.5B";
-    qw.n_vocab = 151936;  // the embedding's rows: 151665 tokens padded
-    qw.n_layer = 28;
-    qw.n_embd = 1536;
-    qw.n_ff = 8960;
-    qw.n_head = 12;
-    qw.n_head_kv = 2;
-    qw.n_ctx_train = 32768;
+    model_shape_set_dims(qw, {151936, 28, 1536, 8960, 12, 2, 32768}); // vocabulary: 151665 tokens padded
     qw.rope_freq_base = 1000000.0f;
     qw.rms_eps = 1e-6f;
     qw.qkv_bias = true;
@@ -114,11 +108,7 @@ static std::vector<model_shape> shapes_build() {
     model_shape ds7 = ds;  // deepseek-ai/deepseek-coder-6.7b-base config.json
     ds7.name = "deepseek-coder-6.7b";
     ds7.source = "deepseek-ai/deepseek-coder-6.7b-base";
-    ds7.n_layer = 32;
-    ds7.n_embd = 4096;
-    ds7.n_ff = 11008;
-    ds7.n_head = 32;
-    ds7.n_head_kv = 32;
+    model_shape_set_dims(ds7, {ds.n_vocab, 32, 4096, 11008, 32, 32, ds.n_ctx_train});
     v.push_back(ds7);
 
     v.push_back(qw);

@@ -18,6 +18,14 @@
 
 using namespace editspec;
 
+namespace editspec {
+// gtest prints a model_dims (found by argument-dependent lookup)
+void PrintTo(const model_dims & d, std::ostream * os) {
+    *os << "{vocab " << d.n_vocab << ", layers " << d.n_layer << ", embd " << d.n_embd << ", ff " << d.n_ff << ", heads "
+        << d.n_head << "/" << d.n_head_kv << ", ctx " << d.n_ctx_train << "}";
+}
+} // namespace editspec
+
 namespace {
 
 // a fresh empty folder, removed with its files at the end of the test
@@ -104,20 +112,6 @@ token_vec greedy(context & ctx, const model & m, const std::string & prompt, int
 // ----------------------------------------------------------------------------
 // shapes
 
-// the sizes of a shape, compared in one go
-struct shape_dims {
-    uint32_t n_vocab, n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx_train;
-    bool operator==(const shape_dims &) const = default;
-};
-
-void PrintTo(const shape_dims & d, std::ostream * os) {
-    *os << "{vocab " << d.n_vocab << ", layers " << d.n_layer << ", embd " << d.n_embd << ", ff " << d.n_ff << ", heads "
-        << d.n_head << "/" << d.n_head_kv << ", ctx " << d.n_ctx_train << "}";
-}
-
-shape_dims dims_of(const model_shape & s) {
-    return {s.n_vocab, s.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx_train};
-}
 
 // numbers from the released config.json files
 TEST(make_model_shape, real_hyperparameters) {
@@ -125,7 +119,7 @@ TEST(make_model_shape, real_hyperparameters) {
     ASSERT_TRUE(ds);
     EXPECT_EQ(ds->arch, "llama");
     EXPECT_EQ(ds->vocab, "deepseek-coder");
-    EXPECT_EQ(dims_of(*ds), (shape_dims{32256, 24, 2048, 5504, 16, 16, 16384}));
+    EXPECT_EQ(model_shape_dims(*ds), (model_dims{32256, 24, 2048, 5504, 16, 16, 16384}));
     EXPECT_EQ(ds->rope_freq_base, 100000.0f);
     EXPECT_EQ(ds->rope_scaling, LLAMA_ROPE_SCALING_TYPE_LINEAR);
     EXPECT_EQ(ds->rope_scaling_factor, 4.0f);
@@ -135,14 +129,14 @@ TEST(make_model_shape, real_hyperparameters) {
 
     const model_shape * ds7 = model_shape_find("deepseek-coder-6.7b");
     ASSERT_TRUE(ds7);
-    EXPECT_EQ(dims_of(*ds7), (shape_dims{32256, 32, 4096, 11008, 32, 32, 16384}));
+    EXPECT_EQ(model_shape_dims(*ds7), (model_dims{32256, 32, 4096, 11008, 32, 32, 16384}));
     EXPECT_EQ(ds7->rope_scaling_factor, 4.0f);
 
     const model_shape * qw = model_shape_find("qwen2.5-coder-1.5b");
     ASSERT_TRUE(qw);
     EXPECT_EQ(qw->arch, "qwen2");
     EXPECT_EQ(qw->vocab, "qwen2");
-    EXPECT_EQ(dims_of(*qw), (shape_dims{151936, 28, 1536, 8960, 12, 2, 32768}));
+    EXPECT_EQ(model_shape_dims(*qw), (model_dims{151936, 28, 1536, 8960, 12, 2, 32768}));
     EXPECT_EQ(qw->rope_freq_base, 1000000.0f);
     EXPECT_EQ(qw->rope_scaling, LLAMA_ROPE_SCALING_TYPE_NONE);
     EXPECT_EQ(qw->rms_eps, 1e-6f);
@@ -399,12 +393,7 @@ TEST(make_model, full_size_shapes_load_in_llama) {
 TEST(make_model, custom_shape_pads_the_vocabulary) {
     model_shape s = *model_shape_find("tiny-qwen2");
     s.name = "custom";
-    s.n_vocab = 152000;
-    s.n_layer = 3;
-    s.n_embd = 96;
-    s.n_ff = 256;
-    s.n_head = 6;
-    s.n_head_kv = 3;
+    model_shape_set_dims(s, {152000, 3, 96, 256, 6, 3, s.n_ctx_train});
     const temp_folder tmp;
     make_model_params p;
     p.out = tmp.path + "/custom.gguf";
