@@ -46,4 +46,11 @@ std::string apply_prompt(const model & m, const apply_input & in);
 // true when apply_prompt(m, ...) used a chat template, whose special tokens must be parsed
 bool apply_prompt_parse_special(const model & m);
 
+// The snippet an LLM would propose for the change before -> after: the changed lines of `after`
+// with `context` unchanged lines around each change, and `marker` (e.g. "# ... existing code ...")
+// on its own line wherever unchanged lines are left out (top, between changes, end). Removed lines
+// show only by their missing place between context lines. "" when the texts are equal.
+std::string apply_snippet(const std::string & before, const std::string & after, const std::string & marker,
+                          int32_t context = 3);
+
 } // namespace editspec

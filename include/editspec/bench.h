@@ -36,6 +36,7 @@ struct bench_params {
     draft_model_params draft;     // gamma, p_min (n_ctx and threads follow the target's)
     std::string dataset_path;
     dataset_task task = DATASET_TASK_EDIT;
+    bool apply = false;           // edit items as fast apply: the reference diff's hunks as the snippet (apply.h)
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first
     bool replay = false;          // target's choice = the reference token (real-shape random models)
     int32_t limit = 0;            // first N items, 0 = all

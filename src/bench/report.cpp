@@ -128,7 +128,7 @@ std::string report_md(const bench_results & res) {
     o << "| | |\n| --- | --- |\n";
     o << "| model | `" << p.model_path << "` — " << res.model_desc << " |\n";
     o << "| model setting | " << task_setting(p) << " |\n";
-    o << "| dataset | `" << p.dataset_path << "` (" << dataset_task_name(p.task) << ", "
+    o << "| dataset | `" << p.dataset_path << "` (" << (p.apply ? "apply" : dataset_task_name(p.task)) << ", "
       << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, " << layout_name(res.layout)
       << ") |\n";
     o << "| items | " << (res.summary.empty() ? 0 : res.summary.front().items) << " |\n";
@@ -201,7 +201,7 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     j["model_desc"] = res.model_desc;
     j["model_setting"] = task_setting(p);
     j["dataset"] = p.dataset_path;
-    j["task"] = dataset_task_name(p.task);
+    j["task"] = p.apply ? "apply" : dataset_task_name(p.task);
     j["instruction"] = p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive";
     j["replay"] = p.replay;
     j["layout"] = res.layout == BENCH_LAYOUT_EDIT ? "edit" : "raw";

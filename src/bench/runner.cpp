@@ -1,4 +1,5 @@
 // editspec bench: runs every method on every item A/B in one process.
+#include "editspec/apply.h"
 #include "editspec/bench.h"
 #include "editspec/decoder.h"
 #include "editspec/edit.h"
@@ -150,7 +151,11 @@ bool bench_prompts(const bench_params & p, bench_layout layout, const model & m,
         }
         bp.item = &it;
         replay_tokenize(m, dataset_raw_layout(it, p.instruction), bp.prompt, bp.reference);
-        if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
+        if (p.apply && it.task == DATASET_TASK_EDIT) {
+            // fast apply: the file and the snippet of its change; the expected answer is the reference
+            const apply_input in{it.context_code, apply_snippet(it.context_code, it.reference, "# ... existing code ..."), ""};
+            bp.prompt = m.tokenize(apply_prompt(m, in), true, apply_prompt_parse_special(m));
+        } else if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
             const std::string & instr =
                 p.instruction == INSTRUCTION_KIND_LAZY && !it.instruction_lazy.empty() ? it.instruction_lazy : it.instruction;
             bp.prompt = m.tokenize(edit_prompt(m, instr, it.context_code), true, edit_prompt_parse_special(m));

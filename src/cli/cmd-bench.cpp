@@ -86,7 +86,8 @@ int run_bench(bench_opts & o) {
     if (o.task == "edit") o.p.task = DATASET_TASK_EDIT;
     else if (o.task == "complete") o.p.task = DATASET_TASK_COMPLETE;
     else if (o.task == "chat") o.p.task = DATASET_TASK_CHAT;
-    else return fail_input(cmd, "--task '" + o.task + "' must be edit, complete or chat");
+    else if (o.task == "apply") o.p.apply = true; // edit items, merged from their diff's snippet
+    else return fail_input(cmd, "--task '" + o.task + "' must be edit, complete, chat or apply");
     if (o.instruction == "descriptive") o.p.instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     else if (o.instruction == "lazy") o.p.instruction = INSTRUCTION_KIND_LAZY;
     else return fail_input(cmd, "--instruction '" + o.instruction + "' must be descriptive or lazy");
@@ -154,7 +155,9 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("--draft-model", o->p.draft_model_path, "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, or the shipped draft model with the shipped target)");
     add_draft_options(sub, o->p.draft);
     sub->add_option("--dataset", o->p.dataset_path, "dataset JSONL file or folder (CanItEdit, HumanEval, MT-Redundant, EditEval)")->required();
-    sub->add_option("--task", o->task, "edit | complete | chat")->capture_default_str();
+    sub->add_option("--task", o->task, "edit | complete | chat | apply (edit items as fast apply: the snippet is the "
+                                       "reference diff's hunks with '# ... existing code ...' around them)")
+        ->capture_default_str();
     sub->add_option("--methods", o->methods,
                     "comma-separated methods: ar, lookup, lookup-longest, a+b (one tree), NAME@N (fixed cap), NAME:POLICY")
         ->capture_default_str();

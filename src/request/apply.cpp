@@ -3,6 +3,10 @@
 #include "editspec/chat.h"
 #include "editspec/edit.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
 namespace editspec {
 
 std::string apply_message(const apply_input & in) {
@@ -37,6 +41,38 @@ bool apply_message_parse(const std::string & text, apply_input & out) {
     between(text.substr(0, text.find("<code>")), "<instruction>", "</instruction>", 0, in.instruction, nullptr);
     out = in;
     return true;
+}
+
+std::string apply_snippet(const std::string & before, const std::string & after, const std::string & marker,
+                          int32_t context) {
+    // the new side of each hunk of the unified diff: "@@ -a,b +c,d @@" covers after's lines c .. c+d-1
+    const std::string diff = edit_unified_diff(before, after, "a", "b", context);
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < after.size();) {
+        const size_t nl = after.find('\n', i);
+        const size_t end = nl == std::string::npos ? after.size() : nl + 1;
+        lines.push_back(after.substr(i, end - i));
+        i = end;
+    }
+    std::string out;
+    size_t next = 0; // first line of `after` not yet shown or elided
+    for (size_t at = diff.find("\n@@ "); at != std::string::npos; at = diff.find("\n@@ ", at + 1)) {
+        const size_t plus = diff.find(" +", at);
+        long c = 0, d = 1;
+        if (plus == std::string::npos || sscanf(diff.c_str() + plus + 2, "%ld,%ld", &c, &d) < 1) continue;
+        // "+c,0": an empty new range sits after line c
+        const size_t first = d == 0 ? (size_t) c : (size_t) std::max(1L, c) - 1;
+        const size_t last = std::min(lines.size(), first + (size_t) d);
+        if (first > next) out += marker + "\n";
+        for (size_t i = std::max(first, next); i < last; i++) {
+            out += lines[i];
+            if (lines[i].back() != '\n') out += "\n";
+        }
+        next = std::max(next, last);
+    }
+    if (diff.empty()) return "";
+    if (next < lines.size()) out += marker + "\n";
+    return out;
 }
 
 bool apply_prompt_parse_special(const model & m) {

@@ -99,6 +99,28 @@ TEST(apply_prompt, message_format_round_trips_and_plain_template) {
     EXPECT_EQ(apply_prompt(*m, odd).rfind("### Instruction:\nApply the update to the code.\n### Update:\n", 0), 0u);
 }
 
+TEST(apply_snippet, changed_lines_with_context_and_markers) {
+    std::string before;
+    for (int i = 1; i <= 20; i++) before += "line" + std::to_string(i) + "\n";
+    std::string after = before;
+    after.replace(after.find("line10\n"), 7, "TEN\n");
+    const std::string m = "# ... existing code ...";
+    // one change in the middle: markers above and below, one context line each side
+    EXPECT_EQ(apply_snippet(before, after, m, 1), m + "\nline9\nTEN\nline11\n" + m + "\n");
+    // a change at the top and one at the end, far apart: no marker before the first, none after the last
+    std::string ends = "FIRST\n" + before.substr(before.find('\n') + 1);
+    ends.replace(ends.find("line20\n"), 7, "LAST\n");
+    EXPECT_EQ(apply_snippet(before, ends, m, 1), "FIRST\nline2\n" + m + "\nline19\nLAST\n");
+    // a deleted line shows by its absence between context lines
+    std::string del = before;
+    del.erase(del.find("line10\n"), 7);
+    EXPECT_EQ(apply_snippet(before, del, m, 1), m + "\nline9\nline11\n" + m + "\n");
+    EXPECT_EQ(apply_snippet(before, before, m), "");
+    // merging the snippet by hand gives `after` back: every line it shows is after's, in order
+    const std::string s3 = apply_snippet(before, after, m);
+    EXPECT_NE(s3.find("line7\nline8\nline9\nTEN\nline11\nline12\nline13\n"), std::string::npos) << s3;
+}
+
 TEST(edit_extract_code, strips_a_wrapping_fence_only) {
     // a fenced answer: the text between the opening line and the last closing fence
     EXPECT_EQ(edit_extract_code("```python\nx = 1\n```\nDone."), "x = 1\n");
