@@ -39,6 +39,8 @@ struct bench_params {
     bool apply = false;           // edit items as fast apply: the reference diff's hunks as the snippet (apply.h)
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first
     bool replay = false;          // target's choice = the reference token (real-shape random models)
+    bool fit_train_ctx = false;   // only items whose prompt and an answer as long as the original code fit the
+                                  // model's training context
     int32_t limit = 0;            // first N items, 0 = all
     int32_t threads = 0;          // 0 = all cores
     int32_t n_ctx = 4096;         // KV cache per item
@@ -69,6 +71,9 @@ struct bench_row {
     double  edit_sim_vs_ar = 1.0; // edit_similarity of the output text to ar's
     bool    tested = false;       // the item's tests ran on the output
     bool    passed = false;
+    bool    checked = false;      // an edit item with a reference: the output's code compared with it
+    bool    exact = false;        // ... and equal to it, byte for byte
+    std::string code;             // edit items: the output's code (edit_extract_code)
     source_stats by_source[8];
 };
 
@@ -92,6 +97,8 @@ struct bench_summary {
     int32_t tested = 0;                   // items whose tests ran
     int32_t passed = 0;
     double  pass_at_1 = 0.0;              // passed / tested (greedy: one sample per item)
+    int32_t checked = 0;                  // edit items compared with their reference
+    int32_t exact = 0;                    // ... whose code equals it
     source_stats by_source[8];
 };
 
@@ -105,6 +112,8 @@ struct bench_results {
     std::vector<int32_t> cost_n;   // measured cost model, if any method used it
     std::vector<double>  cost_ms;
     bench_layout layout = BENCH_LAYOUT_RAW; // the layout used (never AUTO)
+    int32_t items_in = 0;          // the dataset's items (after --limit)
+    int32_t items_past_train_ctx = 0; // skipped by fit_train_ctx
     int32_t reference_tested = 0;  // with run_tests: the dataset's reference solutions, same harness
     std::vector<std::string> reference_failed; // items whose reference fails here (missing module, ...)
 };

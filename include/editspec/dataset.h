@@ -59,6 +59,7 @@ struct dataset_item {
     std::string  instruction_lazy; // CanItEdit only, else empty
     std::string  context_code;     // edit: code before; complete: the prompt; chat: empty
     std::string  reference;        // edit: code after; complete: canonical solution; chat: empty
+    std::string  update;           // edit, optional: a fast-apply snippet of the change (bench --task apply uses it)
     std::string  tests;            // test code (CanItEdit tests, HumanEval test, EditEval test)
     std::string  entry_point;      // HumanEval only
     std::string  category;         // MT-Redundant category; CanItEdit change_kind

@@ -118,7 +118,7 @@ bool read_canitedit(record_reader & r, dataset_item & it) {
         if (r.str("full_name", full, false) && !full.empty()) {
             it.id = full;
         }
-    } else if (!r.str("change_kind", it.category, false)) {
+    } else if (!r.str("change_kind", it.category, false) || !r.str("update", it.update, false)) {
         return false;
     }
     return true;

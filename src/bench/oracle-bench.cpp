@@ -41,6 +41,11 @@ std::vector<sizing_row> oracle_sizings(const method_spec & ms, const spec_params
     rp.sizing = REPLAY_SIZING_DECODER; // statistics set per row
     rp.spec = sp;
     v.push_back({"cost model", rp});
+    // what verifying whole trees would add if off-chain nodes were exact (the decoder verifies one
+    // chain: exactness.md §3); 64 paths, what the decoder's context offers (runner_n_seq_max)
+    rp.max_leaves = 64;
+    v.push_back({"cost model, whole trees", rp});
+    rp.max_leaves = 1;
     if (sp_bare) {
         rp.spec = sp_bare;
         v.push_back({"cost model, blind to overhead", rp});

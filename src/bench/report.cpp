@@ -131,14 +131,20 @@ std::string report_md(const bench_results & res) {
     o << "| dataset | `" << p.dataset_path << "` (" << (p.apply ? "apply" : dataset_task_name(p.task)) << ", "
       << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, " << layout_name(res.layout)
       << ") |\n";
-    o << "| items | " << (res.summary.empty() ? 0 : res.summary.front().items) << " |\n";
+    o << "| items | " << (res.summary.empty() ? 0 : res.summary.front().items);
+    if (p.fit_train_ctx) {
+        o << " of " << res.items_in << " (" << res.items_past_train_ctx << " past the model's training context, left out)";
+    }
+    o << " |\n";
     o << "| machine | " << res.machine << ", " << (p.threads > 0 ? std::to_string(p.threads) : std::string("all"))
       << " threads, flash attention " << (p.flash_attn ? "on" : "off") << " |\n";
     o << "| started | " << res.started << " |\n\n";
     const bool tested = p.run_tests && !res.summary.empty() && res.summary.front().tested > 0;
+    const bool checked = !p.replay && !res.summary.empty() && res.summary.front().checked > 0;
     o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | decode ms | cost model's decode ms | identical to ar | edit sim. vs ar |"
-      << (tested ? " pass@1 |" : "") << "\n";
-    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |" << (tested ? " ---: |" : "") << "\n";
+      << (checked ? " exact |" : "") << (tested ? " pass@1 |" : "") << "\n";
+    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |" << (checked ? " ---: |" : "")
+      << (tested ? " ---: |" : "") << "\n";
     for (const auto & s : res.summary) {
         o << "| " << s.method << " | " << fmt("%.2f", s.tokens_per_s) << " | " << fmt("%.2f×", s.speedup_vs_ar) << " | "
           << fmt("%.2f", s.mean_accepted_per_pass) << " | " << s.target_passes << " | " << s.draft_tokens << " | "
@@ -146,6 +152,9 @@ std::string report_md(const bench_results & res) {
           << (s.decode_model_ms > 0 ? fmt("%.0f", s.decode_model_ms) : std::string("")) << " | "
           << (s.identical_to_ar ? "yes" : "no (" + std::to_string(s.n_different) + " items differ)") << " | "
           << fmt("%.3f", s.mean_edit_sim_vs_ar) << " |";
+        if (checked) {
+            o << " " << fmt("%.3f", (double) s.exact / s.checked) << " (" << s.exact << "/" << s.checked << ") |";
+        }
         if (tested) {
             o << " " << fmt("%.3f", s.pass_at_1) << " (" << s.passed << "/" << s.tested << ") |";
         }
@@ -204,6 +213,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     j["task"] = p.apply ? "apply" : dataset_task_name(p.task);
     j["instruction"] = p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive";
     j["replay"] = p.replay;
+    j["items_in"] = res.items_in;
+    j["items_past_train_ctx"] = res.items_past_train_ctx;
     j["layout"] = res.layout == BENCH_LAYOUT_EDIT ? "edit" : "raw";
     j["threads"] = p.threads;
     j["flash_attn"] = p.flash_attn;
@@ -235,6 +246,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
             {"tests_run", s.tested},
             {"tests_passed", s.passed},
             {"pass_at_1", s.tested > 0 ? nlohmann::json(s.pass_at_1) : nlohmann::json(nullptr)},
+            {"checked", s.checked},
+            {"exact", s.exact},
             {"by_source", sources_json(s.by_source)},
         };
     }
@@ -248,6 +261,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
             {"decode_model_ms", r.decode_model_ms}, {"eos", r.eos}, {"identical_to_ar", r.identical_to_ar},
             {"edit_similarity_vs_ar", r.edit_sim_vs_ar},
             {"tests", r.tested ? nlohmann::json(r.passed ? "pass" : "fail") : nlohmann::json(nullptr)},
+            {"exact", r.checked ? nlohmann::json(r.exact) : nlohmann::json(nullptr)},
+            {"code", r.checked ? nlohmann::json(r.code) : nlohmann::json(nullptr)},
             {"by_source", sources_json(r.by_source)},
         });
     }

@@ -9,6 +9,7 @@
 #include "editspec/request.h"
 #include "editspec/replay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -115,6 +116,8 @@ void bench_summarize(bench_results & out) {
             sim += row.edit_sim_vs_ar;
             s.tested += row.tested;
             s.passed += row.passed;
+            s.checked += row.checked;
+            s.exact += row.exact;
             for (int k = 0; k < 8; k++) {
                 s.by_source[k].n_drafted += row.by_source[k].n_drafted;
                 s.by_source[k].n_accepted += row.by_source[k].n_accepted;
@@ -153,7 +156,10 @@ bool bench_prompts(const bench_params & p, bench_layout layout, const model & m,
         replay_tokenize(m, dataset_raw_layout(it, p.instruction), bp.prompt, bp.reference);
         if (p.apply && it.task == DATASET_TASK_EDIT) {
             // fast apply: the file and the snippet of its change; the expected answer is the reference
-            const apply_input in{it.context_code, apply_snippet(it.context_code, it.reference, "# ... existing code ..."), ""};
+            // (the item's own snippet when it has one)
+            const apply_input in{it.context_code,
+                                 it.update.empty() ? apply_snippet(it.context_code, it.reference, "# ... existing code ...") : it.update,
+                                 ""};
             bp.prompt = m.tokenize(apply_prompt(m, in), true, apply_prompt_parse_special(m));
         } else if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
             const std::string & instr =
@@ -249,6 +255,11 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
             row.identical_to_ar = r.tokens == ar.tokens;
             row.edit_sim_vs_ar = row.identical_to_ar ? 1.0 : edit_similarity(ar.text, r.text);
         }
+        if (bp.item && bp.item->task == DATASET_TASK_EDIT && !bp.item->reference.empty()) {
+            row.checked = true;
+            row.code = edit_extract_code(r.text);
+            row.exact = row.code == bp.item->reference;
+        }
         if (has_tests) {
             program_of(*bp.item, r.text, code, tests);
             const test_outcome t = run_python_tests(code, tests, p.tests);
@@ -321,7 +332,19 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     }
     std::vector<bench_prompt> prompts;
     if (!bench_prompts(p, out.layout, m, items, prompts, error)) return false;
-    if (p.progress && !p.replay) warn_past_train_ctx(m, prompts);
+    out.items_in = (int32_t) items.size();
+    if (p.fit_train_ctx) {
+        const size_t n_train = (size_t) std::max(0, m.facts().n_ctx_train);
+        const auto past = [&](const bench_prompt & bp) { return n_train > 0 && bp.prompt.size() + bp.original.size() > n_train; };
+        out.items_past_train_ctx = (int32_t) std::count_if(prompts.begin(), prompts.end(), past);
+        prompts.erase(std::remove_if(prompts.begin(), prompts.end(), past), prompts.end());
+        if (p.progress) {
+            fprintf(stderr, "bench: %zu of %d items fit the model's training context of %zu tokens\n", prompts.size(),
+                    out.items_in, n_train);
+        }
+    } else if (p.progress && !p.replay) {
+        warn_past_train_ctx(m, prompts);
+    }
     std::vector<accept_stats> stats(specs.size()); // per method, carried across items
     for (size_t i = 0; i < prompts.size(); i++) {
         const bench_prompt & bp = prompts[i];

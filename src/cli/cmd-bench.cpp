@@ -139,6 +139,7 @@ int run_bench(bench_opts & o) {
     for (const auto & s : res.summary) {
         fprintf(stderr, "%-28s %8.2f tok/s  %6.2fx  %6.2f tokens/pass  identical_to_ar=%s", s.method.c_str(),
                 s.tokens_per_s, s.speedup_vs_ar, s.mean_accepted_per_pass, s.identical_to_ar ? "yes" : "no");
+        if (s.checked > 0 && !o.p.replay) fprintf(stderr, "  exact %d/%d", s.exact, s.checked);
         if (s.tested > 0) fprintf(stderr, "  pass@1 %.3f (%d/%d)", s.pass_at_1, s.passed, s.tested);
         fprintf(stderr, "\n");
     }
@@ -163,6 +164,8 @@ command cmd_bench_add(CLI::App & app) {
         ->capture_default_str();
     sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
     sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();
+    sub->add_flag("--fit-train-ctx", o->p.fit_train_ctx,
+                  "only the items whose prompt and an answer as long as the original code fit the model's training context");
     sub->add_option("-t,--threads", o->p.threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("-c,--ctx-size", o->p.n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_option("-n,--n-predict", o->p.n_predict, "most tokens per item (0 = 512; with --replay, the whole reference)")->capture_default_str();

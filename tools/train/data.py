@@ -24,11 +24,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 from collections import Counter, defaultdict
 
 import numpy as np
 
+import applies
 import corpus
 import edits
 
@@ -38,6 +40,13 @@ KIND_PROMPT, KIND_SAME, KIND_NEW, KIND_EOS, KIND_CODE, KIND_PAD = 0, 1, 2, 3, 4,
 def edit_prompt_render(instruction: str, code: str) -> str:
     """editspec's plain edit template (src/decode/edit.cpp, edit_prompt_plain), byte for byte"""
     return "### Instruction:\n" + instruction + "\n### Original code:\n" + code + "\n### Edited code:\n"
+
+
+def apply_prompt_render(instruction: str, update: str, code: str) -> str:
+    """editspec's plain apply template (include/editspec/apply.h, apply_prompt without a chat template),
+    byte for byte; the merged file and EOS follow it"""
+    return ("### Instruction:\n" + (instruction or "Apply the update to the code.") + "\n### Update:\n" + update +
+            "\n### Original code:\n" + code + "\n### Edited code:\n")
 
 
 def _write_json(path, obj):
@@ -226,6 +235,42 @@ def vocab_special(vocab_gguf: str) -> dict:
             "add_bos": bool(get("tokenizer.ggml.add_bos_token", True))}
 
 
+def examples_tokenize(tool, vocab, sp, prompts, rows, n_ctx, n_keep, path_base, tmp):
+    """BOS + prompt + row["after"] + EOS for each row, with token kinds (same / new by a line diff of
+    after against row["before"]), into path_base.npz (tokens, kinds, offsets, rows: the rows kept);
+    examples longer than n_ctx + 1 tokens are dropped; at most n_keep kept (-1: all)"""
+    dtype = np.uint16 if sp["n_vocab"] <= 65535 else np.int32
+    docs, msg = _tokenize(tool, vocab, [p + e["after"] for p, e in zip(prompts, rows)], tmp, path_base + ".bin")
+    toks, kinds, offs, keep = [], [], [0], []
+    n_drop = 0
+    for i, ((t, s), p, e) in enumerate(zip(docs, prompts, rows)):
+        if t.size + 2 > n_ctx + 1:
+            n_drop += 1
+            continue
+        if 0 <= n_keep <= len(keep):
+            break
+        k = np.full(t.size, KIND_SAME, np.uint8)
+        pb = len(p.encode())
+        k[s < pb] = KIND_PROMPT
+        line_starts = [pb]
+        for ln in e["after"].splitlines(keepends=True):
+            line_starts.append(line_starts[-1] + len(ln.encode()))
+        new = set(edits.lines_new(e["before"], e["after"]))
+        line_of = np.searchsorted(np.array(line_starts), s, side="right") - 1
+        for j in range(t.size):
+            if s[j] >= pb and line_of[j] in new:
+                k[j] = KIND_NEW
+        toks.append(np.concatenate([[sp["bos"]], t, [sp["eos"]]]))
+        kinds.append(np.concatenate([[KIND_PROMPT], k, [KIND_EOS]]).astype(np.uint8))
+        offs.append(offs[-1] + toks[-1].size)
+        keep.append(i)
+    np.savez(path_base + ".npz", tokens=np.concatenate(toks).astype(dtype),
+             kinds=np.concatenate(kinds), offsets=np.array(offs, np.int64), rows=np.array(keep, np.int64))
+    kc = Counter(np.concatenate(kinds).tolist())
+    return {"examples": len(keep), "dropped_too_long": n_drop, "tokens": int(offs[-1]),
+            "tokens_new": int(kc[KIND_NEW]), "tokens_same": int(kc[KIND_SAME]), "tokens_prompt": int(kc[KIND_PROMPT])}, msg
+
+
 def stage_tokenize(out_dir: str, tool: str, n_ctx: int, n_heldout: int, log=print) -> dict:
     vocab = os.path.join(out_dir, "tokenizer.gguf")
     sp = vocab_special(vocab)
@@ -245,38 +290,58 @@ def stage_tokenize(out_dir: str, tool: str, n_ctx: int, n_heldout: int, log=prin
     for split in ("train", "heldout"):
         rows = read_jsonl(os.path.join(out_dir, f"edits-{split}.jsonl"))
         prompts = [edit_prompt_render(e["instruction"], e["before"]) for e in rows]
-        docs, msg = _tokenize(tool, vocab, [p + e["after"] for p, e in zip(prompts, rows)], tmp,
-                              os.path.join(out_dir, f"edits-{split}.bin"))
-        toks, kinds, offs, keep = [], [], [0], []
-        n_drop = 0
-        for i, ((t, s), p, e) in enumerate(zip(docs, prompts, rows)):
-            if t.size + 2 > n_ctx + 1:
-                n_drop += 1
-                continue
-            if split == "heldout" and len(keep) >= n_heldout:
-                break
-            k = np.full(t.size, KIND_SAME, np.uint8)
-            pb = len(p.encode())
-            k[s < pb] = KIND_PROMPT
-            line_starts = [pb]
-            for ln in e["after"].splitlines(keepends=True):
-                line_starts.append(line_starts[-1] + len(ln.encode()))
-            new = set(edits.lines_new(e["before"], e["after"]))
-            line_of = np.searchsorted(np.array(line_starts), s, side="right") - 1
-            for j in range(t.size):
-                if s[j] >= pb and line_of[j] in new:
-                    k[j] = KIND_NEW
-            toks.append(np.concatenate([[sp["bos"]], t, [sp["eos"]]]))
-            kinds.append(np.concatenate([[KIND_PROMPT], k, [KIND_EOS]]).astype(np.uint8))
-            offs.append(offs[-1] + toks[-1].size)
-            keep.append(i)
-        np.savez(os.path.join(out_dir, f"edits-{split}.npz"), tokens=np.concatenate(toks).astype(dtype),
-                 kinds=np.concatenate(kinds), offsets=np.array(offs, np.int64), rows=np.array(keep, np.int64))
-        ntok = int(offs[-1])
-        kc = Counter(np.concatenate(kinds).tolist())
-        stats[f"edits_{split}"] = {"examples": len(keep), "dropped_too_long": n_drop, "tokens": ntok,
-                                   "tokens_new": int(kc[KIND_NEW]), "tokens_same": int(kc[KIND_SAME]),
-                                   "tokens_prompt": int(kc[KIND_PROMPT])}
-        log(f"tokenize: edits {split}: {len(keep)} examples ({n_drop} longer than {n_ctx} tokens dropped), {ntok} tokens; {msg}")
+        st, msg = examples_tokenize(tool, vocab, sp, prompts, rows, n_ctx, n_heldout if split == "heldout" else -1,
+                                    os.path.join(out_dir, f"edits-{split}"), tmp)
+        stats[f"edits_{split}"] = st
+        log(f"tokenize: edits {split}: {st['examples']} examples ({st['dropped_too_long']} longer than {n_ctx} tokens dropped), "
+            f"{st['tokens']} tokens; {msg}")
     _write_json(os.path.join(out_dir, "tokenize-stats.json"), stats)
+    return stats
+
+
+# ----------------------------------------------------------------------------
+# stage: applies (issue 21)
+
+def stage_applies(data_dir: str, apply_dir: str, tool: str, seed: int, n_ctx: int, n_train: int, n_heldout: int,
+                  max_chars: int, n_edits_mix: int, log=print) -> dict:
+    """the apply fine-tuning's data folder (read by train.py like data_dir): apply tasks from the training
+    files, plus the first n_edits_mix training edits so the edit skill stays trained, as edits-train.npz;
+    apply tasks from the held-out files as edits-heldout.npz (the trainer's held-out check) and as
+    applies-heldout.jsonl in CanItEdit's normalized fields (`editspec bench --task apply` reads it: the
+    expected answer is code_after); the code streams and the tokenizer are data_dir's"""
+    tmp_dir = apply_dir + ".tmp"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    os.makedirs(tmp_dir)
+    man = json.load(open(os.path.join(data_dir, "corpus.json")))
+    for f in ("tokenizer.gguf", "code-train.npy", "code-heldout.npy", "corpus.json"):
+        shutil.copyfile(os.path.join(data_dir, f), os.path.join(tmp_dir, f))
+    vocab = os.path.join(tmp_dir, "tokenizer.gguf")
+    sp = vocab_special(vocab)
+    tmp = os.path.join(tmp_dir, "tok.tmp.jsonl")
+    stats = {"max_chars": max_chars, "n_ctx": n_ctx}
+    for split, n in (("train", n_train), ("heldout", n_heldout + n_heldout // 4)):
+        files = [(f["path"], open(os.path.join(man["root"], f["path"]), encoding="utf-8").read()) for f in man[split]]
+        tasks = applies.tasks_for_files(files, seed, n, max_chars, split)
+        rows = [{"id": f"apply-{split}-{i:05d}", "kind": t.kind, "instruction": t.instruction, "update": t.update,
+                 "before": t.before, "after": t.after, "path": t.path} for i, t in enumerate(tasks)]
+        prompts = [apply_prompt_render(r["instruction"], r["update"], r["before"]) for r in rows]
+        if split == "train" and n_edits_mix > 0:
+            er = read_jsonl(os.path.join(data_dir, "edits-train.jsonl"))[:n_edits_mix]
+            rows += er
+            prompts += [edit_prompt_render(e["instruction"], e["before"]) for e in er]
+        st, msg = examples_tokenize(tool, vocab, sp, prompts, rows, n_ctx, n_heldout if split == "heldout" else -1,
+                                    os.path.join(tmp_dir, f"edits-{split}"), tmp)
+        stats[f"applies_{split}"] = {**st, "tasks": len(tasks), "edits_mixed_in": len(rows) - len(tasks)}
+        log(f"applies: {split}: {len(tasks)} apply tasks (+{len(rows) - len(tasks)} edits), {st['examples']} fit "
+            f"{n_ctx} tokens ({st['dropped_too_long']} dropped), {st['tokens']} tokens; {msg}")
+        _write_jsonl(os.path.join(tmp_dir, f"applies-{split}.jsonl"), rows)
+        if split == "heldout":
+            keep = np.load(os.path.join(tmp_dir, "edits-heldout.npz"))["rows"]
+            _write_jsonl(os.path.join(tmp_dir, "applies-heldout-bench.jsonl"), [
+                {"id": rows[i]["id"], "instruction_descriptive": rows[i]["instruction"] or "Apply the update to the code.",
+                 "instruction_lazy": "", "code_before": rows[i]["before"], "code_after": rows[i]["after"],
+                 "update": rows[i]["update"], "tests": "", "change_kind": rows[i]["kind"]} for i in keep])
+    _write_json(os.path.join(tmp_dir, "applies-stats.json"), stats)
+    shutil.rmtree(apply_dir, ignore_errors=True)
+    os.replace(tmp_dir, apply_dir)
     return stats

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data  # noqa: E402
 import edits  # noqa: E402
@@ -73,6 +75,48 @@ def edit_scores(rows, outs) -> dict:
         k[1] += 1
     return {"n": len(rows), "exact_match": exact / max(1, len(rows)), "unchanged_lines_reproduced": rep / max(1, tot),
             "exact_by_kind": {k: f"{v[0]}/{v[1]}" for k, v in sorted(by_kind.items())}}
+
+
+def apply_bench(editspec, target, dataset, out_dir, threads, log) -> dict:
+    """`editspec bench --task apply` on a CanItEdit-shaped file (the items that fit the target's training
+    context): per method exact match, speed over ar and tokens per pass; ar's outputs scored by
+    edit_scores (exact, unchanged lines reproduced, by kind)"""
+    methods = ["ar", "reuse", "reuse+lookup-longest"]
+    t = time.time()
+    cmd = [editspec, "bench", "-m", target, "--dataset", dataset, "--task", "apply", "--fit-train-ctx", "--methods",
+           ",".join(methods), "-t", str(threads), "-n", "1024", "--out", out_dir]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    res = json.load(open(os.path.join(out_dir, "results.json")))
+    items = {x["id"]: x for x in data.read_jsonl(dataset)}
+    ar = [x for x in res["items"] if x["method"] == "ar"]
+    rows = [{"before": items[x["item"]]["code_before"], "after": items[x["item"]]["code_after"],
+             "kind": items[x["item"]].get("change_kind", "")} for x in ar]
+    out = {"command": " ".join(cmd), "items_in": res["items_in"], "items_fit": len(ar), "seconds": round(time.time() - t, 1),
+           "ar": edit_scores(rows, [x["code"] for x in ar]), "methods": {}}
+    for m in methods:
+        s = res["methods"][m]
+        out["methods"][m] = {"exact": s["exact"], "checked": s["checked"], "speedup_vs_ar": s["speedup_vs_ar"],
+                             "tokens_per_pass": s["mean_accepted_per_pass"], "tokens_per_s": s["tokens_per_s"],
+                             "identical_to_ar": s["identical_to_ar"]}
+    log(f"eval: apply {os.path.basename(dataset)}: {out['ar']['exact_match']:.3f} exact of {len(ar)} (of {res['items_in']}), "
+        f"reuse+lookup-longest {out['methods']['reuse+lookup-longest']['speedup_vs_ar']:.2f}x, {time.time() - t:.0f} s")
+    return out
+
+
+def apply_eval(a, out, log):
+    """OUT/eval/apply.json: the held-out apply tasks, and CanItEdit's (evaluation only) where it is found"""
+    ev_dir = os.path.join(out, "eval")
+    os.makedirs(ev_dir, exist_ok=True)
+    target = os.path.join(out, a.target, "model.gguf")
+    res = {"target": target, "heldout": apply_bench(a.editspec, target, os.path.join(out, "apply-data", "applies-heldout-bench.jsonl"),
+                                                    os.path.join(ev_dir, "apply-heldout"), a.threads, log)}
+    cie = os.path.join(os.environ.get("EDITSPEC_DATASETS", os.path.join(ROOT, "..", "shared", "datasets")), "canitedit",
+                       "normalized.jsonl")
+    if os.path.exists(cie):
+        res["canitedit"] = apply_bench(a.editspec, target, cie, os.path.join(ev_dir, "apply-canitedit"), a.threads, log)
+    data._write_json(os.path.join(ev_dir, "apply.json"), res)
 
 
 EE_CAP = 16   # draft nodes per pass in the EfficientEdit runs: fixed, so no measured cost curve enters the figures
@@ -210,14 +254,20 @@ def main():
     ap.add_argument("--max-edits", type=int, default=200)
     ap.add_argument("--spec-edits", type=int, default=60, help="held-out edits for draft-model speculation")
     ap.add_argument("--doc-tokens", type=int, default=1024, help="score the first N tokens of each held-out file (0 = all)")
+    ap.add_argument("--target", default="target", help="the target's folder in OUT (target-apply: the shipped one)")
+    ap.add_argument("--apply-only", action="store_true", help="only the fast-apply evaluation (eval/apply.json)")
     a = ap.parse_args()
     log = lambda s: print(s, flush=True)  # noqa: E731
+    if a.apply_only:
+        apply_eval(a, a.out, log)
+        return
     out, dd = a.out, os.path.join(a.out, "data")
     ev_dir = os.path.join(out, "eval")
     os.makedirs(ev_dir, exist_ok=True)
     E, th = a.eval_bin, str(a.threads)
     dec = decision_points(os.path.join(os.path.dirname(E), "editspec-train-tokenize"), dd)
     models = {n: os.path.join(out, n, "model.gguf") for n in ("target", "draft", "draft-plain", "draft-edit")}
+    models["target"] = os.path.join(out, a.target, "model.gguf")
     models = {n: p for n, p in models.items() if os.path.exists(p)}
     res = {"models": models}
     code_bin = os.path.join(dd, "code-heldout.bin")
@@ -265,10 +315,10 @@ def main():
                     a.editspec, models["target"], models[n], rows, a.threads, ev_dir, log, method=f"reuse+sd@{EE_CAP}")))
                 jobs.append((("efficientedit", n), lambda n=n: generate_phase_via_editspec(
                     a.editspec, models["target"], models[n], rows, a.threads, ev_dir, log, method=f"efficientedit@{EE_CAP}")))
-    for n in ("target", "draft", "draft-plain", "draft-edit"):
+    for n in (a.target, "draft", "draft-plain", "draft-edit"):
         ck = os.path.join(out, n, "ckpt.pt")
         if os.path.exists(ck):
-            jobs.append((("edit_tf", n), lambda ck=ck: teacher_forced(ck, dd, 512, dec)))
+            jobs.append((("edit_tf", "target" if n == a.target else n), lambda ck=ck: teacher_forced(ck, dd, 512, dec)))
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=a.jobs) as ex:
         futs = [(k, ex.submit(fn)) for k, fn in jobs]

@@ -209,6 +209,35 @@ def gguf_tokenizer_fields(vocab_gguf: str):
     return out
 
 
+def model_load_gguf(net: llama, path: str) -> dict:
+    """loads the weights of a GGUF that model_save_gguf wrote (F32 or F16) into net, whose shape must
+    match (its n_ctx may differ: RoPE has no learned positions); returns the file's key-values
+    editspec.* (the training spec of the run that made it)"""
+    gguf = gguf_import()
+    import numpy as np
+    r = gguf.GGUFReader(path)
+    tensors = {t.name: t for t in r.tensors}
+    params = dict(net.named_parameters())
+    names = {"token_embd.weight": "token_embd.weight", "output_norm.weight": "output_norm.weight"}
+    if net.output is not None:
+        names["output.weight"] = "output.weight"
+    for i in range(net.cfg.n_layer):
+        for n in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"):
+            names[f"blk.{i}.{n}.weight"] = f"blocks.{i}.{n}.weight"
+    if set(tensors) != set(names):
+        raise ValueError(f"{path}: tensors {sorted(set(tensors) ^ set(names))[:6]} do not match the model's shape")
+    with torch.no_grad():
+        for gname, pname in names.items():
+            t = tensors[gname]
+            a = np.asarray(t.data).astype(np.float32).reshape(tuple(params[pname].shape))
+            params[pname].copy_(torch.from_numpy(a))
+    out = {}
+    for key, f in r.fields.items():
+        if key.startswith("editspec."):
+            out[key] = f.contents()
+    return out
+
+
 def model_save_gguf(net: llama, path: str, vocab_gguf: str, ftype: str = "f16", name: str = "editspec",
                     extra: dict | None = None):
     """writes net as a llama GGUF: tokenizer.* copied from vocab_gguf, matrices in ftype (f32 or f16),

@@ -13,11 +13,14 @@ its last checkpoint):
     edits      synthetic edits from the functions of both splits                        data/edits-*.jsonl
     tokenizer  BPE trained on the training files (or DeepSeek-Coder's vocabulary)      data/tokenizer.gguf
     tokenize   llama.cpp tokenizes everything; edit tokens get their kinds             data/*.npy, *.npz
-    train      pre-train the target (code + edits) and, beside it, the draft            target/ draft/
+    applies    fast-apply tasks (file piece, snippet, merged file) from both splits     apply-data/
+    train      pre-train the target (code + edits) and, beside it, the draft; then     target/ draft/
+               the target fine-tuned on apply tasks at a longer context (shipped)      target-apply/
     labels     the target's own answers to training edits (seed 000 §III-B)            labels/
     finetune   the draft fine-tuned twice on them: plain (answer tokens) and
                edit-oriented (EfficientEdit eq. 8: new-line tokens only)               draft-plain/ draft-edit/
     eval       held-out metrics through llama.cpp and editspec                          eval/summary.json
+    apply-eval held-out apply tasks (and CanItEdit's) through `editspec bench`          eval/apply.json
     card       the model card                                                           MODEL_CARD.md
 
 With --jobs 2 (the default) the two pre-trainings run at the same time, one thread each (the target
@@ -51,7 +54,9 @@ PRESETS = {
               "target": {"shape": TARGET_SHAPE, "steps": 60, "batch": 4, "lr": 2e-3, "warmup": 20, "copy_warmup": 10},
               "draft": {"shape": DRAFT_SHAPE, "steps": 60, "batch": 4, "lr": 3e-3, "warmup": 20},
               "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5}, "labels": 40,
-              "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8, "spec_edits": 8}, "eval_every": 30},
+              "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8, "spec_edits": 8}, "eval_every": 30,
+              "apply": {"n_ctx": 1024, "steps": 30, "batch": 2, "lr": 3e-4, "warmup": 5, "p_edit": 0.85, "tasks_train": 300,
+                        "tasks_heldout": 20, "max_chars": 1200, "edits_mix": 100}},
     # the test suite's preset (tests/train): toy shapes and steps on a small corpus (--corpus-root), every
     # stage in about a minute; checks that the pipeline runs and is deterministic, not what it learns
     "test": {"n_vocab": 384, "n_ctx": 512, "edits_train": 400, "edits_heldout": 12,
@@ -60,13 +65,17 @@ PRESETS = {
              "draft": {"shape": {"n_embd": 32, "n_layer": 1, "n_head": 2, "n_head_kv": 2, "n_ff": 96, "tied": True},
                        "steps": 12, "batch": 2, "lr": 3e-3, "warmup": 4, "p_edit": 0.7, "copy_warmup": 3},
              "finetune": {"steps": 6, "batch": 2, "lr": 1e-3, "warmup": 2}, "labels": 8,
-             "eval": {"spec_prompts": 4, "spec_gen": 16, "max_edits": 6, "spec_edits": 4}, "eval_every": 6},
+             "eval": {"spec_prompts": 4, "spec_gen": 16, "max_edits": 6, "spec_edits": 4}, "eval_every": 6,
+             "apply": {"n_ctx": 768, "steps": 6, "batch": 2, "lr": 3e-4, "warmup": 2, "p_edit": 0.85, "tasks_train": 40,
+                       "tasks_heldout": 6, "max_chars": 800, "edits_mix": 20}},
     # learning curves in ~8 minutes of one core each
     "short": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
               "target": {"shape": TARGET_SHAPE, "steps": 160, "batch": 4, "lr": 1e-3, "warmup": 30},
               "draft": {"shape": DRAFT_SHAPE, "steps": 320, "batch": 4, "lr": 1.5e-3, "warmup": 30},
               "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10}, "labels": 300,
-              "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40},
+              "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40,
+              "apply": {"n_ctx": 1024, "steps": 120, "batch": 2, "lr": 3e-4, "warmup": 20, "p_edit": 0.85, "tasks_train": 2000,
+                        "tasks_heldout": 100, "max_chars": 1200, "edits_mix": 500}},
     # the shipped models: steps set from the throughput measured here (README.md): the draft ~6,500
     # tokens/s on one core (3000 x 2048: ~16 min), beside it the 7-layer target on the other core
     # ~2,300 (~1,100 steps by then), then on both cores ~3,800 (the other 8,500 steps: ~71 min). 70 % of
@@ -79,7 +88,11 @@ PRESETS = {
              "draft": {"shape": DRAFT_SHAPE, "steps": 3000, "batch": 4, "lr": 1.5e-3, "warmup": 100, "p_edit": 0.7,
                        "copy_warmup": 300},
              "finetune": {"steps": 1000, "batch": 4, "lr": 5e-4, "warmup": 50, "p_edit": 0.5}, "labels": 2000,
-             "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400},
+             "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400,
+             # fast apply (issue 21): the pre-trained target fine-tuned on apply tasks at a longer context
+             # (whole pieces of files: the code, the snippet and the merged code), with edits and code mixed in
+             "apply": {"n_ctx": 1024, "steps": 800, "batch": 2, "lr": 5e-4, "warmup": 50, "p_edit": 0.85,
+                       "tasks_train": 8000, "tasks_heldout": 200, "max_chars": 1200, "edits_mix": 3000}},
 }
 
 WEIGHTS_PRETRAIN = {"prompt": 0.0, "same": 1.0, "new": 1.0, "eos": 1.0, "code": 1.0}
@@ -167,11 +180,11 @@ def cpu_has_bf16() -> bool:
 
 def train_spec(name, out, data_dir, seed, preset, role, init="", weights=None, seed_offset=0):
     p = PRESETS[preset]
-    r = p[role] if role in ("target", "draft") else p["finetune"]
-    shape = p["target" if role == "target" else "draft"]["shape"]
+    r = p[role] if role in ("target", "draft", "apply") else p["finetune"]
+    shape = p["draft" if role in ("draft", "finetune") else "target"]["shape"]
     return {
         "name": name, "data": data_dir, "out": os.path.join(out, name), "seed": seed + seed_offset,
-        "model": {**shape, "n_vocab": p["n_vocab"], "n_ctx": p["n_ctx"]}, "init": init,
+        "model": {**shape, "n_vocab": p["n_vocab"], "n_ctx": r.get("n_ctx", p["n_ctx"])}, "init": init,
         "steps": r["steps"], "batch": r["batch"], "lr": r["lr"], "warmup": r["warmup"], "lr_min_frac": 0.1,
         "weight_decay": 0.1, "p_edit": r.get("p_edit", 0.5), "copy_warmup": r.get("copy_warmup", 0),
         "weights": weights or WEIGHTS_PRETRAIN,
@@ -282,6 +295,10 @@ def main():
     ap.add_argument("--corpus-root", default="")
     ap.add_argument("--until", default="", help="stop after this stage")
     ap.add_argument("--ship", action="store_true", help="copy the GGUFs and the card to models/")
+    ap.add_argument("--pretrained-target", default="", metavar="GGUF",
+                    help="take this GGUF as the target's pre-training instead of running it (~87 min): it must be that "
+                         "stage's export for this preset and seed, which its recorded training spec is checked against "
+                         "(models/editspec-target.gguf before issue 21 is, for --preset full --seed 1)")
     a = ap.parse_args()
     ensure_python()
     sys.path.insert(0, HERE)
@@ -296,7 +313,7 @@ def main():
     for kv in a.set:
         preset_set(p, kv)
     if a.scale != 1.0:
-        for role in ("target", "draft", "finetune"):
+        for role in ("target", "draft", "finetune", "apply"):
             p[role]["steps"] = max(1, int(round(p[role]["steps"] * a.scale)))
 
     prefix = llama_prefix()
@@ -364,6 +381,17 @@ def main():
             data.stage_tokenize(dd, tok_tool, p["n_ctx"], p["edits_heldout"], log=log)
             st.mark("tokenize", k_tokenize)
     timed("tokenize", do_tokenize)
+    ad = os.path.join(out, "apply-data")
+    pa = p["apply"]
+    k_applies = key_of(["applies", k_tokenize, a.seed, {k: pa[k] for k in ("n_ctx", "tasks_train", "tasks_heldout", "max_chars", "edits_mix")},
+                        src_hash("applies.py", "data.py", "edits.py")])
+
+    def do_applies():
+        if not st.done("applies", k_applies):
+            data.stage_applies(dd, ad, tok_tool, a.seed, pa["n_ctx"], pa["tasks_train"], pa["tasks_heldout"], pa["max_chars"],
+                               pa["edits_mix"], log=log)
+            st.mark("applies", k_applies)
+    timed("applies", do_applies)
     n_vocab = data.vocab_special(os.path.join(dd, "tokenizer.gguf"))["n_vocab"]
     if n_vocab != p["n_vocab"]:
         p["n_vocab"] = n_vocab   # DeepSeek-Coder's vocabulary
@@ -377,13 +405,43 @@ def main():
     s_target_key = {k: v for k, v in s_target.items() if k != "threads_more"}
     k_target, k_draft = key_of([k_tokenize, s_target_key, k_train_src]), key_of([k_tokenize, s_draft, k_train_src])
 
-    def do_train():
-        # the pre-trainings, one thread each, side by side
-        todo = [s for s in (s_target, s_draft) if not st.done(s["name"], keys[s["name"]])]
-        run_todo(todo)
-    keys = {"target": k_target, "draft": k_draft}
+    # fast apply: the pre-trained target's export fine-tuned on apply tasks (init from the GGUF, so a run
+    # given --pretrained-target makes the same model as one that pre-trained)
+    s_apply = train_spec("target-apply", out, ad, a.seed, a.preset, "apply", init=os.path.join(out, "target", "model.gguf"),
+                         weights=WEIGHTS_PRETRAIN, seed_offset=3000)
+    if a.jobs >= 2:
+        s_apply["threads_more"] = {"threads": 2, "after": os.path.join(s_draft["out"], "done.json")}
+    k_apply = key_of([k_target, k_applies, {k: v for k, v in s_apply.items() if k != "threads_more"}, k_train_src])
 
-    def run_todo(todo):
+    def pretrained_take(path):
+        """the target's pre-training is the given export: checked against the spec this run would train with"""
+        import model as model_py
+        want = {k: v for k, v in s_target_key.items() if k not in ("out", "data", "init")}
+        net = model_py.llama(model_py.model_config(**s_target["model"]))
+        got = json.loads(model_py.model_load_gguf(net, path).get("editspec.train.spec", "{}"))
+        got.pop("threads_more", None)   # a scheduling detail (and a path), no result depends on it
+        if got != json.loads(json.dumps(want, sort_keys=True)):
+            diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            sys.exit(f"run: --pretrained-target {path}: made by another training spec (differs in {', '.join(diff) or '?'}); "
+                     f"it is not this preset's pre-training")
+        os.makedirs(s_target["out"], exist_ok=True)
+        shutil.copyfile(path, os.path.join(s_target["out"], "model.gguf"))
+        done = {"name": "target", "from": os.path.abspath(path), "sha256": hashlib.sha256(open(path, "rb").read()).hexdigest(),
+                "steps": s_target["steps"], "tokens": s_target["steps"] * s_target["batch"] * s_target["model"]["n_ctx"],
+                "params": net.cfg.n_params()}
+        data._write_json(os.path.join(s_target["out"], "done.json"), done)
+        st.mark("target", k_target, done)
+        log(f"train: target: taken from {path} (its recorded spec matches; sha256 {done['sha256'][:12]})")
+
+    def do_train():
+        # the pre-trainings, one thread each, side by side; the apply fine-tuning once the target is done
+        if a.pretrained_target and not st.done("target", k_target):
+            pretrained_take(a.pretrained_target)
+        todo = [s for s in (s_target, s_draft, s_apply) if not st.done(s["name"], keys[s["name"]])]
+        run_todo(todo, deps={"target-apply": ["target"]})
+    keys = {"target": k_target, "draft": k_draft, "target-apply": k_apply}
+
+    def run_todo(todo, deps=None):
         for s in todo:   # a stale run starts over; an interrupted one (same settings, no stamp) resumes
             ck = os.path.join(s["out"], "spec.json")
             stamp = os.path.join(out, f"stage-{s['name']}.json")
@@ -399,7 +457,7 @@ def main():
                 os.remove(stamp)
         if todo:
             log(f"train: {', '.join(s['name'] for s in todo)} ({a.jobs} at a time, one thread each)")
-            run_trainings(todo, env, a.jobs,
+            run_trainings(todo, env, a.jobs, deps=deps,
                           on_done=lambda s: st.mark(s["name"], keys[s["name"]], json.load(open(os.path.join(s["out"], "done.json")))))
     timed("train", do_train)
 
@@ -432,19 +490,31 @@ def main():
     timed("finetune", do_finetune)
 
     # evaluation
-    k_eval = key_of([k_target, k_plain, k_edit, p["eval"], src_hash("evaluate.py", "eval.cpp")])
+    k_eval = key_of([k_apply, k_plain, k_edit, p["eval"], src_hash("evaluate.py", "eval.cpp")])
 
     def do_eval():
         if st.done("eval", k_eval):
             return
         e = p["eval"]
-        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--eval-bin", eval_tool,
+        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--eval-bin", eval_tool, "--target", "target-apply",
                         "--editspec", editspec_bin(), "--threads", "1",
                         "--spec-prompts", str(e["spec_prompts"]), "--spec-gen", str(e["spec_gen"]),
                         "--max-edits", str(e["max_edits"]), "--spec-edits", str(e["spec_edits"]), "--jobs", str(a.jobs)],
                        check=True, env=env)
         st.mark("eval", k_eval)
     timed("eval", do_eval)
+
+    # fast apply on the held-out apply tasks (and CanItEdit's, where the dataset is found: evaluation only)
+    k_apply_eval = key_of([k_apply, k_plain, k_applies, src_hash("evaluate.py")])
+
+    def do_apply_eval():
+        if st.done("apply-eval", k_apply_eval):
+            return
+        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--apply-only", "--target", "target-apply",
+                        "--editspec", editspec_bin(), "--eval-bin", eval_tool, "--threads", str(max(1, a.jobs))],
+                       check=True, env=env)
+        st.mark("apply-eval", k_apply_eval)
+    timed("apply-eval", do_apply_eval)
 
     # model card
     def do_card():
@@ -455,7 +525,7 @@ def main():
     if a.ship:
         mdir = os.path.join(ROOT, "models")
         os.makedirs(mdir, exist_ok=True)
-        shutil.copyfile(os.path.join(out, "target", "model.gguf"), os.path.join(mdir, "editspec-target.gguf"))
+        shutil.copyfile(os.path.join(out, "target-apply", "model.gguf"), os.path.join(mdir, "editspec-target.gguf"))
         import card
         ship = card.shipped_draft(out)   # the better fine-tune in the whole EfficientEdit (the card says which)
         shutil.copyfile(os.path.join(out, ship, "model.gguf"), os.path.join(mdir, "editspec-draft.gguf"))

@@ -81,14 +81,55 @@ class pipeline_test(unittest.TestCase):
 
     def test_stages_and_card(self):
         out = self.runs[0]
-        for s in ("build", "corpus", "edits", "tokenizer", "tokenize", "target", "draft", "labels", "draft-plain",
-                  "draft-edit", "eval"):
+        for s in ("build", "corpus", "edits", "tokenizer", "tokenize", "applies", "target", "draft", "target-apply", "labels",
+                  "draft-plain", "draft-edit", "eval", "apply-eval"):
             self.assertTrue(os.path.exists(os.path.join(out, f"stage-{s}.json")), s)
         with open(os.path.join(out, "MODEL_CARD.md")) as f:
             card = f.read()
         self.assertIn("draft-edit", card)
         ev = read_json(os.path.join(out, "eval", "summary.json"))
         self.assertEqual(set(ev["code_acc"]), {"target", "draft", "draft-plain", "draft-edit"})
+        self.assertTrue(ev["models"]["target"].endswith("target-apply/model.gguf"))   # the shipped target is evaluated
+        ap = read_json(os.path.join(out, "eval", "apply.json"))
+        self.assertGreater(ap["heldout"]["items_fit"], 0)
+        for m in ("reuse", "reuse+lookup-longest"):
+            self.assertTrue(ap["heldout"]["methods"][m]["identical_to_ar"], m)   # lossless
+
+    def test_apply_tasks(self):
+        # the snippet shows every changed line of the merged code, and elides only unchanged lines
+        rows = data.read_jsonl(os.path.join(self.runs[0], "apply-data", "applies-train.jsonl"))
+        tasks = [r for r in rows if "update" in r]
+        self.assertGreater(len(tasks), 10)
+        import applies
+        for r in tasks:
+            self.assertNotEqual(r["before"], r["after"])
+            new = set(edits.lines_new(r["before"], r["after"]))
+            after = r["after"].splitlines(keepends=True)
+            up = set(r["update"].splitlines(keepends=True))
+            for i in new:
+                self.assertIn(after[i], up, r["id"])
+            for ln in r["update"].splitlines(keepends=True):
+                self.assertTrue(ln in after or ln.strip() in [m.strip() for m in applies.MARKERS], (r["id"], ln))
+        # the prompt is editspec's apply template (include/editspec/apply.h), byte for byte
+        self.assertEqual(data.apply_prompt_render("", "U", "C"),
+                         "### Instruction:\nApply the update to the code.\n### Update:\nU\n### Original code:\nC\n### Edited code:\n")
+
+    def test_pretrained_target_makes_the_same_model(self):
+        # the apply fine-tuning starts from the target's export, so a run given that export instead of
+        # pre-training makes a byte-identical apply model; a GGUF of another spec is refused
+        out = os.path.join(self.tmp, "p")
+        base = [sys.executable, os.path.join(HERE, "run.py"), "--preset", "test", "--seed", "1", "--out", out,
+                "--corpus-root", os.path.join(self.tmp, "corpus"), "--jobs", "1", "--until", "train"]
+        r = subprocess.run(base + ["--pretrained-target", os.path.join(self.runs[0], "draft", "model.gguf")],
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("not this preset's pre-training", r.stdout + r.stderr)
+        r = subprocess.run(base + ["--pretrained-target", os.path.join(self.runs[0], "target", "model.gguf")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("taken from", r.stdout + r.stderr)
+        self.assertTrue(filecmp.cmp(os.path.join(out, "target-apply", "model.gguf"),
+                                    os.path.join(self.runs[0], "target-apply", "model.gguf"), shallow=False))
 
     def test_models_run_in_editspec(self):
         out = self.runs[0]
@@ -116,7 +157,8 @@ class pipeline_test(unittest.TestCase):
         a, b = self.runs
         files = ["data/corpus.json", "data/edits-train.jsonl", "data/edits-heldout.jsonl", "data/tokenizer.gguf",
                  "data/edits-train.npz", "data/code-train.npy", "labels/edits-train.npz",
-                 "target/model.gguf", "draft/model.gguf", "draft-plain/model.gguf", "draft-edit/model.gguf"]
+                 "target/model.gguf", "draft/model.gguf", "draft-plain/model.gguf", "draft-edit/model.gguf",
+                 "apply-data/edits-train.npz", "apply-data/applies-heldout-bench.jsonl", "target-apply/model.gguf"]
         for f in files:
             pa, pb = os.path.join(a, f), os.path.join(b, f)
             self.assertTrue(os.path.exists(pa), f)

@@ -6,7 +6,7 @@ SPEC.json (run.py writes it) holds everything: the model shape, the data folder,
 weights by token kind, the schedule and the output folder:
 
     {"name": "target", "data": ".../data", "out": ".../target", "seed": 1,
-     "model": {model_config fields}, "init": "" | "path/to/ckpt.pt",
+     "model": {model_config fields}, "init": "" | "path/to/ckpt.pt" | "path/to/model.gguf",
      "steps": 3000, "batch": 4, "lr": 2e-3, "lr_min_frac": 0.1, "warmup": 100, "weight_decay": 0.1,
      "p_edit": 0.5,                           # fraction of sequences packed with edit examples
      "copy_warmup": 0,                        # first steps made of pure copy sequences (copy_sequence)
@@ -207,6 +207,11 @@ def main():
         opt.load_state_dict(ck["opt"])
         step, t_prev = ck["step"], ck.get("seconds", 0.0)
         print(f"{spec['name']}: resumed at step {step}", flush=True)
+    elif spec.get("init", "").endswith(".gguf"):
+        # a pre-trained model's export (F16): what the pipeline ships, so a fine-tuning can start from it
+        from model import model_load_gguf
+        model_load_gguf(net, spec["init"])
+        print(f"{spec['name']}: initialized from {spec['init']}", flush=True)
     elif spec.get("init"):
         ck = torch.load(spec["init"], map_location="cpu")
         net.load_state_dict(ck["model"])

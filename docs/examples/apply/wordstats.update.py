@@ -1,0 +1,6 @@
+# ... existing code ...
+def top_words(path, n=10, stop=()):
+    with open(path, encoding="utf-8") as f:
+        counts = Counter(w for w in words(f.read()) if w not in stop)
+    return counts.most_common(n)
+# ... existing code ...
