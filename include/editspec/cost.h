@@ -48,9 +48,11 @@ cost_model cost_model_design();
 cost_model cost_model_relative(const cost_model & cm);
 
 // times passes of 1, 2, 4, ... n_max tokens after a 256-token prefix, reps times each (the fastest
-// counts: interference from other processes only adds time); leaves the KV cache empty
+// counts: interference from other processes only adds time); leaves the KV cache empty.
+// all_logits false: only the last row's logits, as llama-bench's prompt passes compute them (a
+// comparison on the same work; verification needs every row's, the cost model's figures)
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
-                        int32_t n_prefix = 256);
+                        int32_t n_prefix = 256, bool all_logits = true);
 
 // loads the cached model for this model file and thread count, or measures and caches it
 // (~/.cache/editspec/cost/, EDITSPEC_CACHE overrides the root)

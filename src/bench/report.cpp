@@ -268,7 +268,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     }
     j["items"] = rows;
     const std::string base = dir + "/";
-    return write_file(base + "results.json", j.dump(2) + "\n", error) &&
+    // (an output can hold invalid UTF-8: a model may stop inside a character)
+    return write_file(base + "results.json", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", error) &&
            write_file(base + "report.md", report_md(res), error) &&
            write_file(base + "speedup.svg", speedup_svg(res), error);
 }

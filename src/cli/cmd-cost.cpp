@@ -18,6 +18,7 @@ struct cost_opts {
     bool flash_attn = false;
     bool fresh = false;
     bool save = true;
+    bool last_logits = false;
 };
 
 int run_cost(const cost_opts & o) {
@@ -36,11 +37,14 @@ int run_cost(const cost_opts & o) {
     std::string err;
     auto ctx = context_create(*lr.model, cp, &err);
     if (!ctx) return fail_runtime(cmd, err);
+    if (o.last_logits && !o.fresh) return fail_input(cmd, "--last-logits measures anew: add --fresh (it never replaces the cache)");
     cost_model cm;
-    const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err, o.prefix) : cost_model_get(*ctx, cm, &err);
+    const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err, o.prefix, !o.last_logits)
+                            : cost_model_get(*ctx, cm, &err);
     if (!ok) return fail_runtime(cmd, err);
-    if (o.fresh && o.save) cost_model_save(*ctx, cm);
-    printf("# %s, %d threads, flash attention %s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off");
+    if (o.fresh && o.save && !o.last_logits) cost_model_save(*ctx, cm);
+    printf("# %s, %d threads, flash attention %s%s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off",
+           o.last_logits ? ", the last row's logits only" : "");
     printf("%8s %10s %10s %14s\n", "tokens", "ms", "tokens/s", "cost vs 1");
     for (size_t i = 0; i < cm.n.size(); i++) {
         printf("%8d %10.2f %10.1f %14.2f\n", cm.n[i], cm.ms[i], 1000.0 * cm.n[i] / cm.ms[i], cm.ms[i] / cm.ms[0]);
@@ -61,6 +65,9 @@ command cmd_cost_add(CLI::App & app) {
     sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
     sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");
+    sub->add_flag("--last-logits", o->last_logits,
+                  "with --fresh: compute the last row's logits only, as llama-bench's prompt passes do (the same work as "
+                  "its pp figures; verification needs every row's, so these figures are never cached)");
     return {sub, [o] { return run_cost(*o); }};
 }
 

@@ -67,7 +67,7 @@ cost_model cost_model_relative(const cost_model & cm) {
 using clock_type = std::chrono::steady_clock;
 
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
-                        int32_t n_prefix) {
+                        int32_t n_prefix, bool all_logits) {
     const model & m = ctx.owner();
     n_prefix = std::max(1, std::min(n_prefix, ctx.n_ctx() / 4 * 3));
     if (n_max + n_prefix > ctx.n_ctx()) {
@@ -95,7 +95,7 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
         for (int32_t r = 0; r <= reps; r++) {
             b.clear();
             for (int32_t i = 0; i < n; i++) {
-                b.add(tok(n_prefix + i), n_prefix + i, {0}, true);
+                b.add(tok(n_prefix + i), n_prefix + i, {0}, all_logits || i == n - 1);
             }
             const auto t0 = clock_type::now();
             if (!ctx.decode(b)) {

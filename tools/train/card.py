@@ -46,22 +46,27 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     ts = _load(os.path.join(dd, "tokenize-stats.json"), {})
     ev = _load(os.path.join(out, "eval", "summary.json"), {})
     runs = {n: (_load(os.path.join(out, n, "spec.json"), {}), _load(os.path.join(out, n, "done.json"), {}))
-            for n in ("target", "draft", "draft-plain", "draft-edit")}
+            for n in ("target", "target-apply", "draft", "draft-plain", "draft-edit")}
+    apply_run = "target-apply" if runs["target-apply"][1] else "target"
+    ap = _load(os.path.join(out, "eval", "apply.json"), {})
+    ast = _load(os.path.join(out, "apply-data", "applies-stats.json"), {})
     L = []
     L.append("# editspec's small code models: target and draft\n")
     sets = "".join(f" --set {kv}" for kv in overrides)
     L.append(f"Made by `python3 tools/train/run.py --preset {preset} --seed {seed}{sets}` (tools/train/README.md) on "
-             f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min (its stages as timed when they ran).\n")
+             f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min (its stages as timed when they ran"
+             + ("; the target's pre-training taken from an earlier run, below, is not in it" if runs["target"][1].get("from") else "")
+             + ").\n")
     L.append("| file | role | parameters | layers x width | context | tokens seen | training time |")
     L.append("| --- | --- | --- | --- | --- | --- | --- |")
     ship = shipped_draft(out)
-    for n, role, fname in (("target", "target", "editspec-target.gguf"), (ship, DRAFT_ROLES[ship], "editspec-draft.gguf")):
+    for n, role, fname in ((apply_run, "target", "editspec-target.gguf"), (ship, DRAFT_ROLES[ship], "editspec-draft.gguf")):
         s, d = runs[n]
         m = s.get("model", {})
         tok = d.get("tokens", 0)
         secs = d.get("seconds", 0)
         if n != "target":
-            d0 = runs["draft"][1]
+            d0 = runs["draft" if n != "target-apply" else "target"][1]
             tok += d0.get("tokens", 0)
             secs += d0.get("seconds", 0)
         L.append(f"| `{fname}` | {role} | {d.get('params', 0) / 1e6:.1f}M | {m.get('n_layer')} x {m.get('n_embd')} | "
@@ -76,6 +81,13 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     L.append(f"- Edits: synthetic (instruction, code before, code after) triples made by tools/train/edits.py from "
              f"functions of those files: {ts.get('edits_train', {}).get('examples')} training edits, "
              f"{ts.get('edits_heldout', {}).get('examples')} held-out edits (from held-out files only). Kinds: {', '.join(sorted(es.get('train_kinds', {})))}.")
+    if ast:
+        a_tr = ast.get("applies_train", {})
+        L.append(f"- Fast-apply tasks (tools/train/applies.py): windows of up to {ast.get('max_chars')} characters of the same "
+                 f"files, one to three functions changed by those edits (or a function added or removed), the snippet of "
+                 f"the change with elision markers: {a_tr.get('tasks')} training tasks from training files (with "
+                 f"{a_tr.get('edits_mixed_in')} edits mixed in), {ast.get('applies_heldout', {}).get('examples')} held-out "
+                 "tasks from held-out files.")
     L.append("- No evaluation set (CanItEdit, HumanEval, ...) was used for training.\n")
     v = ts.get("vocab", {})
     L.append("## Tokenizer\n")
@@ -91,9 +103,16 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
             continue
         w = s.get("weights", {})
         wt = ", ".join(f"{k} {v:g}" for k, v in w.items())
-        L.append(f"| {n} | {'draft' if s.get('init') else 'random'} | {s.get('steps')} | {s.get('batch')} x {s.get('model', {}).get('n_ctx')} | "
+        init = "random" if not s.get("init") else ("target (its GGUF export)" if n == "target-apply" else "draft")
+        L.append(f"| {n} | {init} | {s.get('steps')} | {s.get('batch')} x {s.get('model', {}).get('n_ctx')} | "
                  f"{s.get('lr')} | {wt} | {d.get('tokens', 0) / 1e6:.2f}M | {d.get('seconds', 0) / 60:.1f} min | "
                  f"{d.get('tokens', 0) / max(1, d.get('seconds', 1)):.0f} |")
+    pre = runs["target"][1]
+    if pre.get("from"):
+        L.append(f"\nThe target's pre-training was not run here: `--pretrained-target {pre['from']}` (sha256 "
+                 f"{pre.get('sha256', '')[:16]}…), the export of an earlier run of this preset and seed, whose recorded "
+                 "training spec the pipeline checked against this run's; the rows above that start from it and every "
+                 "stage after it ran here. The pre-training's own time is in that run's card, not in this one's total.")
     st = runs.get("target", (None, None))[0] or {}
     more = st.get("threads_more")
     L.append("\nAdamW (0.9, 0.95), weight decay 0.1 on matrices, warm-up then cosine to 10%, gradient clip 1.0, "
@@ -104,6 +123,19 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                 if st.get("copy_warmup") else "")
              + f". Stage times (s): {json.dumps(timings)}.\n")
     L.append("## Held-out results\n")
+    for name, label in (("heldout", "held-out apply tasks (from held-out files)"), ("canitedit", "CanItEdit's edits as apply tasks (evaluation only)")):
+        r = ap.get(name)
+        if not r:
+            continue
+        a_ = r.get("ar", {})
+        ms = r.get("methods", {})
+        best = ms.get("reuse+lookup-longest", {})
+        L.append(f"Fast apply, {label}: {r.get('items_fit')} of {r.get('items_in')} fit the target's {runs[apply_run][0].get('model', {}).get('n_ctx')}-token "
+                 f"context; greedy merged file exactly right {_pct(a_.get('exact_match'))}, unchanged lines reproduced "
+                 f"{_pct(a_.get('unchanged_lines_reproduced'))}; `reuse+lookup-longest` {best.get('speedup_vs_ar', 0):.2f}x over `ar`, "
+                 f"{best.get('tokens_per_pass', 0):.2f} tokens per target pass, identical to `ar`: {best.get('identical_to_ar')}; "
+                 f"`reuse` {ms.get('reuse', {}).get('speedup_vs_ar', 0):.2f}x, {ms.get('reuse', {}).get('tokens_per_pass', 0):.2f} "
+                 f"(`{r.get('command', '').split(' --out')[0].replace(out + '/', 'OUT/')}`).\n")
     ca = ev.get("code_acc", {})
     L.append("| model | next-token accuracy (held-out files) | cross-entropy (nats/token) |")
     L.append("| --- | --- | --- |")

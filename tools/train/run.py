@@ -418,7 +418,10 @@ def main():
         import model as model_py
         want = {k: v for k, v in s_target_key.items() if k not in ("out", "data", "init")}
         net = model_py.llama(model_py.model_config(**s_target["model"]))
-        got = json.loads(model_py.model_load_gguf(net, path).get("editspec.train.spec", "{}"))
+        try:
+            got = json.loads(model_py.model_load_gguf(net, path).get("editspec.train.spec", "{}"))
+        except (ValueError, OSError) as e:
+            sys.exit(f"run: --pretrained-target {path}: {e}; it is not this preset's pre-training")
         got.pop("threads_more", None)   # a scheduling detail (and a path), no result depends on it
         if got != json.loads(json.dumps(want, sort_keys=True)):
             diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
