@@ -235,12 +235,21 @@ def vocab_special(vocab_gguf: str) -> dict:
             "add_bos": bool(get("tokenizer.ggml.add_bos_token", True))}
 
 
-def examples_tokenize(tool, vocab, sp, prompts, rows, n_ctx, n_keep, path_base, tmp):
+def examples_tokenize(tool, vocab, sp, prompts, rows, n_ctx, n_keep, path_base, tmp, split=False):
     """BOS + prompt + row["after"] + EOS for each row, with token kinds (same / new by a line diff of
     after against row["before"]), into path_base.npz (tokens, kinds, offsets, rows: the rows kept);
-    examples longer than n_ctx + 1 tokens are dropped; at most n_keep kept (-1: all)"""
+    examples longer than n_ctx + 1 tokens are dropped; at most n_keep kept (-1: all).
+    split: the prompt and the answer tokenized apart, as editspec sees them (it tokenizes the prompt alone
+    and generates the answer); joined, an answer that starts with spaces or a newline merges with the
+    prompt's last newline into one prompt token, and the model never learns to write its first token"""
     dtype = np.uint16 if sp["n_vocab"] <= 65535 else np.int32
-    docs, msg = _tokenize(tool, vocab, [p + e["after"] for p, e in zip(prompts, rows)], tmp, path_base + ".bin")
+    if split:
+        both, msg = _tokenize(tool, vocab, list(prompts) + [e["after"] for e in rows], tmp, path_base + ".bin")
+        docs = []
+        for (tp, sp_), (ta, sa), p in zip(both[:len(prompts)], both[len(prompts):], prompts):
+            docs.append((np.concatenate([tp, ta]), np.concatenate([sp_, sa + len(p.encode())])))
+    else:
+        docs, msg = _tokenize(tool, vocab, [p + e["after"] for p, e in zip(prompts, rows)], tmp, path_base + ".bin")
     toks, kinds, offs, keep = [], [], [0], []
     n_drop = 0
     for i, ((t, s), p, e) in enumerate(zip(docs, prompts, rows)):
@@ -330,7 +339,7 @@ def stage_applies(data_dir: str, apply_dir: str, tool: str, seed: int, n_ctx: in
             rows += er
             prompts += [edit_prompt_render(e["instruction"], e["before"]) for e in er]
         st, msg = examples_tokenize(tool, vocab, sp, prompts, rows, n_ctx, n_heldout if split == "heldout" else -1,
-                                    os.path.join(tmp_dir, f"edits-{split}"), tmp)
+                                    os.path.join(tmp_dir, f"edits-{split}"), tmp, split=True)
         stats[f"applies_{split}"] = {**st, "tasks": len(tasks), "edits_mixed_in": len(rows) - len(tasks)}
         log(f"applies: {split}: {len(tasks)} apply tasks (+{len(rows) - len(tasks)} edits), {st['examples']} fit "
             f"{n_ctx} tokens ({st['dropped_too_long']} dropped), {st['tokens']} tokens; {msg}")
