@@ -55,8 +55,12 @@ struct bench_params {
 };
 
 struct bench_row {
-    std::string item;
+    std::string item;             // chat: "ID#TURN"
     std::string method;
+    int32_t turn = 0;             // chat: 1, 2, ...; 0 otherwise
+    std::string category;         // chat: the MT-Redundant category, or "refine" (HumanEval's loop)
+    int32_t prompt_cached = 0;    // prompt tokens an earlier turn (or method) left in the KV cache
+    double  prompt_ms = 0.0;
     int32_t prompt_tokens = 0;
     int32_t tokens = 0;           // generated (EOS excluded)
     int32_t target_passes = 0;
@@ -119,6 +123,15 @@ struct bench_results {
 };
 
 bool bench_run(const bench_params & p, bench_results & out, std::string * error);
+
+// Chat task (seed 003's tables): MT-Redundant items as published (their turns), and HumanEval items
+// as a code refinement loop of three turns: write the function, make a named change, add a docstring
+// and tests. Every method answers each turn of the same conversation, whose earlier answers are
+// autoregressive decoding's (the lossless methods' too, token for token).
+std::vector<std::string> bench_chat_turns(const dataset_item & item);
+
+// the summary of the rows with this turn (0 = all) and category ("" = all), methods in params order
+std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32_t turn, const std::string & category);
 
 // ----------------------------------------------------------------------------
 // oracle replay of the methods (`editspec bench --oracle`): no model passes, the dataset's

@@ -11,6 +11,10 @@
 //   efficientedit           Reuse, plus the draft model (--draft-model) in the Generate phase only
 //                           (after a rejection until Reuse re-syncs); policy entropy by default,
 //                           applied to the draft model's nodes only (method_lossy_ok)
+//   copy                    CopySpec (seed 003): the tokens after the first earlier occurrence of the
+//                           last 3 tokens, 10 at a time (copy.h); copy-recent, copy-tree, copy-ext: its variants
+//   copyspec                CopySpec with a draft model (§3.3): copy where the last 3 tokens match, else
+//                           the draft model (--draft-model); copy+sd puts both in one tree instead
 //   llama-ngram-simple, llama-ngram-map-k, llama-ngram-mod, llama-ngram-cache
 //                           llama.cpp's own drafters from its common library, in-process (llama-common.h)
 //   a+b                     several drafters merged into one tree (first named, first placed)
@@ -47,7 +51,7 @@ struct method_spec {
     bool policy_set = false;            // ":POLICY" given explicitly
 
     bool is_ar() const { return drafters.empty(); }
-    // "sd" or "efficientedit" among the drafters: the request needs a draft model
+    // "sd", "efficientedit" or "copyspec" among the drafters: the request needs a draft model
     bool uses_draft_model() const;
 };
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace editspec {
@@ -121,6 +122,58 @@ std::string speedup_svg(const bench_results & res) {
     return o.str();
 }
 
+// chat: per turn (seed 003's Tables 2-3: tokens/s, copied share, speedup) and per category and turn
+std::string chat_tables_md(const bench_results & res) {
+    std::ostringstream o;
+    int32_t n_turns = 0;
+    std::vector<std::string> categories;
+    std::map<std::string, int32_t> prompt_decoded, prompt_total; // per method, over every turn after the first
+    for (const bench_row & r : res.rows) {
+        n_turns = std::max(n_turns, r.turn);
+        if (std::find(categories.begin(), categories.end(), r.category) == categories.end()) categories.push_back(r.category);
+    }
+    o << "\n## By turn\n\nCopied / drafted: tokens the target accepted from the copy drafter / from any drafter, "
+         "as a share of the tokens generated. Prompt: tokens of the turn's prompt decoded (the rest were in the KV "
+         "cache from the earlier turns) and the prefill time.\n\n"
+         "| turn | method | items | tokens/s | speedup vs ar | tokens per pass | copied | drafted | identical to ar | prompt tokens decoded / all | prefill ms |\n"
+         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n";
+    for (int32_t t = 1; t <= n_turns; t++) {
+        for (const bench_summary & s : bench_summarize_rows(res, t, "")) {
+            int64_t decoded = 0, total = 0;
+            double prefill = 0.0;
+            for (const bench_row & r : res.rows) {
+                if (r.turn != t || r.method != s.method) continue;
+                decoded += r.prompt_tokens - r.prompt_cached;
+                total += r.prompt_tokens;
+                prefill += r.prompt_ms;
+            }
+            const double n = std::max<double>(1.0, (double) s.tokens);
+            o << "| " << t << " | " << s.method << " | " << s.items << " | " << fmt("%.2f", s.tokens_per_s) << " | "
+              << fmt("%.2f×", s.speedup_vs_ar) << " | " << fmt("%.2f", s.mean_accepted_per_pass) << " | "
+              << fmt("%.1f%%", 100.0 * (double) s.by_source[DRAFT_SOURCE_COPY].n_accepted / n) << " | "
+              << fmt("%.1f%%", 100.0 * (double) s.accepted / n) << " | " << (s.identical_to_ar ? "yes" : "no") << " | "
+              << decoded << " / " << total << " | " << fmt("%.0f", prefill) << " |\n";
+        }
+    }
+    if (categories.size() > 1) {
+        o << "\n## By category and turn (speedup over ar; ar in tokens/s)\n\n| category | turn | ar tok/s |";
+        for (const std::string & m : res.params.methods) if (m != "ar") o << " " << m << " |";
+        o << "\n| --- | ---: | ---: |";
+        for (const std::string & m : res.params.methods) if (m != "ar") o << " ---: |";
+        o << "\n";
+        for (const std::string & c : categories) {
+            for (int32_t t = 1; t <= n_turns; t++) {
+                const std::vector<bench_summary> ss = bench_summarize_rows(res, t, c);
+                if (ss.empty() || ss.front().items == 0) continue;
+                o << "| " << c << " | " << t << " | " << fmt("%.2f", ss.front().tokens_per_s) << " |";
+                for (size_t k = 1; k < ss.size(); k++) o << " " << fmt("%.2f×", ss[k].speedup_vs_ar) << " |";
+                o << "\n";
+            }
+        }
+    }
+    return o.str();
+}
+
 std::string report_md(const bench_results & res) {
     const bench_params & p = res.params;
     std::ostringstream o;
@@ -174,6 +227,7 @@ std::string report_md(const bench_results & res) {
     }
     o << "\nSpeedup: summed generation time of `ar` over the method's, same items, same run. Tokens per pass: "
          "tokens produced (EOS included) per target pass.\n";
+    if (p.task == DATASET_TASK_CHAT) o << chat_tables_md(res);
     if (!res.cost_n.empty()) {
         o << "\nCost model (measured at start, ms per pass):\n\n| tokens | ";
         for (int32_t n : res.cost_n) o << n << " | ";
@@ -256,6 +310,7 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     for (const auto & r : res.rows) {
         rows.push_back({
             {"item", r.item}, {"method", r.method}, {"prompt_tokens", r.prompt_tokens}, {"tokens", r.tokens},
+            {"turn", r.turn}, {"category", r.category}, {"prompt_cached", r.prompt_cached}, {"prompt_ms", r.prompt_ms},
             {"target_passes", r.target_passes}, {"draft_tokens", r.draft_tokens}, {"accepted", r.accepted},
             {"gen_ms", r.gen_ms}, {"draft_ms", r.draft_ms}, {"decode_ms", r.decode_ms},
             {"decode_model_ms", r.decode_model_ms}, {"eos", r.eos}, {"identical_to_ar", r.identical_to_ar},

@@ -48,6 +48,8 @@ struct bench_prompt {
     token_vec reference; // replay: the target's output, EOS last
     token_vec original;  // the code being edited (Reuse drafts)
     const dataset_item * item = nullptr;
+    int32_t turn = 0;     // chat
+    std::string category; // chat
 };
 
 // the program an output makes, and the tests that judge it; false when the item has none
@@ -80,25 +82,30 @@ bench_row row_from(const std::string & item, const std::string & method, const g
     row.decode_ms = r.decode_ms;
     row.decode_model_ms = r.decode_model_ms;
     row.eos = r.stop == STOP_REASON_EOG;
+    row.prompt_cached = r.prompt_cached;
+    row.prompt_ms = r.prompt_ms;
     for (int s = 0; s < 8; s++) row.by_source[s] = r.by_source[s];
     return row;
 }
 
 } // namespace
 
-void bench_summarize(bench_results & out) {
-    out.summary.clear();
+std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32_t turn, const std::string & category) {
+    std::vector<bench_summary> out;
+    const auto selected = [&](const bench_row & row) {
+        return (turn == 0 || row.turn == turn) && (category.empty() || row.category == category);
+    };
     std::map<std::string, double> ar_ms_by_item;
-    for (const bench_row & row : out.rows) {
-        if (row.method == "ar") ar_ms_by_item[row.item] = row.gen_ms;
+    for (const bench_row & row : res.rows) {
+        if (row.method == "ar" && selected(row)) ar_ms_by_item[row.item] = row.gen_ms;
     }
-    for (const std::string & method : out.params.methods) {
+    for (const std::string & method : res.params.methods) {
         bench_summary s;
         s.method = method;
         double ar_ms = 0.0, sim = 0.0;
         int64_t produced = 0;
-        for (const bench_row & row : out.rows) {
-            if (row.method != method) continue;
+        for (const bench_row & row : res.rows) {
+            if (row.method != method || !selected(row)) continue;
             s.items++;
             s.tokens += row.tokens;
             produced += row.tokens + (row.eos ? 1 : 0);
@@ -131,8 +138,26 @@ void bench_summarize(bench_results & out) {
         s.mean_accepted_per_pass = s.target_passes > 0 ? (double) produced / s.target_passes : 0.0;
         s.mean_edit_sim_vs_ar = s.items > 0 ? sim / s.items : 1.0;
         s.pass_at_1 = s.tested > 0 ? (double) s.passed / s.tested : 0.0;
-        out.summary.push_back(s);
+        out.push_back(s);
     }
+    return out;
+}
+
+void bench_summarize(bench_results & out) {
+    out.summary = bench_summarize_rows(out, 0, "");
+}
+
+std::vector<std::string> bench_chat_turns(const dataset_item & it) {
+    if (it.kind != DATASET_KIND_HUMANEVAL) {
+        return it.turns;
+    }
+    // the refinement loop: each turn a request an editor's user makes of the code just written
+    const std::string & f = it.entry_point.empty() ? std::string("the function") : it.entry_point;
+    return {"Complete this Python function. Answer with the whole code.\n\n```python\n" + it.context_code + "```",
+            "Rename the function `" + f + "` to `" + f + "_v2` and give every local variable a more descriptive name. "
+            "Answer with the whole code again.",
+            "Add a docstring example for an empty input, and after the function a few assert statements that test it. "
+            "Answer with the whole code again."};
 }
 
 namespace {
@@ -143,12 +168,15 @@ bool bench_prompts(const bench_params & p, bench_layout layout, const model & m,
     for (const dataset_item & it : items) {
         bench_prompt bp;
         bp.id = it.id;
-        if (p.task == DATASET_TASK_CHAT || it.task == DATASET_TASK_CHAT) {
-            if (it.turns.empty()) {
+        if (p.task == DATASET_TASK_CHAT) {
+            // the first turn (the prompt checks); bench_chat builds the conversation turn by turn
+            const std::vector<std::string> turns = bench_chat_turns(it);
+            if (turns.empty()) {
                 if (error) *error = "item " + it.id + " has no turns";
                 return false;
             }
-            bp.prompt = m.tokenize(chat_render(m, {{"user", it.turns[0]}}), true, true);
+            bp.item = &it;
+            bp.prompt = chat_tokens(m, {{"user", turns[0]}});
             prompts.push_back(bp);
             continue;
         }
@@ -219,7 +247,7 @@ void print_progress(bench_results & out, size_t i, size_t n, const std::string &
 // every method on one prompt, ar first; appends the rows; *line gets the progress line
 bool bench_item(const bench_params & p, runner & rn, const std::vector<method_spec> & specs,
                 std::vector<accept_stats> & stats, const bench_prompt & bp, bench_results & out, std::string * line,
-                std::string * error) {
+                generate_result & ar, std::string * error) {
     const model & m = *rn.target.model;
     request rq;
     rq.prompt = bp.prompt;
@@ -233,7 +261,7 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
         return false;
     };
     std::string code, tests;
-    const bool has_tests = p.run_tests && bp.item && program_of(*bp.item, "", code, tests);
+    const bool has_tests = p.run_tests && bp.item && bp.turn == 0 && program_of(*bp.item, "", code, tests);
     if (has_tests) {
         // the reference solution under the same harness: which items can pass here at all
         const test_outcome t = run_python_tests(bp.item->reference, tests, p.tests);
@@ -241,7 +269,6 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
         out.reference_tested++;
         if (!t.passed) out.reference_failed.push_back(bp.id);
     }
-    generate_result ar;
     for (size_t k = 0; k < specs.size(); k++) {
         const method_spec & ms = specs[k];
         rq.stats = &stats[k];
@@ -249,13 +276,15 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
         if (!runner_generate(rn, ms, rq, r, error)) return false;
         if (r.stop == STOP_REASON_ERROR) return fail("item " + bp.id + ", method " + ms.name + ": " + r.error);
         bench_row row = row_from(bp.id, ms.name, r);
+        row.turn = bp.turn;
+        row.category = bp.category;
         if (ms.is_ar()) {
             ar = r;
         } else {
             row.identical_to_ar = r.tokens == ar.tokens;
             row.edit_sim_vs_ar = row.identical_to_ar ? 1.0 : edit_similarity(ar.text, r.text);
         }
-        if (bp.item && bp.item->task == DATASET_TASK_EDIT && !bp.item->reference.empty()) {
+        if (bp.turn == 0 && bp.item && bp.item->task == DATASET_TASK_EDIT && !bp.item->reference.empty()) {
             row.checked = true;
             row.code = edit_extract_code(r.text);
             row.exact = row.code == bp.item->reference;
@@ -269,6 +298,34 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
         }
         out.rows.push_back(row);
         *line += progress_entry(ms, r, row, ar.gen_ms);
+    }
+    return true;
+}
+
+// one chat item, turn by turn: every method answers each turn; the conversation goes on with ar's answer
+bool bench_chat(const bench_params & p, runner & rn, const std::vector<method_spec> & specs, std::vector<accept_stats> & stats,
+                const dataset_item & it, bench_results & out, size_t i, size_t n, std::string * error) {
+    const model & m = *rn.target.model;
+    const std::vector<std::string> turns = bench_chat_turns(it);
+    chat_conversation conv;
+    for (size_t t = 0; t < turns.size(); t++) {
+        chat_add(m, conv, {"user", turns[t]});
+        bench_prompt bp;
+        bp.id = it.id + "#" + std::to_string(t + 1);
+        bp.item = &it;
+        bp.turn = (int32_t) t + 1;
+        bp.category = it.kind == DATASET_KIND_HUMANEVAL ? "refine" : it.category;
+        bp.prompt = conv.tokens;
+        if ((int32_t) bp.prompt.size() + 8 >= rn.ctx->n_ctx()) {
+            fprintf(stderr, "bench: %s: the conversation is %zu tokens, the context holds %d: its later turns are left out\n",
+                    bp.id.c_str(), bp.prompt.size(), rn.ctx->n_ctx());
+            return true;
+        }
+        std::string line;
+        generate_result ar;
+        if (!bench_item(p, rn, specs, stats, bp, out, &line, ar, error)) return false;
+        if (p.progress) print_progress(out, i, n, bp.id, line);
+        chat_add_answer(m, conv, ar.tokens, ar.text);
     }
     return true;
 }
@@ -353,8 +410,13 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
                     bp.prompt.size(), rn.ctx->n_ctx());
             continue;
         }
+        if (p.task == DATASET_TASK_CHAT) {
+            if (!bench_chat(p, rn, specs, stats, *bp.item, out, i, prompts.size(), error)) return false;
+            continue;
+        }
         std::string line;
-        if (!bench_item(p, rn, specs, stats, bp, out, &line, error)) return false;
+        generate_result ar;
+        if (!bench_item(p, rn, specs, stats, bp, out, &line, ar, error)) return false;
         if (p.progress) print_progress(out, i, prompts.size(), bp.id, line);
     }
     bench_summarize(out);

@@ -157,10 +157,12 @@ command cmd_bench_add(CLI::App & app) {
     add_draft_options(sub, o->p.draft);
     sub->add_option("--dataset", o->p.dataset_path, "dataset JSONL file or folder (CanItEdit, HumanEval, MT-Redundant, EditEval)")->required();
     sub->add_option("--task", o->task, "edit | complete | chat | apply (edit items as fast apply: the snippet is the "
-                                       "reference diff's hunks with '# ... existing code ...' around them)")
+                                       "reference diff's hunks with '# ... existing code ...' around them). chat: "
+                                       "MT-Redundant's turns, or HumanEval as a three-turn refinement loop; reported per turn")
         ->capture_default_str();
     sub->add_option("--methods", o->methods,
-                    "comma-separated methods: ar, lookup, lookup-longest, a+b (one tree), NAME@N (fixed cap), NAME:POLICY")
+                    "comma-separated methods: ar, lookup, lookup-longest, copy (CopySpec), copy-recent, copy-tree, copy-ext, "
+                    "copyspec, sd, reuse, efficientedit, llama-ngram-*, a+b (one tree), NAME@N (fixed cap), NAME:POLICY")
         ->capture_default_str();
     sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
     sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();

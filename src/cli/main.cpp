@@ -18,6 +18,7 @@ int main(int argc, char ** argv) {
         editspec::cli::cmd_edit_add(app),
         editspec::cli::cmd_apply_add(app),
         editspec::cli::cmd_serve_add(app),
+        editspec::cli::cmd_chat_add(app),
     };
     try {
         app.parse(argc, argv);

@@ -227,6 +227,10 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     }
     sink.finish();
     r.gen_ms = ms_since(t1);
+    if (r.stop != STOP_REASON_ERROR) {
+        // sequence 0 holds the prompt and the answer so far: a next turn that extends them reuses it all
+        ctx.set_cached_prompt(std::span<const llama_token>(s.history).first((size_t) s.n_past));
+    }
     return r;
 }
 

@@ -194,6 +194,13 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
     }
     sink.finish();
     r.gen_ms = ms_since(t1);
+    if (r.stop != STOP_REASON_ERROR) {
+        // sequence 0 holds the prompt and every generated token fed back: a next turn reuses them
+        token_vec kv(prompt.begin(), prompt.end());
+        const size_t n_fed = std::min(r.tokens.size(), (size_t) std::max<llama_pos>(0, pos - (llama_pos) prompt.size()));
+        kv.insert(kv.end(), r.tokens.begin(), r.tokens.begin() + (ptrdiff_t) n_fed);
+        ctx.set_cached_prompt(kv);
+    }
     return r;
 }
 

@@ -1,5 +1,6 @@
 // Method names → drafters, sizing and acceptance policy.
 #include "editspec/methods.h"
+#include "editspec/copy.h"
 #include "editspec/decoder.h"
 #include "editspec/llama-common.h"
 #include "editspec/lookup.h"
@@ -20,9 +21,19 @@ struct null_drafter : drafter_i {
     void accept(std::span<const llama_token>) override {}
 };
 
+// the copy drafters' variants by name (copy.h)
+static copy_params copy_params_for(const std::string & name) {
+    copy_params cp;
+    if (name == "copy-recent") cp.match = COPY_MATCH_RECENT;
+    if (name == "copy-tree") cp.match = COPY_MATCH_BRANCHES;
+    if (name == "copy-ext") cp.extend = true;
+    return cp;
+}
+
 const std::vector<std::string> & method_drafter_names() {
     static const std::vector<std::string> names = [] {
-        std::vector<std::string> v = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd"};
+        std::vector<std::string> v = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd",
+                                       "copy", "copy-recent", "copy-tree", "copy-ext", "copyspec"};
         for (const std::string & n : llama_common_drafter_names()) v.push_back(n);
         return v;
     }();
@@ -31,7 +42,7 @@ const std::vector<std::string> & method_drafter_names() {
 
 bool method_spec::uses_draft_model() const {
     for (const std::string & d : drafters) {
-        if (d == "sd" || d == "efficientedit") return true;
+        if (d == "sd" || d == "efficientedit" || d == "copyspec") return true;
     }
     return false;
 }
@@ -102,6 +113,22 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
             lookup_params lp;
             lp.mode = LOOKUP_MODE_LONGEST;
             out.push_back(std::make_unique<lookup_drafter>(lp));
+        } else if (name.rfind("copy", 0) == 0 && name != "copyspec") {
+            out.push_back(std::make_unique<copy_drafter>(copy_params_for(name)));
+        } else if (name == "copyspec") {
+            // seed 003 §3.3: copy where the last γ tokens match, the draft model otherwise
+            if (!in.draft_model || !in.target) {
+                if (error) *error = "method '" + spec.name + "' needs a draft model (--draft-model)";
+                return false;
+            }
+            std::string why;
+            auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, &why);
+            if (!sd) {
+                if (error) *error = "copyspec: " + why;
+                return false;
+            }
+            out.push_back(std::make_unique<copy_fallback_drafter>(std::make_unique<copy_drafter>(copy_params_for("copy")),
+                                                                  std::move(sd)));
         } else if (name == "sd") {
             if (!in.draft_model || !in.target) {
                 if (error) *error = !in.draft_model ? "method 'sd' needs --draft-model" : "method 'sd' needs the target model";

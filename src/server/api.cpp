@@ -39,9 +39,10 @@ bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llam
         // request is the edit of the prediction that the last user message asks for (editspec edit)
         out = m.tokenize(edit_prompt(m, edit_instruction(rq.messages), rq.prediction), true, false);
     } else if (rq.endpoint == API_CHAT) {
+        // turn by turn (chat.h): a request that extends an earlier conversation extends its tokens
         std::vector<chat_message> msgs;
         for (const api_message & x : rq.messages) msgs.push_back({x.role, x.content});
-        out = m.tokenize(chat_render(m, msgs), true, chat_template_known(m));
+        out = chat_tokens(m, msgs);
     } else if (rq.has_suffix) {
         if (f.fim_pre == LLAMA_TOKEN_NULL || f.fim_suf == LLAMA_TOKEN_NULL || f.fim_mid == LLAMA_TOKEN_NULL) {
             return api_fail(err, "suffix", "this model has no fill-in-the-middle tokens (FIM_PRE, FIM_SUF, FIM_MID); "

@@ -109,49 +109,89 @@ struct metrics {
 };
 
 // ----------------------------------------------------------------------------
-// slots: one context and one thread each, taking jobs from one queue. Decoding always runs on the
-// slot's own thread: ggml's OpenMP team belongs to the thread that calls it, and teams of several
-// HTTP threads spinning at once would fight over the cores (3x slower measured on 2 cores).
+// slots: one context and one thread each. Decoding always runs on the slot's own thread: ggml's
+// OpenMP team belongs to the thread that calls it, and teams of several HTTP threads spinning at
+// once would fight over the cores (3x slower measured on 2 cores).
+//
+// A request goes to the free slot whose KV cache holds the longest prefix of its prompt (a chat that
+// extends an earlier conversation finds that conversation's slot and decodes only its new turn),
+// else to the slot used least recently: the N slots keep the N most recent conversations.
 
 struct slots {
     using job = std::function<void(context &)>;
+    struct slot {
+        std::unique_ptr<context> ctx;
+        job pending;            // set by run(), taken by the slot's thread
+        bool busy = false;      // a job is assigned and not finished
+        uint64_t last_used = 0; // run() order
+    };
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<job> queue;
-    std::vector<std::unique_ptr<context>> ctx;
+    std::vector<slot> sl;
     std::vector<std::thread> threads;
+    uint64_t n_runs = 0;
     bool stopping = false;
 
+    void add(std::unique_ptr<context> ctx) { sl.push_back(slot{std::move(ctx)}); }
+
     void start() {
-        for (size_t i = 0; i < ctx.size(); i++) {
+        for (size_t i = 0; i < sl.size(); i++) {
             threads.emplace_back([this, i] {
                 while (true) {
                     job j;
                     {
                         std::unique_lock<std::mutex> lock(mu);
-                        cv.wait(lock, [&] { return stopping || !queue.empty(); });
-                        if (queue.empty()) return;
-                        j = std::move(queue.front());
-                        queue.pop_front();
+                        cv.wait(lock, [&] { return stopping || sl[i].pending; });
+                        if (!sl[i].pending) return;
+                        j = std::move(sl[i].pending);
+                        sl[i].pending = nullptr;
                     }
-                    j(*ctx[i]);
+                    j(*sl[i].ctx);
+                    {
+                        std::lock_guard<std::mutex> lock(mu);
+                        sl[i].busy = false;
+                    }
+                    cv.notify_all();
                 }
             });
         }
     }
-    // runs j on the first free slot and waits for it
-    void run(const job & j) {
+
+    // the free slot for a prompt (mu held): longest cached prefix, then least recently used; -1 = none free
+    int32_t pick(std::span<const llama_token> prompt) const {
+        int32_t best = -1;
+        size_t best_common = 0;
+        for (size_t i = 0; i < sl.size(); i++) {
+            if (sl[i].busy) continue;
+            const token_vec & cached = sl[i].ctx->cached_prompt();
+            size_t common = 0;
+            while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) common++;
+            if (best < 0 || common > best_common || (common == best_common && sl[i].last_used < sl[best].last_used)) {
+                best = (int32_t) i;
+                best_common = common;
+            }
+        }
+        return best;
+    }
+
+    // runs j on the free slot that suits the prompt best and waits for it
+    void run(std::span<const llama_token> prompt, const job & j) {
         std::promise<void> done;
         {
-            std::lock_guard<std::mutex> lock(mu);
-            queue.push_back([&](context & c) {
+            std::unique_lock<std::mutex> lock(mu);
+            int32_t i = -1;
+            cv.wait(lock, [&] { return (i = pick(prompt)) >= 0; });
+            sl[i].busy = true;
+            sl[i].last_used = ++n_runs;
+            sl[i].pending = [&](context & c) {
                 j(c);
                 done.set_value();
-            });
+            };
         }
-        cv.notify_one();
+        cv.notify_all();
         done.get_future().wait();
     }
+
     void stop() {
         {
             std::lock_guard<std::mutex> lock(mu);
@@ -237,7 +277,7 @@ bool run(server_state & s, generation & g, std::function<bool(std::string_view)>
     };
     std::string error;
     bool ok = false;
-    s.sl.run([&](context & ctx) { ok = runner_generate_in(s.rn, ctx, *g.ms, g.req, g.r, &error); });
+    s.sl.run(g.req.prompt, [&](context & ctx) { ok = runner_generate_in(s.rn, ctx, *g.ms, g.req, g.r, &error); });
     if (!ok || g.r.stop == STOP_REASON_ERROR) {
         err.status = 500;
         err.type = "server_error";
@@ -444,14 +484,14 @@ bool open_state(const server_params & p, server_state & s) {
         fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
-    s.sl.ctx.push_back(std::move(s.rn.ctx));
+    s.sl.add(std::move(s.rn.ctx));
     for (int32_t i = 1; i < p.n_parallel; i++) {
         auto ctx = runner_new_context(s.rn, &error);
         if (!ctx) {
             fprintf(stderr, "editspec serve: error: slot %d: %s\n", i, error.c_str());
             return false;
         }
-        s.sl.ctx.push_back(std::move(ctx));
+        s.sl.add(std::move(ctx));
     }
     s.sl.start();
     s.model_id = std::filesystem::path(p.runner.model_path).filename().string();
