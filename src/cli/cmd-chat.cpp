@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@ struct chat_opts {
     std::string system;
     int32_t n_predict = 512;
     bool json = false;
+    bool no_prompt_cache = false; // every turn decodes its whole prompt (to measure what the cache saves)
 };
 
 // the next user turn: from a terminal, one line; else the lines up to a line "---" (or the end)
@@ -74,14 +76,19 @@ int run_chat(const chat_opts & o) {
         request rq;
         rq.prompt = conv.tokens;
         rq.gen.n_predict = o.n_predict;
-        if (!o.json) {
-            rq.gen.on_text = [](std::string_view s) {
+        // time to first token: from the request to the first text (prefill and the first pass)
+        const auto t0 = std::chrono::steady_clock::now();
+        double ttft_ms = -1.0;
+        rq.gen.on_text = [&](std::string_view s) {
+            if (ttft_ms < 0) ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (!o.json) {
                 fwrite(s.data(), 1, s.size(), stdout);
                 fflush(stdout);
-                return true;
-            };
-        }
+            }
+            return true;
+        };
         warn_past_train_ctx(cmd, m, (int32_t) rq.prompt.size(), 0);
+        if (o.no_prompt_cache) rn.ctx->kv_clear();
         generate_result r;
         if (const int status = run_request(cmd, rn, ms, rq, r); status != 0) {
             return status;
@@ -92,15 +99,16 @@ int run_chat(const chat_opts & o) {
             nlohmann::json j = result_json(r, *rn.ctx, ms);
             j["turn"] = n_turn;
             j["prompt_cached"] = r.prompt_cached;
+            j["ttft_ms"] = ttft_ms;
             j["copied"] = copied;
             printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         } else {
             printf("\n");
             fprintf(stderr, "[turn %d: %zu tokens, %.1f tok/s, %.2f tokens per pass, %.0f%% copied; prompt %d tokens, "
-                            "%d decoded (the rest cached), %.0f ms]\n",
+                            "%d decoded (the rest cached), first token after %.0f ms]\n",
                     n_turn, r.tokens.size(), r.tokens_per_s(), r.tokens_per_pass(),
                     r.tokens.empty() ? 0.0 : 100.0 * (double) copied / (double) r.tokens.size(), r.prompt_tokens,
-                    r.prompt_tokens - r.prompt_cached, r.prompt_ms);
+                    r.prompt_tokens - r.prompt_cached, ttft_ms);
         }
         fflush(stdout);
     }
@@ -123,6 +131,8 @@ command cmd_chat_add(CLI::App & app) {
     sub->add_option("--system", o->system, "a system message before the first turn");
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens per answer (-1 = until end of text)")->capture_default_str();
     sub->add_flag("--json", o->json, "print one JSON object per turn (the answer and its statistics)");
+    sub->add_flag("--no-prompt-cache", o->no_prompt_cache,
+                  "decode every turn's whole conversation again instead of only its new tokens (for comparison)");
     return {sub, [o] { return run_chat(*o); }};
 }
 

@@ -101,6 +101,19 @@ bool method_parse(const std::string & text, method_spec & out, std::string * err
     return true;
 }
 
+// the draft model inside a composite drafter (efficientedit, copyspec); null with *error
+static std::unique_ptr<model_drafter> composite_draft_model(const method_spec & spec, const method_inputs & in,
+                                                            const std::string & name, std::string * error) {
+    if (!in.draft_model || !in.target) {
+        if (error) *error = "method '" + spec.name + "' needs a draft model (--draft-model)";
+        return nullptr;
+    }
+    std::string why;
+    auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, &why);
+    if (!sd && error) *error = name + ": " + why;
+    return sd;
+}
+
 bool method_make_drafters(const method_spec & spec, const method_inputs & in,
                           std::vector<std::unique_ptr<drafter_i>> & out, std::string * error) {
     out.clear();
@@ -117,16 +130,8 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
             out.push_back(std::make_unique<copy_drafter>(copy_params_for(name)));
         } else if (name == "copyspec") {
             // seed 003 §3.3: copy where the last γ tokens match, the draft model otherwise
-            if (!in.draft_model || !in.target) {
-                if (error) *error = "method '" + spec.name + "' needs a draft model (--draft-model)";
-                return false;
-            }
-            std::string why;
-            auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, &why);
-            if (!sd) {
-                if (error) *error = "copyspec: " + why;
-                return false;
-            }
+            auto sd = composite_draft_model(spec, in, name, error);
+            if (!sd) return false;
             out.push_back(std::make_unique<copy_fallback_drafter>(std::make_unique<copy_drafter>(copy_params_for("copy")),
                                                                   std::move(sd)));
         } else if (name == "sd") {
@@ -154,16 +159,8 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
                 continue;
             }
             // EfficientEdit: Reuse, and the draft model only in the Generate phase
-            if (!in.draft_model || !in.target) {
-                if (error) *error = "method '" + spec.name + "' needs a draft model (--draft-model)";
-                return false;
-            }
-            std::string why;
-            auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, &why);
-            if (!sd) {
-                if (error) *error = "efficientedit: " + why;
-                return false;
-            }
+            auto sd = composite_draft_model(spec, in, name, error);
+            if (!sd) return false;
             out.push_back(std::make_unique<efficientedit_drafter>(std::move(reuse), std::move(sd)));
         } else {
             if (error) *error = "no drafter named '" + name + "'";

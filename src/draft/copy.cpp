@@ -136,8 +136,10 @@ void copy_drafter::begin(std::span<const llama_token> prompt) {
 }
 
 void copy_drafter::sync(std::span<const llama_token> history) {
+    // within a request the history only grows: checking its length and the last indexed token keeps the
+    // step O(1) (a whole comparison would grow with the context)
     const size_t n = (size_t) index_.size();
-    if (history.size() < n || !std::equal(index_.tokens().begin(), index_.tokens().end(), history.begin())) {
+    if (history.size() < n || (n > 0 && history[n - 1] != index_.tokens()[n - 1])) {
         begin(history); // another sequence than the one indexed (not within one request)
         return;
     }

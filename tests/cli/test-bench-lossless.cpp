@@ -14,10 +14,11 @@ namespace {
 const std::string k_canitedit = std::string(EDITSPEC_DATASETS) + "/canitedit/normalized.jsonl";
 
 // runs bench on every item with `methods`, returns results.json
-nlohmann::json bench_all_items(const std::string & model_args, const std::string & methods, int n_predict) {
+nlohmann::json bench_all_items(const std::string & model_args, const std::string & methods, int n_predict,
+                               const std::string & data = k_canitedit + " --task edit") {
     editspec::test::temp_dir d;
-    const std::string cmd = std::string(EDITSPEC_BIN) + " bench " + model_args + " --dataset " + k_canitedit +
-                            " --task edit --threads 1 -n " + std::to_string(n_predict) + " --methods " + methods +
+    const std::string cmd = std::string(EDITSPEC_BIN) + " bench " + model_args + " --dataset " + data +
+                            " --threads 1 -n " + std::to_string(n_predict) + " --methods " + methods +
                             " --out " + d.path.string() + " 2>&1";
     std::string out;
     const int rc = editspec::test::run_command(cmd, &out);
@@ -27,11 +28,11 @@ nlohmann::json bench_all_items(const std::string & model_args, const std::string
     return nlohmann::json::parse(f);
 }
 
-void expect_identical(const nlohmann::json & j, const std::vector<std::string> & methods) {
+void expect_identical(const nlohmann::json & j, const std::vector<std::string> & methods, int items = 105) {
     ASSERT_TRUE(j.contains("methods")) << j.dump();
     for (const std::string & m : methods) {
         const auto & s = j["methods"][m];
-        EXPECT_EQ(s["items"], 105) << m;
+        EXPECT_EQ(s["items"], items) << m;
         EXPECT_TRUE(s["identical_to_ar"].get<bool>()) << m;
     }
     // name the items that differ, if any
@@ -48,7 +49,7 @@ TEST(bench_lossless, shipped_models_every_canitedit_item) {
     const std::string models = std::string(" -m ") + EDITSPEC_MODELS + "/editspec-target.gguf --draft-model " +
                                EDITSPEC_MODELS + "/editspec-draft.gguf";
     const std::vector<std::string> greedy = {"lookup", "lookup-longest", "reuse", "reuse+lookup", "sd", "reuse+sd",
-                                             "lookup-longest@16", "llama-ngram-cache"};
+                                             "lookup-longest@16", "llama-ngram-cache", "copy", "copy-ext", "copyspec"};
     std::string list = "ar";
     for (const std::string & m : greedy) list += "," + m;
     expect_identical(bench_all_items(models, list, 48), greedy);
@@ -59,4 +60,19 @@ TEST(bench_lossless, q4_k_m_every_canitedit_item) {
     std::string list = "ar";
     for (const std::string & m : greedy) list += "," + m;
     expect_identical(bench_all_items(" -m " + editspec::test::typed_model_path("q4_k_m"), list, 32), greedy);
+}
+
+// chat: every turn of MT-Redundant's conversations (all 80, two turns) and of HumanEval's refinement
+// loop (three turns), each conversation going on from ar's answers, the copy methods identical to ar
+TEST(bench_lossless, shipped_models_every_chat_turn) {
+    const std::string models = std::string(" -m ") + EDITSPEC_MODELS + "/editspec-target.gguf --draft-model " +
+                               EDITSPEC_MODELS + "/editspec-draft.gguf";
+    const std::vector<std::string> greedy = {"copy", "copy-recent", "copy-tree", "copy-ext", "copyspec", "copy+sd",
+                                             "copy+lookup-longest"};
+    std::string list = "ar";
+    for (const std::string & m : greedy) list += "," + m;
+    const std::string mt = std::string(EDITSPEC_DATASETS) + "/mt-redundant/question_redundant.jsonl --task chat";
+    expect_identical(bench_all_items(models, list, 64, mt), greedy, 160);
+    const std::string he = std::string(EDITSPEC_DATASETS) + "/humaneval/normalized.jsonl --task chat --limit 20";
+    expect_identical(bench_all_items(models, list, 64, he), greedy, 60);
 }

@@ -221,6 +221,52 @@ TEST(server, load_8_clients_50_requests) {
     printf("load: %zu requests, p50 %.1f ms, p99 %.1f ms\n", ms.size(), ms[ms.size() / 2], ms[ms.size() * 99 / 100]);
 }
 
+// two conversations interleaved on 2 slots: each next turn finds its conversation's slot, decodes only
+// its new tokens (usage.prompt_tokens_details.cached_tokens) and answers as a fresh server does
+TEST(server, chat_turns_reuse_their_conversation_cache) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({"--parallel", "2", "--method", "copy"});
+    ASSERT_GT(s.pid, 0);
+    const std::vector<std::string> firsts = {"Write a function that sums a list.\ndef total(xs):\n",
+                                             "Write a class for a stack.\nclass Stack:\n"};
+    std::vector<json> convs(2, json::array());
+    std::vector<int> last_prompt(2, 0), last_answer(2, 0);
+    auto turn = [&](int c, const std::string & user) {
+        convs[c].push_back({{"role", "user"}, {"content", user}});
+        int status = 0;
+        const json r = post(s, "/v1/chat/completions", json{{"messages", convs[c]}, {"max_tokens", 24}}.dump(), &status);
+        EXPECT_EQ(status, 200) << r.dump();
+        convs[c].push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
+        return r;
+    };
+    for (int round = 0; round < 3; round++) {
+        for (int c = 0; c < 2; c++) {
+            const json r = turn(c, round == 0 ? firsts[c] : "Write the whole code again, with a docstring.\n");
+            const int prompt = r["usage"]["prompt_tokens"], cached = r["usage"]["prompt_tokens_details"]["cached_tokens"];
+            if (round > 0) {
+                // the previous turn's prompt and all but (at most) its answer's last token were in the cache
+                EXPECT_GE(cached, last_prompt[c] + last_answer[c] - 2) << "conversation " << c << " round " << round << r.dump();
+                EXPECT_LT(prompt - cached, prompt / 2) << r.dump();
+            }
+            last_prompt[c] = prompt;
+            last_answer[c] = r["usage"]["completion_tokens"];
+        }
+    }
+    // a fresh server (nothing cached) answers the last turns alike
+    server_process fresh({"--method", "copy"});
+    ASSERT_GT(fresh.pid, 0);
+    for (int c = 0; c < 2; c++) {
+        json msgs = convs[c];
+        const json answer = msgs.back();
+        msgs.erase(msgs.size() - 1);
+        int status = 0;
+        const json r = post(fresh, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 24}}.dump(), &status);
+        ASSERT_EQ(status, 200) << r.dump();
+        EXPECT_EQ(r["choices"][0]["message"]["content"], answer["content"]) << "conversation " << c;
+        EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    }
+}
+
 TEST(server, bad_requests_get_json_errors_and_the_server_lives) {
     if (!have_shipped()) GTEST_SKIP() << "no shipped model";
     server_process s({"--max-body-mb", "1", "--ctx-size", "256"});
