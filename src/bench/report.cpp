@@ -181,10 +181,15 @@ std::string report_md(const bench_results & res) {
     o << "| | |\n| --- | --- |\n";
     o << "| model | `" << p.model_path << "` — " << res.model_desc << " |\n";
     o << "| model setting | " << task_setting(p) << " |\n";
-    o << "| dataset | `" << p.dataset_path << "` (" << (p.apply ? "apply" : dataset_task_name(p.task)) << ", "
-      << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, " << layout_name(res.layout)
-      << ") |\n";
-    o << "| items | " << (res.summary.empty() ? 0 : res.summary.front().items);
+    if (p.task == DATASET_TASK_CHAT) {
+        o << "| dataset | `" << p.dataset_path << "` (chat: each conversation turn by turn, in the model's chat template "
+             "or the plain one, going on from ar's answers) |\n";
+    } else {
+        o << "| dataset | `" << p.dataset_path << "` (" << (p.apply ? "apply" : dataset_task_name(p.task)) << ", "
+          << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, " << layout_name(res.layout)
+          << ") |\n";
+    }
+    o << "| " << (p.task == DATASET_TASK_CHAT ? "turns" : "items") << " | " << (res.summary.empty() ? 0 : res.summary.front().items);
     if (p.fit_train_ctx) {
         o << " of " << res.items_in << " (" << res.items_past_train_ctx << " past the model's training context, left out)";
     }

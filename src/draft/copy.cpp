@@ -36,8 +36,8 @@ void copy_index::clear() {
 }
 
 void copy_index::append(std::span<const llama_token> tokens) {
-    tokens_.reserve(tokens_.size() + tokens.size());
-    prev_.reserve(prev_.size() + tokens.size() + 1);
+    // (no reserve of the exact size: appended a token at a time, that would copy the whole stream each
+    // time; push_back's geometric growth keeps a token O(1))
     if (prev_.empty()) prev_.push_back(-1); // position 0 ends no γ-gram
     for (llama_token t : tokens) {
         const int32_t n = (int32_t) tokens_.size();
