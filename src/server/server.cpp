@@ -113,9 +113,9 @@ struct metrics {
 // OpenMP team belongs to the thread that calls it, and teams of several HTTP threads spinning at
 // once would fight over the cores (3x slower measured on 2 cores).
 //
-// A request goes to the free slot whose KV cache holds the longest prefix of its prompt (a chat that
-// extends an earlier conversation finds that conversation's slot and decodes only its new turn),
-// else to the slot used least recently: the N slots keep the N most recent conversations.
+// A request goes to the free slot whose KV cache its prompt extends (a chat that continues an earlier
+// conversation finds that conversation's slot and decodes only its new turn), else to the slot used
+// least recently: the N slots keep the N most recent conversations.
 
 struct slots {
     using job = std::function<void(context &)>;
@@ -157,21 +157,25 @@ struct slots {
         }
     }
 
-    // the free slot for a prompt (mu held): longest cached prefix, then least recently used; -1 = none free
+    // the free slot for a prompt (mu held): the slot whose cached tokens the prompt mostly extends (its
+    // conversation; at least half of what it caches, so that two conversations sharing only an opening
+    // line or a system prompt do not evict each other), the longest such prefix first; else the least
+    // recently used slot. -1 = none free.
     int32_t pick(std::span<const llama_token> prompt) const {
-        int32_t best = -1;
+        int32_t best = -1, lru = -1;
         size_t best_common = 0;
         for (size_t i = 0; i < sl.size(); i++) {
             if (sl[i].busy) continue;
+            if (lru < 0 || sl[i].last_used < sl[lru].last_used) lru = (int32_t) i;
             const token_vec & cached = sl[i].ctx->cached_prompt();
             size_t common = 0;
             while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) common++;
-            if (best < 0 || common > best_common || (common == best_common && sl[i].last_used < sl[best].last_used)) {
+            if (common > 0 && 2 * common >= cached.size() && common > best_common) {
                 best = (int32_t) i;
                 best_common = common;
             }
         }
-        return best;
+        return best >= 0 ? best : lru;
     }
 
     // runs j on the free slot that suits the prompt best and waits for it

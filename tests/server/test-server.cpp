@@ -263,7 +263,8 @@ TEST(server, chat_turns_reuse_their_conversation_cache) {
         const json r = post(fresh, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 24}}.dump(), &status);
         ASSERT_EQ(status, 200) << r.dump();
         EXPECT_EQ(r["choices"][0]["message"]["content"], answer["content"]) << "conversation " << c;
-        EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+        // the first request finds nothing; the second only the opening line both conversations share
+        EXPECT_LT(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), c == 0 ? 1 : 16) << r.dump();
     }
 }
 
