@@ -19,6 +19,7 @@ int main(int argc, char ** argv) {
         editspec::cli::cmd_apply_add(app),
         editspec::cli::cmd_serve_add(app),
         editspec::cli::cmd_chat_add(app),
+        editspec::cli::cmd_index_add(app),
     };
     try {
         app.parse(argc, argv);

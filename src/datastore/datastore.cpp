@@ -1,0 +1,307 @@
+// Datastores: build (tokenize, suffix-sort, write), open (map, check), find (binary search).
+//
+// ref: Zhou et al., "FastCoder" (seed 002) §III-A and "CodeSwift" (seed 004): the datastore of
+//      retrieval drafts is a suffix array over the corpus's tokens (as REST, He et al. 2024)
+#include "editspec/datastore.h"
+
+#include <divsufsort.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace editspec {
+
+namespace {
+
+constexpr char MAGIC[8] = {'E', 'D', 'S', 'T', 'O', 'R', 'E', '\0'};
+constexpr size_t HEADER_SIZE = 64;
+
+struct header {
+    char     magic[8];
+    uint32_t version;
+    uint32_t n_vocab;
+    uint64_t fingerprint;
+    uint64_t n_tokens;
+    uint64_t files;
+    uint64_t bytes;
+    uint64_t reserved[2];
+};
+static_assert(sizeof(header) == HEADER_SIZE, "the header is 64 bytes");
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool read_text(const std::string & path, size_t max_bytes, std::string & out) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec || size > max_bytes) return false;
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return false;
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    out = ss.str();
+    return out.find('\0') == std::string::npos; // binary files are not source
+}
+
+// the token suffixes in order: divsufsort over 4 big-endian bytes per token, aligned suffixes kept
+bool suffix_sort(const std::vector<llama_token> & tokens, std::vector<int32_t> & sa, std::string * error) {
+    const size_t n = tokens.size();
+    if (n >= (size_t) INT32_MAX / 4) {
+        if (error) *error = "the corpus is " + std::to_string(n) + " tokens; a datastore holds at most " +
+                            std::to_string(INT32_MAX / 4 - 1);
+        return false;
+    }
+    std::vector<uint8_t> text(4 * n);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t t = (uint32_t) tokens[i];
+        text[4 * i + 0] = (uint8_t) (t >> 24);
+        text[4 * i + 1] = (uint8_t) (t >> 16);
+        text[4 * i + 2] = (uint8_t) (t >> 8);
+        text[4 * i + 3] = (uint8_t) t;
+    }
+    std::vector<saidx_t> bytes_sa(4 * n);
+    if (n > 0 && divsufsort(text.data(), bytes_sa.data(), (saidx_t) (4 * n)) != 0) {
+        if (error) *error = "libdivsufsort failed (out of memory?)";
+        return false;
+    }
+    text = {};
+    sa.clear();
+    sa.reserve(n);
+    for (saidx_t p : bytes_sa) {
+        if (p % 4 == 0) sa.push_back(p / 4);
+    }
+    return true;
+}
+
+template <typename T>
+bool write_all(std::FILE * f, const T * data, size_t count) {
+    return count == 0 || std::fwrite(data, sizeof(T), count, f) == count;
+}
+
+} // namespace
+
+uint64_t datastore_vocab_fingerprint(const model & m) {
+    uint64_t h = 0xcbf29ce484222325ull; // FNV-1a over n_vocab and every token's text
+    auto mix = [&](const void * p, size_t len) {
+        const uint8_t * b = (const uint8_t *) p;
+        for (size_t i = 0; i < len; i++) {
+            h ^= b[i];
+            h *= 0x100000001b3ull;
+        }
+    };
+    const int32_t n_vocab = m.facts().n_vocab;
+    mix(&n_vocab, sizeof(n_vocab));
+    for (int32_t t = 0; t < n_vocab; t++) {
+        const char * text = llama_vocab_get_text(m.vocab(), t);
+        mix(text, std::strlen(text) + 1);
+    }
+    return h;
+}
+
+std::vector<std::string> datastore_list_files(const std::string & dir, const std::vector<std::string> & extensions) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    namespace fs = std::filesystem;
+    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+        const fs::path & p = it->path();
+        const std::string name = p.filename().string();
+        if (it->is_directory(ec) && !name.empty() && name[0] == '.') {
+            it.disable_recursion_pending();
+            continue;
+        }
+        if (!it->is_regular_file(ec)) continue;
+        for (const std::string & x : extensions) {
+            if (name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0) {
+                out.push_back(p.string());
+                break;
+            }
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+bool datastore_build(const model & m, const datastore_build_params & p, const std::string & path,
+                     datastore_build_stats * stats, std::string * error) {
+    datastore_build_stats st;
+    std::vector<llama_token> tokens;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string text;
+    for (size_t i = 0; i < p.files.size(); i++) {
+        if (!read_text(p.files[i], p.max_bytes_per_file, text)) {
+            st.files_skipped++;
+            continue;
+        }
+        const token_vec t = m.tokenize(text, false, false);
+        tokens.insert(tokens.end(), t.begin(), t.end());
+        tokens.push_back(DATASTORE_SEP);
+        st.files++;
+        st.bytes += text.size();
+        if (p.progress && (i % 64 == 63 || i + 1 == p.files.size())) p.progress(i + 1, p.files.size(), st.bytes);
+    }
+    st.tokens = tokens.size();
+    st.tokenize_s = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    std::vector<int32_t> sa;
+    if (!suffix_sort(tokens, sa, error)) return false;
+    st.sort_s = seconds_since(t1);
+
+    header h{};
+    std::memcpy(h.magic, MAGIC, sizeof(MAGIC));
+    h.version = DATASTORE_VERSION;
+    h.n_vocab = (uint32_t) m.facts().n_vocab;
+    h.fingerprint = datastore_vocab_fingerprint(m);
+    h.n_tokens = tokens.size();
+    h.files = st.files;
+    h.bytes = st.bytes;
+    const std::string tmp = path + ".tmp";
+    std::FILE * f = std::fopen(tmp.c_str(), "wb");
+    if (!f) {
+        if (error) *error = "cannot write '" + tmp + "': " + std::strerror(errno);
+        return false;
+    }
+    const bool ok = write_all(f, &h, 1) && write_all(f, tokens.data(), tokens.size()) && write_all(f, sa.data(), sa.size());
+    if (std::fclose(f) != 0 || !ok) {
+        std::remove(tmp.c_str());
+        if (error) *error = "cannot write '" + tmp + "' (disk full?)";
+        return false;
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        if (error) *error = "cannot rename '" + tmp + "' to '" + path + "'";
+        return false;
+    }
+    st.file_bytes = HEADER_SIZE + 8 * (uint64_t) tokens.size();
+    if (stats) *stats = st;
+    return true;
+}
+
+// ----------------------------------------------------------------------------
+
+datastore::~datastore() { close(); }
+
+datastore::datastore(datastore && o) noexcept { *this = std::move(o); }
+
+datastore & datastore::operator=(datastore && o) noexcept {
+    if (this != &o) {
+        close();
+        path_ = std::move(o.path_);
+        map_ = o.map_;
+        map_size_ = o.map_size_;
+        tokens_ = o.tokens_;
+        sa_ = o.sa_;
+        n_ = o.n_;
+        files_ = o.files_;
+        bytes_ = o.bytes_;
+        o.map_ = nullptr;
+        o.map_size_ = 0;
+        o.tokens_ = nullptr;
+        o.sa_ = nullptr;
+        o.n_ = 0;
+    }
+    return *this;
+}
+
+void datastore::close() {
+    if (map_) munmap(map_, map_size_);
+    map_ = nullptr;
+    map_size_ = 0;
+    tokens_ = nullptr;
+    sa_ = nullptr;
+    n_ = 0;
+}
+
+bool datastore_open(const std::string & path, const model * m, datastore & out, std::string * error) {
+    auto fail = [&](const std::string & msg) {
+        if (error) *error = "datastore '" + path + "': " + msg;
+        return false;
+    };
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        ::close(fd);
+        return fail(std::string("cannot stat: ") + std::strerror(errno));
+    }
+    const size_t size = (size_t) sb.st_size;
+    if (size < HEADER_SIZE) {
+        ::close(fd);
+        return fail("not a datastore (" + std::to_string(size) + " bytes, shorter than its header)");
+    }
+    void * map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) return fail(std::string("cannot map: ") + std::strerror(errno));
+    datastore ds;
+    ds.path_ = path;
+    ds.map_ = map;
+    ds.map_size_ = size;
+    header h;
+    std::memcpy(&h, map, sizeof(h));
+    if (std::memcmp(h.magic, MAGIC, sizeof(MAGIC)) != 0) return fail("not a datastore (no EDSTORE magic)");
+    if (h.version != DATASTORE_VERSION) {
+        return fail("format version " + std::to_string(h.version) + "; this editspec reads version " +
+                    std::to_string(DATASTORE_VERSION) + " (build it again with `editspec index`)");
+    }
+    const uint64_t want = HEADER_SIZE + 8 * h.n_tokens;
+    if (h.n_tokens >= (uint64_t) INT32_MAX || size != want) {
+        return fail("truncated or corrupt: " + std::to_string(size) + " bytes, its header says " + std::to_string(want));
+    }
+    if (m) {
+        const uint64_t fp = datastore_vocab_fingerprint(*m);
+        if (fp != h.fingerprint || (uint32_t) m->facts().n_vocab != h.n_vocab) {
+            char buf[256];
+            snprintf(buf, sizeof(buf), "built with another tokenizer (%u tokens, fingerprint %016llx) than model '%s' (%d tokens, %016llx)",
+                     h.n_vocab, (unsigned long long) h.fingerprint, m->path().c_str(), m->facts().n_vocab,
+                     (unsigned long long) fp);
+            return fail(buf);
+        }
+    }
+    ds.n_ = (int64_t) h.n_tokens;
+    ds.files_ = h.files;
+    ds.bytes_ = h.bytes;
+    ds.tokens_ = (const llama_token *) ((const char *) map + HEADER_SIZE);
+    ds.sa_ = (const int32_t *) ((const char *) map + HEADER_SIZE + 4 * h.n_tokens);
+    for (int64_t i = 0; i < ds.n_; i += std::max<int64_t>(1, ds.n_ / 64)) {
+        if (ds.sa_[i] < 0 || ds.sa_[i] >= ds.n_) return fail("corrupt suffix array (entry " + std::to_string(i) + ")");
+    }
+    out = std::move(ds);
+    return true;
+}
+
+datastore_range datastore::find(std::span<const llama_token> pattern) const {
+    // -1: the suffix at sa[i] sorts before the pattern, 0: starts with it, 1: after it
+    auto cmp = [&](int64_t i) {
+        const int64_t s = sa_[i];
+        const int64_t len = std::min<int64_t>((int64_t) pattern.size(), n_ - s);
+        for (int64_t k = 0; k < len; k++) {
+            const uint32_t a = (uint32_t) tokens_[s + k], b = (uint32_t) pattern[k];
+            if (a != b) return a < b ? -1 : 1;
+        }
+        return len < (int64_t) pattern.size() ? -1 : 0;
+    };
+    int64_t lo = 0, hi = n_;
+    while (lo < hi) { // first suffix not before the pattern
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (cmp(mid) < 0) lo = mid + 1; else hi = mid;
+    }
+    int64_t lo2 = lo, hi2 = n_;
+    while (lo2 < hi2) { // first suffix after it
+        const int64_t mid = lo2 + (hi2 - lo2) / 2;
+        if (cmp(mid) <= 0) lo2 = mid + 1; else hi2 = mid;
+    }
+    return {lo, lo2};
+}
+
+} // namespace editspec
