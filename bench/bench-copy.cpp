@@ -6,6 +6,8 @@
 //   build/bin/bench-copy [--benchmark_filter=32k]
 #include "editspec/copy.h"
 
+#include "bench-tokens.h"
+
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -14,18 +16,7 @@ using namespace editspec;
 
 namespace {
 
-// code-like: a 300-token block repeated with 5% of tokens changed, 32k vocabulary
-token_vec code_like(int32_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    token_vec block(300);
-    for (auto & t : block) t = (llama_token) (rng() % 32000);
-    token_vec code;
-    while ((int32_t) code.size() < n) {
-        for (llama_token t : block) code.push_back(rng() % 20 == 0 ? (llama_token) (rng() % 32000) : t);
-    }
-    code.resize(n);
-    return code;
-}
+using bench::code_like;
 
 // per iteration: one token appended to an index that already holds `context` tokens, then one match
 // of each kind; the index is rebuilt (untimed) when the appended tokens run out

@@ -5,6 +5,8 @@
 //   build/bin/bench-lookup [--benchmark_filter=longest]
 #include "editspec/lookup.h"
 
+#include "bench-tokens.h"
+
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -15,18 +17,7 @@ namespace {
 
 constexpr int L = 8192;
 
-// code-like: a 300-token block repeated with 5% of tokens changed, 32k vocabulary
-token_vec code_like() {
-    std::mt19937 rng(7);
-    token_vec block(300);
-    for (auto & t : block) t = (llama_token) (rng() % 32000);
-    token_vec code;
-    while ((int) code.size() < L) {
-        for (llama_token t : block) code.push_back(rng() % 20 == 0 ? (llama_token) (rng() % 32000) : t);
-    }
-    code.resize(L);
-    return code;
-}
+token_vec code_like() { return bench::code_like(L, 7); }
 
 // adversarial: runs of 11 equal tokens, each after a different token, tail [99, 1 x 11]: every
 // position inside a run matches the tail's last token and is compared up to 11 deep, and no match
