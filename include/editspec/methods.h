@@ -5,6 +5,8 @@
 //   lookup                  prompt lookup, llama.cpp's ngram-simple defaults (n = 12, m = 48)
 //   lookup-longest          prompt lookup, longest match n = 12 .. 1, m = 48
 //   sd                      a draft model (--draft-model) drafts gamma = 7 tokens greedily
+//   rest                    retrieval (REST; FastCoder's baseline): the longest suffix of the context,
+//                           16 tokens down, in the datastores (--datastore), the most frequent continuations
 //   none                    a drafter that never proposes (the speculative loop's overhead)
 //   reuse                   EfficientEdit's Reuse: the original code (edit requests only), re-synced
 //                           after each edit (reuse.h)
@@ -29,6 +31,7 @@
 // A request runs a method through runner_generate (request.h).
 #pragma once
 
+#include "editspec/datastore.h"
 #include "editspec/draft-model.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
@@ -61,6 +64,7 @@ struct method_inputs {
     const model * target      = nullptr;   // the target model ("sd": its vocabulary is checked)
     const model * draft_model = nullptr;   // "sd": the draft model (--draft-model), null = none
     draft_model_params draft_params;       // "sd": gamma, the draft context, threads
+    std::span<const datastore * const> datastores; // "rest": the retrieval datastores (--datastore)
 };
 
 // names a method may combine with "+"

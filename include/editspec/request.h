@@ -19,6 +19,7 @@
 #pragma once
 
 #include "editspec/cost.h"
+#include "editspec/datastore.h"
 #include "editspec/draft-model.h"
 #include "editspec/apply.h"
 #include "editspec/engine.h"
@@ -41,6 +42,7 @@ struct runner_params {
     // one sequence per leaf of a draft tree (up to 64 leaves); false: one sequence, autoregressive only
     bool    trees      = true;
     draft_model_params draft;      // gamma, p_min (n_ctx and n_threads follow the above)
+    std::vector<std::string> datastore_paths; // retrieval datastores ("rest"), checked against the target's tokenizer
 };
 
 struct runner {
@@ -49,6 +51,8 @@ struct runner {
     model_load_result draft;       // empty without a draft model
     std::unique_ptr<context> ctx;
     cost_model cost;               // empty until a method needs it
+    std::vector<std::unique_ptr<datastore>> datastores; // memory-mapped, shared read-only by slots
+    std::vector<const datastore *> datastore_ptrs;     // the same, as drafters take them
 };
 
 // n_seq_max for a context of n_ctx tokens: 1 without trees, else one per leaf of up to 64 leaves

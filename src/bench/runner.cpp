@@ -369,6 +369,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
 
     runner_params rp;
     rp.model_path = p.model_path;
+    rp.datastore_paths = p.datastore_paths;
     rp.draft_model_path = p.draft_model_path; // loaded once; each "sd" drafter gets its own context on it
     rp.n_ctx = p.n_ctx;
     rp.n_threads = p.threads;

@@ -39,6 +39,7 @@ int run_serve(const serve_opts & o) {
     sp.runner.n_threads = ro.threads;
     sp.runner.flash_attn = ro.flash_attn;
     sp.runner.draft = ro.draft;
+    sp.runner.datastore_paths = ro.datastores;
     if (const int status = check_draft_options(cmd, ro.draft); status != 0) {
         return status;
     }

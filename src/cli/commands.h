@@ -60,6 +60,7 @@ struct request_opts {
     int32_t threads = 0;
     int32_t n_ctx = 4096;
     bool flash_attn = false;
+    std::vector<std::string> datastores; // --datastore (rest)
 };
 // registers them; `methods` is the --method help text
 void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods);

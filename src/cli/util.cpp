@@ -118,6 +118,7 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
     sub->add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("-c,--ctx-size", o.n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_flag("--flash-attn", o.flash_attn, "use flash attention (faster on some machines, not bit-exact)");
+    sub->add_option("--datastore", o.datastores, "retrieval datastore for the rest method (built by `editspec index`; repeatable)");
 }
 
 int open_request_runner(const char * cmd, const request_opts & o, method_spec & ms, runner & rn) {
@@ -149,6 +150,7 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     rp.flash_attn = o.flash_attn;
     rp.trees = !ms.is_ar();
     rp.draft = o.draft;
+    rp.datastore_paths = o.datastores;
     if (!runner_open(rp, rn, &error)) {
         // models that loaded but a context that could not be created: the machine's failure
         const bool models_ok = rn.target.model && (rp.draft_model_path.empty() || rn.draft.model);

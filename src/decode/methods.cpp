@@ -5,6 +5,7 @@
 #include "editspec/llama-common.h"
 #include "editspec/lookup.h"
 #include "editspec/efficientedit.h"
+#include "editspec/retrieval.h"
 #include "editspec/reuse.h"
 
 #include <algorithm>
@@ -33,7 +34,7 @@ static copy_params copy_params_for(const std::string & name) {
 const std::vector<std::string> & method_drafter_names() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> v = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd",
-                                       "copy", "copy-recent", "copy-tree", "copy-ext", "copyspec"};
+                                       "copy", "copy-recent", "copy-tree", "copy-ext", "copyspec", "rest"};
         for (const std::string & n : llama_common_drafter_names()) v.push_back(n);
         return v;
     }();
@@ -134,6 +135,12 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
             if (!sd) return false;
             out.push_back(std::make_unique<copy_fallback_drafter>(std::make_unique<copy_drafter>(copy_params_for("copy")),
                                                                   std::move(sd)));
+        } else if (name == "rest") {
+            if (in.datastores.empty()) {
+                if (error) *error = "method '" + spec.name + "' needs a datastore (--datastore FILE, built by `editspec index`)";
+                return false;
+            }
+            out.push_back(std::make_unique<retrieval_drafter>(in.datastores));
         } else if (name == "sd") {
             if (!in.draft_model || !in.target) {
                 if (error) *error = !in.draft_model ? "method 'sd' needs --draft-model" : "method 'sd' needs the target model";

@@ -1,0 +1,121 @@
+// Retrieval drafts (src/draft/retrieval.cpp): the weighted trie's paths by frequency, the suffix
+// match from the longest length down, and greedy decoding with `rest` equal to ar on a datastore
+// that holds the model's own outputs (many accepted drafts) and others (rejected ones).
+#include "common/test-util.h"
+#include "editspec/decoder.h"
+#include "editspec/methods.h"
+#include "editspec/retrieval.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+using namespace editspec;
+
+TEST(retrieval_trie, paths_by_frequency) {
+    retrieval_trie t;
+    t.clear();
+    t.add(token_vec{1, 2, 3});
+    t.add(token_vec{1, 2, 4});
+    t.add(token_vec{1, 2, 4});
+    t.add(token_vec{5, 6});
+    const std::vector<token_vec> p = t.top_paths(3);
+    ASSERT_EQ(p.size(), 2u); // two first tokens: two paths
+    EXPECT_EQ(p[0], (token_vec{1, 2, 4}));
+    EXPECT_EQ(p[1], (token_vec{5, 6}));
+    EXPECT_EQ(t.top_paths(1, 2), (std::vector<token_vec>{{1, 2, 4}})); // cut where fewer than 2 agree
+}
+
+namespace {
+
+struct rest_fixture : public ::testing::Test {
+    test::temp_dir dir;
+    std::unique_ptr<model> m;
+    std::unique_ptr<context> ctx;
+    datastore ds;
+
+    void index(const std::vector<std::string> & texts) {
+        datastore_build_params bp;
+        for (size_t i = 0; i < texts.size(); i++) {
+            const auto f = dir.path / ("f" + std::to_string(i) + ".py");
+            std::ofstream(f) << texts[i];
+            bp.files.push_back(f.string());
+        }
+        std::string err;
+        const std::string path = (dir.path / "ds.eds").string();
+        ASSERT_TRUE(datastore_build(*m, bp, path, nullptr, &err)) << err;
+        ASSERT_TRUE(datastore_open(path, m.get(), ds, &err)) << err;
+    }
+};
+
+} // namespace
+
+TEST_F(rest_fixture, longest_suffix_and_most_frequent_continuation) {
+    m = test::load_or_fail(test::tiny_model_q8_path(), true);
+    ASSERT_TRUE(m);
+    index({"def area(w, h):\n    return w * h\n", "def area(w, h):\n    return w * h\n", "def area(w, h):\n    pass\n"});
+    const datastore * stores[] = {&ds};
+    retrieval_drafter d(stores);
+    const token_vec history = m->tokenize("x = 1\ndef area(w, h):\n", false, false);
+    draft_tree tree;
+    d.propose(history, tree, 64);
+    ASSERT_FALSE(tree.empty());
+    EXPECT_GE(d.last_match, 4);
+    EXPECT_EQ(tree.nodes[0].source, DRAFT_SOURCE_RETRIEVAL);
+    // the first path is the continuation two of the three files share
+    const token_vec want = m->tokenize("    return w * h\n", false, false);
+    const token_vec first = tree.path_to(tree.leaves().front());
+    ASSERT_GE(first.size(), want.size());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), first.begin())) << m->detokenize(first);
+    // nothing matches: no draft
+    draft_tree none;
+    d.propose(token_vec{m->facts().n_vocab - 1, m->facts().n_vocab - 2}, none, 64);
+    EXPECT_TRUE(none.empty());
+}
+
+TEST_F(rest_fixture, greedy_rest_equals_ar) {
+    m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    ctx = test::make_spec_context(*m, 256);
+    ASSERT_TRUE(ctx);
+    std::mt19937 rng(21);
+    std::vector<token_vec> prompts;
+    std::vector<generate_result> ars;
+    std::vector<std::string> texts;
+    for (int p = 0; p < 24; p++) {
+        prompts.push_back(test::random_code_prompt(*m, rng));
+        generate_params gp;
+        gp.n_predict = 48;
+        ars.push_back(generate_ar(*ctx, prompts.back(), gp));
+        // the datastore holds half the prompts with their outputs (drafts that hold), and the other
+        // half's outputs cut and shuffled (drafts that fail)
+        std::string text = m->detokenize(prompts.back()) + ars.back().text;
+        if (p % 2) std::shuffle(text.begin() + text.size() / 2, text.end(), rng);
+        texts.push_back(text);
+    }
+    index(texts);
+    method_spec ms;
+    std::string err;
+    ASSERT_TRUE(method_parse("rest@24", ms, &err)) << err;
+    const datastore * stores[] = {&ds};
+    method_inputs in;
+    in.datastores = stores;
+    int64_t accepted = 0;
+    for (size_t p = 0; p < prompts.size(); p++) {
+        std::vector<std::unique_ptr<drafter_i>> owned;
+        ASSERT_TRUE(method_make_drafters(ms, in, owned, &err)) << err;
+        drafter_i * ds_[] = {owned[0].get()};
+        spec_params sp;
+        sp.draft_max = 24;
+        generate_params gp;
+        gp.n_predict = 48;
+        const generate_result r = generate_spec(*ctx, prompts[p], gp, sp, ds_);
+        ASSERT_EQ(r.tokens, ars[p].tokens) << "prompt " << p;
+        accepted += r.by_source[DRAFT_SOURCE_RETRIEVAL].n_accepted;
+    }
+    EXPECT_GT(accepted, 100); // the datastore's drafts were tried and held
+    // without a datastore the method is refused by name
+    std::vector<std::unique_ptr<drafter_i>> owned;
+    EXPECT_FALSE(method_make_drafters(ms, method_inputs{}, owned, &err));
+    EXPECT_NE(err.find("--datastore"), std::string::npos) << err;
+}
