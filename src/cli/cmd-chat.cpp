@@ -126,7 +126,7 @@ command cmd_chat_add(CLI::App & app) {
                 "Example:  printf 'Write fib in Python.\\n---\\nNow add a docstring.\\n' | editspec chat");
     add_request_options(sub, o->req,
                         "decoding method: copy (CopySpec), copy-recent, copy-tree, copy-ext, copyspec (copy, else the "
-                        "draft model), lookup-longest, sd, ar, a+b (one tree), NAME@N, NAME:POLICY");
+                        "draft model), lookup-longest, rest (--datastore), sd, ar, a+b (one tree), NAME@N, NAME:POLICY");
     sub->add_option("-f,--file", o->file, "read the turns from a file ('-' = standard input)");
     sub->add_option("--system", o->system, "a system message before the first turn");
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens per answer (-1 = until end of text)")->capture_default_str();
