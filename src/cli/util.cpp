@@ -152,9 +152,10 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     rp.draft = o.draft;
     rp.datastore_paths = o.datastores;
     if (!runner_open(rp, rn, &error)) {
-        // models that loaded but a context that could not be created: the machine's failure
-        const bool models_ok = rn.target.model && (rp.draft_model_path.empty() || rn.draft.model);
-        return models_ok ? fail_runtime(cmd, error) : fail_input(cmd, error);
+        // models and datastores that loaded but a context that could not be created: the machine's failure
+        const bool inputs_ok = rn.target.model && (rp.draft_model_path.empty() || rn.draft.model) &&
+                               rn.datastores.size() == rp.datastore_paths.size();
+        return inputs_ok ? fail_runtime(cmd, error) : fail_input(cmd, error);
     }
     return 0;
 }
