@@ -33,7 +33,8 @@ enum bench_layout {
 struct bench_params {
     std::string model_path;
     std::string draft_model_path; // the "sd" drafter's model (--draft-model), "" = none
-    std::vector<std::string> datastore_paths; // the "rest" drafter's datastores (--datastore)
+    std::vector<std::string> datastore_paths; // the common datastores of "rest" and "fastcoder" (--datastore)
+    std::vector<std::string> repo_datastore_paths; // the repository's, "fastcoder" (--repo-datastore)
     draft_model_params draft;     // gamma, p_min (n_ctx and threads follow the target's)
     std::string dataset_path;
     dataset_task task = DATASET_TASK_EDIT;

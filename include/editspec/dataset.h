@@ -64,6 +64,8 @@ struct dataset_item {
     std::string  entry_point;      // HumanEval only
     std::string  category;         // MT-Redundant category; CanItEdit change_kind
     std::vector<std::string> turns; // MT-Redundant: the user turns, in order
+    std::string  repo_datastore;   // complete, optional: the repository's datastore for this item (fastcoder's
+                                   // D_r: the repository without the item's file), relative to the dataset file
     int32_t      line = 0;         // 1-based line of the record in its file
 };
 

@@ -6,7 +6,9 @@
 //     llama-ngram-simple   ngram-simple                                 n = 12, m = 48
 //     llama-ngram-map-k    ngram-map-k                                  n = 12, m = 48, min hits 1
 //     llama-ngram-mod      ngram-mod                                    n_match 24, m 48 .. 64
-//     llama-ngram-cache    ngram-cache (context cache; no static or dynamic cache file)
+//     llama-ngram-cache    ngram-cache (context cache; with datastores, a static cache of their
+//                          token pairs, as llama-lookup-create makes from the same corpus and
+//                          llama-server reads with --lookup-cache-static)
 //
 // Each proposes one chain per pass, as llama-server does, into the shared draft tree under
 // DRAFT_SOURCE_LOOKUP; what the target accepted goes back through common_speculative_accept.
@@ -14,6 +16,7 @@
 // (scripts/setup-llama.sh installs it); llama_common_available() says so.
 #pragma once
 
+#include "editspec/datastore.h"
 #include "editspec/draft.h"
 
 #include <memory>
@@ -28,7 +31,9 @@ const std::vector<std::string> & llama_common_drafter_names();
 
 bool llama_common_available();
 
-// null with *error when `name` is not one of llama_common_drafter_names()
-std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error);
+// null with *error when `name` is not one of llama_common_drafter_names(); corpus: llama-ngram-cache's
+// static cache is built from these datastores' tokens (once per set, for the process's life)
+std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error,
+                                                       std::span<const datastore * const> corpus = {});
 
 } // namespace editspec

@@ -7,6 +7,10 @@
 //   sd                      a draft model (--draft-model) drafts gamma = 7 tokens greedily
 //   rest                    retrieval (REST; FastCoder's baseline): the longest suffix of the context,
 //                           16 tokens down, in the datastores (--datastore), the most frequent continuations
+//   fastcoder               FastCoder / CodeSwift (seeds 002, 004): retrieval from the repository's
+//                           datastore (--repo-datastore) and the common ones (--datastore) in parallel, a
+//                           weighted trie, a cache of verified drafts searched first, retrieval timing
+//                           (fastcoder.h); fastcoder-no-repo, -no-cache, -no-timing: one part off each
 //   none                    a drafter that never proposes (the speculative loop's overhead)
 //   reuse                   EfficientEdit's Reuse: the original code (edit requests only), re-synced
 //                           after each edit (reuse.h)
@@ -32,6 +36,7 @@
 #pragma once
 
 #include "editspec/datastore.h"
+#include "editspec/fastcoder.h"
 #include "editspec/draft-model.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
@@ -64,7 +69,9 @@ struct method_inputs {
     const model * target      = nullptr;   // the target model ("sd": its vocabulary is checked)
     const model * draft_model = nullptr;   // "sd": the draft model (--draft-model), null = none
     draft_model_params draft_params;       // "sd": gamma, the draft context, threads
-    std::span<const datastore * const> datastores; // "rest": the retrieval datastores (--datastore)
+    std::span<const datastore * const> datastores; // "rest", "fastcoder": the common datastores (--datastore)
+    std::span<const datastore * const> repo_datastores; // "fastcoder": the repository's (--repo-datastore)
+    retrieval_cache * cache = nullptr;             // "fastcoder": a cache kept across requests, null = per request
 };
 
 // names a method may combine with "+"

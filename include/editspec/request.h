@@ -42,7 +42,8 @@ struct runner_params {
     // one sequence per leaf of a draft tree (up to 64 leaves); false: one sequence, autoregressive only
     bool    trees      = true;
     draft_model_params draft;      // gamma, p_min (n_ctx and n_threads follow the above)
-    std::vector<std::string> datastore_paths; // retrieval datastores ("rest"), checked against the target's tokenizer
+    std::vector<std::string> datastore_paths; // common retrieval datastores ("rest", "fastcoder"), checked against the target's tokenizer
+    std::vector<std::string> repo_datastore_paths; // the repository's ("fastcoder")
 };
 
 struct runner {
@@ -53,6 +54,7 @@ struct runner {
     cost_model cost;               // empty until a method needs it
     std::vector<std::unique_ptr<datastore>> datastores; // memory-mapped, shared read-only by slots
     std::vector<const datastore *> datastore_ptrs;     // the same, as drafters take them
+    std::vector<const datastore *> repo_datastore_ptrs; // the repository's, after them in `datastores`
 };
 
 // n_seq_max for a context of n_ctx tokens: 1 without trees, else one per leaf of up to 64 leaves
@@ -73,6 +75,8 @@ struct request {
     generate_params gen;
     const verify_forced * forced = nullptr; // replay benchmarks: the target's choices (verify.h)
     accept_stats * stats = nullptr;         // acceptance statistics carried across requests, null = per request
+    std::span<const datastore * const> repo_datastores; // "fastcoder": this request's repository, else the runner's
+    retrieval_cache * cache = nullptr;      // "fastcoder": a cache carried across requests, null = per request
 };
 
 // edit requests: the prompt (the model's chat template, else the plain edit template; edit.h) and

@@ -7,9 +7,8 @@
 //     editspec::retrieval_drafter rest(stores);
 //     rest.propose(history, tree, /*budget=*/32);
 //
-// This is the paper's baseline (REST: one datastore role, no cache, no retrieval timing); the
-// repository/common split, the cache, skip-token timing and the α/β-weighted trie are issue 23's
-// next parts.
+// This is the paper's baseline (REST: one datastore role, no cache, no retrieval timing); FastCoder's
+// repository/common split, cache, retrieval timing and α/β-weighted trie build on it (fastcoder.h).
 #pragma once
 
 #include "editspec/datastore.h"
@@ -33,18 +32,31 @@ struct retrieval_trie {
     struct node {
         llama_token token;
         int32_t parent;
-        int32_t count;            // continuations through this node
+        float weight;             // summed weights of the continuations through this node
         int32_t first_child = -1; // children as a list: a node has few
         int32_t next_sibling = -1;
     };
     std::vector<node> nodes;
 
-    void clear() { nodes.assign(1, {LLAMA_TOKEN_NULL, -1, 0}); }
-    void add(std::span<const llama_token> continuation);
-    // up to n paths, root excluded: the most frequent child at every step, then from each next most
-    // frequent first child, and so on; each path stops where fewer than min_count continuations agree
-    std::vector<token_vec> top_paths(int32_t n, int32_t min_count = 1) const;
+    void clear() { nodes.assign(1, {LLAMA_TOKEN_NULL, -1, 0.0f}); }
+    // one continuation of weight w (REST: 1; FastCoder: α from the repository, β from the common store)
+    void add(std::span<const llama_token> continuation, float w = 1.0f);
+    // up to n paths, root excluded: the heaviest child at every step, then from each next heaviest
+    // first child, and so on; each path stops where the continuations that agree weigh < min_weight
+    std::vector<token_vec> top_paths(int32_t n, float min_weight = 1.0f) const;
+    // adds another trie's continuations (node by node, weights summed)
+    void merge(const retrieval_trie & other);
 };
+
+// REST's search of one datastore: the longest suffix of history, n_max tokens down to n_min, that
+// occurs in it; the continuations (up to depth tokens, not across a file) of up to max_occurrences
+// of its occurrences go into the trie with weight w. Returns the matched length, 0 for none.
+int32_t retrieval_search(const datastore & ds, std::span<const llama_token> history, const retrieval_params & p,
+                         retrieval_trie & trie, float w);
+
+// paths (a trie's top paths) into the tree, at most budget nodes, as a retrieval drafter's proposal
+// whose suffix matched `match` tokens
+void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget);
 
 class retrieval_drafter : public drafter_i {
 public:

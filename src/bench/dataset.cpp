@@ -131,7 +131,8 @@ bool read_humaneval(record_reader & r, dataset_item & it) {
            r.str("prompt", it.context_code) &&
            r.str("canonical_solution", it.reference) &&
            r.str("test", it.tests) &&
-           r.str("entry_point", it.entry_point);
+           r.str("entry_point", it.entry_point) &&
+           r.str("repo_datastore", it.repo_datastore, false);
 }
 
 bool read_mt_redundant(record_reader & r, dataset_item & it) {
@@ -257,6 +258,9 @@ bool dataset_load(const std::string & path, dataset_kind kind, std::vector<datas
         if (!ok) {
             err = where + why + " (reading as " + dataset_kind_name(kind) + ")";
             return false;
+        }
+        if (!it.repo_datastore.empty() && std::filesystem::path(it.repo_datastore).is_relative()) {
+            it.repo_datastore = (std::filesystem::path(file).parent_path() / it.repo_datastore).string();
         }
         items.push_back(std::move(it));
     }

@@ -244,9 +244,18 @@ void print_progress(bench_results & out, size_t i, size_t n, const std::string &
     fprintf(stderr, "[%zu/%zu] %s: %s\n        running:%s\n", i + 1, n, id.c_str(), line.c_str(), running.c_str());
 }
 
+// what each method carries from item to item: acceptance statistics, fastcoder's cache (items of
+// one repository, in file order: a cache holds only code an item's context or datastores hold too);
+// and the items' repository datastores, opened once each
+struct bench_carry {
+    std::vector<accept_stats> stats;    // per method
+    std::vector<retrieval_cache> caches; // per method
+    std::map<std::string, std::unique_ptr<datastore>> repo_stores;
+};
+
 // every method on one prompt, ar first; appends the rows; *line gets the progress line
 bool bench_item(const bench_params & p, runner & rn, const std::vector<method_spec> & specs,
-                std::vector<accept_stats> & stats, const bench_prompt & bp, bench_results & out, std::string * line,
+                bench_carry & carry, const bench_prompt & bp, bench_results & out, std::string * line,
                 generate_result & ar, std::string * error) {
     const model & m = *rn.target.model;
     request rq;
@@ -260,6 +269,19 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
         if (error) *error = msg;
         return false;
     };
+    const datastore * repo = nullptr;
+    if (bp.item && !bp.item->repo_datastore.empty()) {
+        auto & ds = carry.repo_stores[bp.item->repo_datastore];
+        if (!ds) {
+            ds = std::make_unique<datastore>();
+            if (!datastore_open(bp.item->repo_datastore, &m, *ds, error)) {
+                carry.repo_stores.erase(bp.item->repo_datastore);
+                return fail("item " + bp.id + ": " + *error);
+            }
+        }
+        repo = ds.get();
+    }
+    if (repo) rq.repo_datastores = std::span<const datastore * const>(&repo, 1);
     std::string code, tests;
     const bool has_tests = p.run_tests && bp.item && bp.turn == 0 && program_of(*bp.item, "", code, tests);
     if (has_tests) {
@@ -271,7 +293,8 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
     }
     for (size_t k = 0; k < specs.size(); k++) {
         const method_spec & ms = specs[k];
-        rq.stats = &stats[k];
+        rq.stats = &carry.stats[k];
+        rq.cache = &carry.caches[k];
         generate_result r;
         if (!runner_generate(rn, ms, rq, r, error)) return false;
         if (r.stop == STOP_REASON_ERROR) return fail("item " + bp.id + ", method " + ms.name + ": " + r.error);
@@ -303,7 +326,7 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
 }
 
 // one chat item, turn by turn: every method answers each turn; the conversation goes on with ar's answer
-bool bench_chat(const bench_params & p, runner & rn, const std::vector<method_spec> & specs, std::vector<accept_stats> & stats,
+bool bench_chat(const bench_params & p, runner & rn, const std::vector<method_spec> & specs, bench_carry & carry,
                 const dataset_item & it, bench_results & out, size_t i, size_t n, std::string * error) {
     const model & m = *rn.target.model;
     const std::vector<std::string> turns = bench_chat_turns(it);
@@ -323,7 +346,7 @@ bool bench_chat(const bench_params & p, runner & rn, const std::vector<method_sp
         }
         std::string line;
         generate_result ar;
-        if (!bench_item(p, rn, specs, stats, bp, out, &line, ar, error)) return false;
+        if (!bench_item(p, rn, specs, carry, bp, out, &line, ar, error)) return false;
         if (p.progress) print_progress(out, i, n, bp.id, line);
         chat_add_answer(m, conv, ar.tokens, ar.text);
     }
@@ -370,6 +393,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     runner_params rp;
     rp.model_path = p.model_path;
     rp.datastore_paths = p.datastore_paths;
+    rp.repo_datastore_paths = p.repo_datastore_paths;
     rp.draft_model_path = p.draft_model_path; // loaded once; each "sd" drafter gets its own context on it
     rp.n_ctx = p.n_ctx;
     rp.n_threads = p.threads;
@@ -403,7 +427,9 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     } else if (p.progress && !p.replay) {
         warn_past_train_ctx(m, prompts);
     }
-    std::vector<accept_stats> stats(specs.size()); // per method, carried across items
+    bench_carry carry;
+    carry.stats.resize(specs.size());
+    carry.caches.resize(specs.size());
     for (size_t i = 0; i < prompts.size(); i++) {
         const bench_prompt & bp = prompts[i];
         if ((int32_t) bp.prompt.size() + 8 >= rn.ctx->n_ctx()) {
@@ -412,12 +438,12 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
             continue;
         }
         if (p.task == DATASET_TASK_CHAT) {
-            if (!bench_chat(p, rn, specs, stats, *bp.item, out, i, prompts.size(), error)) return false;
+            if (!bench_chat(p, rn, specs, carry, *bp.item, out, i, prompts.size(), error)) return false;
             continue;
         }
         std::string line;
         generate_result ar;
-        if (!bench_item(p, rn, specs, stats, bp, out, &line, ar, error)) return false;
+        if (!bench_item(p, rn, specs, carry, bp, out, &line, ar, error)) return false;
         if (p.progress) print_progress(out, i, prompts.size(), bp.id, line);
     }
     bench_summarize(out);

@@ -155,7 +155,9 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("-m,--model", o->p.model_path, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
     sub->add_option("--draft-model", o->p.draft_model_path, "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, or the shipped draft model with the shipped target)");
     add_draft_options(sub, o->p.draft);
-    sub->add_option("--datastore", o->p.datastore_paths, "retrieval datastore for the rest method (built by `editspec index`; repeatable)");
+    sub->add_option("--datastore", o->p.datastore_paths, "common retrieval datastore for rest and fastcoder (built by `editspec index`; repeatable)");
+    sub->add_option("--repo-datastore", o->p.repo_datastore_paths, "the repository's datastore for fastcoder (items may name their own: "
+                    "\"repo_datastore\")");
     sub->add_option("--dataset", o->p.dataset_path, "dataset JSONL file or folder (CanItEdit, HumanEval, MT-Redundant, EditEval)")->required();
     sub->add_option("--task", o->task, "edit | complete | chat | apply (edit items as fast apply: the snippet is the "
                                        "reference diff's hunks with '# ... existing code ...' around them). chat: "

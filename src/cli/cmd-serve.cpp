@@ -40,6 +40,7 @@ int run_serve(const serve_opts & o) {
     sp.runner.flash_attn = ro.flash_attn;
     sp.runner.draft = ro.draft;
     sp.runner.datastore_paths = ro.datastores;
+    sp.runner.repo_datastore_paths = ro.repo_datastores;
     if (const int status = check_draft_options(cmd, ro.draft); status != 0) {
         return status;
     }

@@ -60,7 +60,8 @@ struct request_opts {
     int32_t threads = 0;
     int32_t n_ctx = 4096;
     bool flash_attn = false;
-    std::vector<std::string> datastores; // --datastore (rest)
+    std::vector<std::string> datastores;      // --datastore (rest, fastcoder: common)
+    std::vector<std::string> repo_datastores; // --repo-datastore (fastcoder: the repository's)
 };
 // registers them; `methods` is the --method help text
 void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods);

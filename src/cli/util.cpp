@@ -118,7 +118,8 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
     sub->add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("-c,--ctx-size", o.n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_flag("--flash-attn", o.flash_attn, "use flash attention (faster on some machines, not bit-exact)");
-    sub->add_option("--datastore", o.datastores, "retrieval datastore for the rest method (built by `editspec index`; repeatable)");
+    sub->add_option("--datastore", o.datastores, "common retrieval datastore for the rest and fastcoder methods (built by `editspec index`; repeatable)");
+    sub->add_option("--repo-datastore", o.repo_datastores, "the repository's retrieval datastore for fastcoder (D_r; repeatable)");
 }
 
 int open_request_runner(const char * cmd, const request_opts & o, method_spec & ms, runner & rn) {
@@ -151,10 +152,11 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     rp.trees = !ms.is_ar();
     rp.draft = o.draft;
     rp.datastore_paths = o.datastores;
+    rp.repo_datastore_paths = o.repo_datastores;
     if (!runner_open(rp, rn, &error)) {
         // models and datastores that loaded but a context that could not be created: the machine's failure
         const bool inputs_ok = rn.target.model && (rp.draft_model_path.empty() || rn.draft.model) &&
-                               rn.datastores.size() == rp.datastore_paths.size();
+                               rn.datastores.size() == rp.datastore_paths.size() + rp.repo_datastore_paths.size();
         return inputs_ok ? fail_runtime(cmd, error) : fail_input(cmd, error);
     }
     return 0;

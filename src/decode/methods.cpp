@@ -5,6 +5,7 @@
 #include "editspec/llama-common.h"
 #include "editspec/lookup.h"
 #include "editspec/efficientedit.h"
+#include "editspec/fastcoder.h"
 #include "editspec/retrieval.h"
 #include "editspec/reuse.h"
 
@@ -34,7 +35,8 @@ static copy_params copy_params_for(const std::string & name) {
 const std::vector<std::string> & method_drafter_names() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> v = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd",
-                                       "copy", "copy-recent", "copy-tree", "copy-ext", "copyspec", "rest"};
+                                       "copy", "copy-recent", "copy-tree", "copy-ext", "copyspec", "rest",
+                                       "fastcoder", "fastcoder-no-repo", "fastcoder-no-cache", "fastcoder-no-timing"};
         for (const std::string & n : llama_common_drafter_names()) v.push_back(n);
         return v;
     }();
@@ -141,6 +143,23 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
                 return false;
             }
             out.push_back(std::make_unique<retrieval_drafter>(in.datastores));
+        } else if (name.rfind("fastcoder", 0) == 0) {
+            if (in.datastores.empty() && in.repo_datastores.empty()) {
+                if (error) *error = "method '" + spec.name + "' needs a datastore (--datastore FILE for the common one, " +
+                                    "--repo-datastore FILE for the repository's; built by `editspec index`)";
+                return false;
+            }
+            if (!in.target) {
+                if (error) *error = "method '" + spec.name + "' needs the target model (its vocabulary)";
+                return false;
+            }
+            // the paper's Table II ablations: each part off in turn
+            fastcoder_params fp;
+            fp.use_repo = name != "fastcoder-no-repo";
+            fp.use_cache = name != "fastcoder-no-cache";
+            fp.use_timing = name != "fastcoder-no-timing";
+            out.push_back(std::make_unique<fastcoder_drafter>(*in.target, in.repo_datastores, in.datastores,
+                                                              in.cache, fp));
         } else if (name == "sd") {
             if (!in.draft_model || !in.target) {
                 if (error) *error = !in.draft_model ? "method 'sd' needs --draft-model" : "method 'sd' needs the target model";
@@ -150,7 +169,10 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
             if (!d) return false;
             out.push_back(std::move(d));
         } else if (name.rfind("llama-", 0) == 0) {
-            std::unique_ptr<drafter_i> d = llama_common_drafter_create(name, error);
+            // llama-ngram-cache: a static cache from the same corpus as the retrieval methods'
+            std::vector<const datastore *> corpus(in.repo_datastores.begin(), in.repo_datastores.end());
+            corpus.insert(corpus.end(), in.datastores.begin(), in.datastores.end());
+            std::unique_ptr<drafter_i> d = llama_common_drafter_create(name, error, corpus);
             if (!d) return false;
             out.push_back(std::move(d));
         } else if (name == "none") {

@@ -3,11 +3,17 @@
 
 #if EDITSPEC_HAVE_LLAMA_COMMON
 #include "common.h"
+#include "ngram-cache.h"
 #include "speculative.h"
 #endif
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <unistd.h>
 
 namespace editspec {
 
@@ -38,8 +44,10 @@ const named_type TYPES[] = {
 // accept with the number of draft tokens the target kept
 class llama_common_drafter : public drafter_i {
 public:
-    llama_common_drafter(const char * name, common_speculative_type type) : name_(name) {
+    llama_common_drafter(const char * name, common_speculative_type type, const std::string & static_cache = "")
+        : name_(name) {
         params_.types = {type};
+        params_.ngram_cache.lookup_cache_static = static_cache;
         spec_ = common_speculative_init(params_, 1);
     }
     ~llama_common_drafter() override {
@@ -92,14 +100,64 @@ private:
     llama_tokens draft_;
 };
 
+// llama-lookup-create's static cache (token pairs, LLAMA_NGRAM_STATIC) of the datastores' token
+// streams, file by file, saved where llama-server's --lookup-cache-static would read it; one file per
+// set of datastores for the process's life
+std::string static_cache_file(std::span<const datastore * const> corpus, std::string * error) {
+    struct files {
+        std::mutex mu;
+        std::map<std::string, std::string> by_key;
+        ~files() {
+            for (auto & [k, path] : by_key) std::remove(path.c_str());
+        }
+    };
+    static files reg;
+    std::string key;
+    for (const datastore * ds : corpus) key += ds->path() + "#" + std::to_string(ds->size()) + "\n";
+    std::lock_guard<std::mutex> lock(reg.mu);
+    if (auto it = reg.by_key.find(key); it != reg.by_key.end()) return it->second;
+    common_ngram_cache cache;
+    std::vector<llama_token> part;
+    for (const datastore * ds : corpus) {
+        const auto t = ds->tokens();
+        for (size_t i = 0; i <= t.size(); i++) {
+            if (i < t.size() && t[i] != DATASTORE_SEP) {
+                part.push_back(t[i]);
+                continue;
+            }
+            if (part.size() > LLAMA_NGRAM_STATIC) {
+                common_ngram_cache_update(cache, LLAMA_NGRAM_STATIC, LLAMA_NGRAM_STATIC, part, (int) part.size(), false);
+            }
+            part.clear();
+        }
+    }
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("editspec-ngram-static-" + std::to_string(getpid()) + "-" + std::to_string(reg.by_key.size()) + ".bin"))
+                                 .string();
+    try {
+        common_ngram_cache_save(cache, path);
+    } catch (const std::exception & e) {
+        if (error) *error = "llama-ngram-cache: cannot write its static cache " + path + ": " + e.what();
+        return "";
+    }
+    reg.by_key[key] = path;
+    return path;
+}
+
 } // namespace
 
 bool llama_common_available() { return true; }
 
-std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error) {
+std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error,
+                                                       std::span<const datastore * const> corpus) {
     for (const named_type & t : TYPES) {
         if (name == t.name) {
-            auto d = std::make_unique<llama_common_drafter>(t.name, t.type);
+            std::string static_cache;
+            if (t.type == COMMON_SPECULATIVE_TYPE_NGRAM_CACHE && !corpus.empty()) {
+                static_cache = static_cache_file(corpus, error);
+                if (static_cache.empty()) return nullptr;
+            }
+            auto d = std::make_unique<llama_common_drafter>(t.name, t.type, static_cache);
             if (!d->ok()) {
                 if (error) *error = "llama.cpp's common_speculative_init failed for '" + name + "'";
                 return nullptr;
@@ -115,7 +173,8 @@ std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name,
 
 bool llama_common_available() { return false; }
 
-std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error) {
+std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error,
+                                                       std::span<const datastore * const>) {
     if (error) {
         *error = "'" + name + "' needs llama.cpp's common library, which this build's llama.cpp does not have "
                               "(scripts/setup-llama.sh installs it)";

@@ -11,27 +11,46 @@
 
 namespace editspec {
 
-void retrieval_trie::add(std::span<const llama_token> continuation) {
+void retrieval_trie::add(std::span<const llama_token> continuation, float w) {
     int32_t at = 0;
-    nodes[0].count++;
+    nodes[0].weight += w;
     for (llama_token t : continuation) {
         int32_t child = nodes[at].first_child;
         while (child >= 0 && nodes[child].token != t) child = nodes[child].next_sibling;
         if (child < 0) {
-            nodes.push_back({t, at, 0, -1, nodes[at].first_child});
+            nodes.push_back({t, at, 0.0f, -1, nodes[at].first_child});
             child = (int32_t) nodes.size() - 1;
             nodes[at].first_child = child;
         }
-        nodes[child].count++;
+        nodes[child].weight += w;
         at = child;
     }
 }
 
-std::vector<token_vec> retrieval_trie::top_paths(int32_t n, int32_t min_count) const {
+void retrieval_trie::merge(const retrieval_trie & other) {
+    if (other.nodes.empty()) return;
+    std::vector<int32_t> to(other.nodes.size(), 0); // other's node -> ours (parents come before children)
+    nodes[0].weight += other.nodes[0].weight;
+    for (size_t i = 1; i < other.nodes.size(); i++) {
+        const node & o = other.nodes[i];
+        const int32_t at = to[(size_t) o.parent];
+        int32_t child = nodes[at].first_child;
+        while (child >= 0 && nodes[child].token != o.token) child = nodes[child].next_sibling;
+        if (child < 0) {
+            nodes.push_back({o.token, at, 0.0f, -1, nodes[at].first_child});
+            child = (int32_t) nodes.size() - 1;
+            nodes[at].first_child = child;
+        }
+        nodes[child].weight += o.weight;
+        to[i] = child;
+    }
+}
+
+std::vector<token_vec> retrieval_trie::top_paths(int32_t n, float min_weight) const {
     std::vector<token_vec> out;
     std::vector<bool> used(nodes.size(), false);
-    // each path: from the root, the most frequent child not yet starting a drafted path, then the most
-    // frequent child at every step below it
+    // each path: from the root, the heaviest child not yet starting a drafted path, then the heaviest
+    // child at every step below it
     for (int32_t p = 0; p < n; p++) {
         int32_t at = 0;
         token_vec path;
@@ -39,9 +58,9 @@ std::vector<token_vec> retrieval_trie::top_paths(int32_t n, int32_t min_count) c
         while (true) {
             int32_t best = -1;
             for (int32_t i = nodes[at].first_child; i >= 0; i = nodes[i].next_sibling) {
-                if (nodes[i].count < min_count || (first && used[i])) continue;
+                if (nodes[i].weight < min_weight || (first && used[i])) continue;
                 // ties: the earlier child (the first continuation in suffix order) wins
-                if (best < 0 || nodes[i].count > nodes[best].count || (nodes[i].count == nodes[best].count && i < best)) best = i;
+                if (best < 0 || nodes[i].weight > nodes[best].weight || (nodes[i].weight == nodes[best].weight && i < best)) best = i;
             }
             if (best < 0) break;
             if (first) used[best] = true;
@@ -55,6 +74,34 @@ std::vector<token_vec> retrieval_trie::top_paths(int32_t n, int32_t min_count) c
     return out;
 }
 
+int32_t retrieval_search(const datastore & ds, std::span<const llama_token> history, const retrieval_params & p,
+                         retrieval_trie & trie, float w) {
+    const int32_t k_max = (int32_t) std::min<size_t>((size_t) p.n_max, history.size());
+    const auto t = ds.tokens();
+    const auto sa = ds.suffixes();
+    for (int32_t k = k_max; k >= p.n_min; k--) {
+        const datastore_range r = ds.find(history.subspan(history.size() - (size_t) k));
+        if (r.count() == 0) continue;
+        const int64_t hi = std::min<int64_t>(r.hi, r.lo + p.max_occurrences);
+        for (int64_t i = r.lo; i < hi; i++) {
+            const int64_t s = sa[i] + k;
+            int64_t e = s;
+            while (e < ds.size() && e - s < p.depth && t[e] != DATASTORE_SEP) e++;
+            if (e > s) trie.add(t.subspan((size_t) s, (size_t) (e - s)), w);
+        }
+        return k;
+    }
+    return 0;
+}
+
+void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget) {
+    const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
+    for (const token_vec & path : paths) {
+        tree.add_path(-1, path, DRAFT_SOURCE_RETRIEVAL, max_nodes, {}, lookup_conf(match));
+        if (tree.size() >= max_nodes) break;
+    }
+}
+
 retrieval_drafter::retrieval_drafter(std::span<const datastore * const> stores, const retrieval_params & params)
     : params(params), stores_(stores.begin(), stores.end()) {}
 
@@ -64,32 +111,14 @@ void retrieval_drafter::propose(std::span<const llama_token> history, draft_tree
         return;
     }
     trie_.clear();
-    const int32_t k_max = (int32_t) std::min<size_t>((size_t) params.n_max, history.size());
-    for (int32_t k = k_max; k >= params.n_min && last_match == 0; k--) {
-        const auto pattern = history.subspan(history.size() - (size_t) k);
-        for (const datastore * ds : stores_) {
-            const datastore_range r = ds->find(pattern);
-            const auto t = ds->tokens();
-            const auto sa = ds->suffixes();
-            const int64_t hi = std::min<int64_t>(r.hi, r.lo + params.max_occurrences);
-            for (int64_t i = r.lo; i < hi; i++) {
-                const int64_t s = sa[i] + k;
-                int64_t e = s;
-                while (e < ds->size() && e - s < params.depth && t[e] != DATASTORE_SEP) e++;
-                if (e > s) trie_.add(t.subspan((size_t) s, (size_t) (e - s)));
-            }
-            if (r.count() > 0) last_match = k;
-        }
+    for (const datastore * ds : stores_) {
+        last_match = std::max(last_match, retrieval_search(*ds, history, params, trie_, 1.0f));
     }
     if (last_match == 0) {
         return;
     }
     n_retrievals++;
-    const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
-    for (const token_vec & path : trie_.top_paths(params.n_paths)) {
-        tree.add_path(-1, path, DRAFT_SOURCE_RETRIEVAL, max_nodes, {}, lookup_conf(last_match));
-        if (tree.size() >= max_nodes) break;
-    }
+    retrieval_propose(trie_.top_paths(params.n_paths, 0.0f), last_match, tree, budget);
 }
 
 } // namespace editspec

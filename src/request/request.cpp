@@ -35,6 +35,12 @@ bool runner_open(const runner_params & p, runner & out, std::string * error) {
         out.datastore_ptrs.push_back(ds.get());
         out.datastores.push_back(std::move(ds));
     }
+    for (const std::string & path : p.repo_datastore_paths) {
+        auto ds = std::make_unique<datastore>();
+        if (!datastore_open(path, out.target.model.get(), *ds, error)) return false;
+        out.repo_datastore_ptrs.push_back(ds.get());
+        out.datastores.push_back(std::move(ds));
+    }
     out.ctx = runner_new_context(out, error);
     return out.ctx != nullptr;
 }
@@ -95,6 +101,8 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     in.draft_params.n_ctx = rn.params.n_ctx;
     in.draft_params.n_threads = rn.params.n_threads;
     in.datastores = rn.datastore_ptrs;
+    in.repo_datastores = rq.repo_datastores.empty() ? std::span<const datastore * const>(rn.repo_datastore_ptrs) : rq.repo_datastores;
+    in.cache = rq.cache;
     std::vector<std::unique_ptr<drafter_i>> owned;
     if (!method_make_drafters(ms, in, owned, error)) {
         return false;

@@ -8,7 +8,8 @@ shaped as real ones are:
 
   - the changed lines with 0-4 unchanged lines of context around each change (at least one line
     around a deletion, which shows only by the lines that close up around it);
-  - an elision marker on its own line, indented like the code after it, wherever unchanged lines are
+  - an elision marker on its own line, indented like the code after it (a quarter of the snippets: at
+    column 0), wherever unchanged lines are
     left out: at the top, between hunks, at the end (now and then the top or end marker is left out,
     as LLMs do); several marker wordings;
   - optionally the one-line instruction of the edit.
@@ -96,9 +97,10 @@ def snippet_make(before: str, after: str, rng: random.Random) -> str:
         else:
             spans.append([s, e])
     drop_top, drop_end = rng.random() < 0.15, rng.random() < 0.15
+    col0 = rng.random() < 0.25   # LLM snippets often put the markers at column 0 whatever the code's indent
 
     def mark(next_line: str) -> str:
-        ind = len(next_line) - len(next_line.lstrip(" ")) if next_line.strip() else 0
+        ind = len(next_line) - len(next_line.lstrip(" ")) if next_line.strip() and not col0 else 0
         return " " * ind + marker + "\n"
     out = []
     prev = 0

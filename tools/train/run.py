@@ -91,7 +91,7 @@ PRESETS = {
              "eval": {"spec_prompts": 60, "spec_gen": 128, "max_edits": 200, "spec_edits": 60}, "eval_every": 400,
              # fast apply (issue 21): the pre-trained target fine-tuned on apply tasks at a longer context
              # (whole pieces of files: the code, the snippet and the merged code), with edits and code mixed in
-             "apply": {"n_ctx": 1024, "steps": 800, "batch": 2, "lr": 5e-4, "warmup": 50, "p_edit": 0.85,
+             "apply": {"n_ctx": 1024, "steps": 1200, "batch": 2, "lr": 5e-4, "warmup": 50, "p_edit": 0.85,
                        "tasks_train": 8000, "tasks_heldout": 200, "max_chars": 1200, "edits_mix": 3000}},
 }
 
