@@ -34,6 +34,9 @@ struct fastcoder_params {
     bool    use_cache = true;    // the cache (§4.2)
     bool    use_timing = true;   // skip token and missing table (§4.3)
     bool    parallel = true;     // D_r and D_c on two threads when both are given
+    bool    longest_only = true; // only the store(s) whose suffix matched longest go into the trie (measured:
+                                 // D_c's many short matches otherwise outweigh D_r's long one)
+    int32_t cache_min_match = 2; // a cache answer needs a suffix match this long (shorter: the stores)
     int32_t cache_min = 50;      // l: the cache is searched once it holds this many sequences
     int32_t output_chunk = 20;   // the model's output goes into the cache every this many tokens
     float   skip_p = 0.5f;       // p: retrieval probability at a line's first non-whitespace token
@@ -101,7 +104,7 @@ private:
     std::unordered_set<uint64_t> missing_;
     std::mt19937 rng_;
     retrieval_trie trie_, trie_repo_;
-    std::vector<token_vec> proposed_; // this pass's retrieved paths: an accepted one goes into the cache
+    bool proposed_ = false;           // trie_ holds this pass's proposal: an accepted path goes into the cache
     token_vec recent_;                // the last committed tokens (contexts of cached sequences)
     token_vec prompt_;                // the request's context (its last 8,192 tokens), cached once
     bool prompt_cached_ = false;

@@ -101,7 +101,7 @@ void fastcoder_drafter::begin(std::span<const llama_token> prompt) {
     prompt_.assign(prompt.end() - (ptrdiff_t) std::min<size_t>(prompt.size(), 8192), prompt.end());
     prompt_cached_ = false;
     n_output_ = 0;
-    proposed_.clear();
+    proposed_ = false;
     missing_.clear();
     rng_.seed(params.seed);
     stats = {};
@@ -123,29 +123,33 @@ int32_t fastcoder_drafter::search_stores(std::span<const llama_token> history) {
     const auto t0 = std::chrono::steady_clock::now();
     const retrieval_params & rp = params.retrieval;
     const bool repo = params.use_repo && !repo_.empty();
-    int32_t match = 0;
     auto search_all = [&](const std::vector<const datastore *> & stores, retrieval_trie & trie, float w) {
         int32_t m = 0;
         for (const datastore * ds : stores) m = std::max(m, retrieval_search(*ds, history, rp, trie, w));
         return m;
     };
+    // D_r into a trie of its own (on a helper thread when D_c is searched too), D_c into trie_
+    trie_repo_.clear();
+    int32_t m_r = 0, m_c = 0;
     if (repo && !common_.empty() && params.parallel) {
-        // D_r on a helper thread into a trie of its own, D_c here; then merged
-        trie_repo_.clear();
         auto fr = std::async(std::launch::async, [&] { return search_all(repo_, trie_repo_, params.alpha); });
-        match = search_all(common_, trie_, params.beta);
-        match = std::max(match, fr.get());
-        trie_.merge(trie_repo_);
+        m_c = search_all(common_, trie_, params.beta);
+        m_r = fr.get();
     } else {
-        if (repo) match = search_all(repo_, trie_, params.alpha);
-        match = std::max(match, search_all(common_, trie_, params.beta));
+        if (repo) m_r = search_all(repo_, trie_repo_, params.alpha);
+        m_c = search_all(common_, trie_, params.beta);
+    }
+    if (params.longest_only && m_r > m_c) {
+        std::swap(trie_, trie_repo_);
+    } else if (!params.longest_only || m_r == m_c) {
+        trie_.merge(trie_repo_);
     }
     stats.search_ms += ms_since(t0);
-    return match;
+    return std::max(m_r, m_c);
 }
 
 void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
-    proposed_.clear();
+    proposed_ = false;
     if (budget <= 0 || history.empty()) return;
     stats.proposals++;
     trie_.clear();
@@ -154,6 +158,10 @@ void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree
     if (params.use_cache && cache_->n_sequences() >= params.cache_min) {
         const auto t0 = std::chrono::steady_clock::now();
         match = cache_->search(history, params.retrieval, trie_, 1.0f);
+        if (match > 0 && match < params.cache_min_match) {
+            match = 0;
+            trie_.clear();
+        }
         stats.cache_ms += ms_since(t0);
         if (match > 0) stats.from_cache++;
     }
@@ -179,8 +187,8 @@ void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree
         }
     }
     if (match == 0) return;
-    proposed_ = trie_.top_paths(params.retrieval.n_paths, 0.0f);
-    retrieval_propose(proposed_, match, tree, budget);
+    proposed_ = true;
+    retrieval_propose_best(trie_, match, tree, budget);
 }
 
 void fastcoder_drafter::accept(std::span<const llama_token> accepted) {
@@ -202,17 +210,20 @@ void fastcoder_drafter::accept(std::span<const llama_token> accepted) {
     if (params.use_cache && accepted.size() >= 2) {
         // a retrieved draft the target verified (at least one token): its context and the verified
         // tokens go into the cache (§4.2)
-        const size_t n_drafted = accepted.size() - 1;
-        for (const token_vec & path : proposed_) {
-            if (path.size() >= n_drafted && std::equal(accepted.begin(), accepted.end() - 1, path.begin())) {
-                token_vec seq = context_tail(0);
-                seq.insert(seq.end(), accepted.begin(), accepted.end());
-                add(seq);
-                break;
-            }
+        // the accepted drafts (all but the target's own last token) are a path of this pass's trie
+        int32_t at = 0;
+        for (size_t i = 0; proposed_ && at >= 0 && i + 1 < accepted.size(); i++) {
+            int32_t c = trie_.nodes[at].first_child;
+            while (c >= 0 && trie_.nodes[c].token != accepted[i]) c = trie_.nodes[c].next_sibling;
+            at = c;
+        }
+        if (proposed_ && at > 0) {
+            token_vec seq = context_tail(0);
+            seq.insert(seq.end(), accepted.begin(), accepted.end());
+            add(seq);
         }
     }
-    proposed_.clear();
+    proposed_ = false;
     for (llama_token t : accepted) {
         recent_.push_back(t);
         if (params.use_cache && ++n_output_ >= params.output_chunk) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <queue>
 
 namespace editspec {
 
@@ -92,6 +93,24 @@ int32_t retrieval_search(const datastore & ds, std::span<const llama_token> hist
         return k;
     }
     return 0;
+}
+
+void retrieval_propose_best(const retrieval_trie & trie, int32_t match, draft_tree & tree, int32_t budget) {
+    if (trie.nodes.empty() || budget <= 0) return;
+    const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
+    std::vector<int32_t> at(trie.nodes.size(), -1); // trie node -> tree node
+    // heaviest first; ties: the lower index (the earlier continuation)
+    std::priority_queue<std::pair<float, int32_t>> heap;
+    for (int32_t c = trie.nodes[0].first_child; c >= 0; c = trie.nodes[c].next_sibling) heap.push({trie.nodes[c].weight, -c});
+    while (!heap.empty() && tree.size() < max_nodes) {
+        const int32_t i = -heap.top().second;
+        heap.pop();
+        const auto & nd = trie.nodes[i];
+        const float share = nd.weight / std::max(trie.nodes[nd.parent].weight, 1e-9f);
+        const uint8_t conf = (uint8_t) (std::min(3, (int32_t) (share * 4.0f)) * 2 + (match >= 8 ? 1 : 0));
+        at[i] = tree.add(nd.parent == 0 ? -1 : at[nd.parent], nd.token, DRAFT_SOURCE_RETRIEVAL, share, conf);
+        for (int32_t c = nd.first_child; c >= 0; c = trie.nodes[c].next_sibling) heap.push({trie.nodes[c].weight, -c});
+    }
 }
 
 void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget) {
