@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +66,18 @@ int run_command(const std::string & cmd, std::string * out) {
     }
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool index_texts(const model & m, const std::filesystem::path & dir, const std::string & name,
+                 const std::vector<std::string> & texts, datastore & ds, std::string * error) {
+    datastore_build_params bp;
+    for (size_t i = 0; i < texts.size(); i++) {
+        const auto f = dir / (name + std::to_string(i) + ".py");
+        std::ofstream(f) << texts[i];
+        bp.files.push_back(f.string());
+    }
+    const std::string path = (dir / (name + ".eds")).string();
+    return datastore_build(m, bp, path, nullptr, error) && datastore_open(path, &m, ds, error);
 }
 
 temp_dir::temp_dir() {

@@ -1,6 +1,7 @@
 // Shared helpers for the test executables.
 #pragma once
 
+#include "editspec/datastore.h"
 #include "editspec/engine.h"
 
 #include <filesystem>
@@ -41,6 +42,11 @@ struct temp_dir {
     // file names in the folder, sorted
     std::vector<std::string> names() const;
 };
+
+// a datastore of the texts (one file each: dir/NAME0.py, ...) at dir/NAME.eds, opened into ds;
+// false with *error
+bool index_texts(const model & m, const std::filesystem::path & dir, const std::string & name,
+                 const std::vector<std::string> & texts, datastore & ds, std::string * error);
 
 // runs a shell command, returns its exit status; *out (when given) becomes its standard output
 int run_command(const std::string & cmd, std::string * out = nullptr);

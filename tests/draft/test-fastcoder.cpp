@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 using namespace editspec;
 
@@ -70,16 +69,8 @@ struct fastcoder_fixture : public ::testing::Test {
     std::unique_ptr<context> ctx;
 
     void index(const std::string & name, const std::vector<std::string> & texts, datastore & ds) {
-        datastore_build_params bp;
-        for (size_t i = 0; i < texts.size(); i++) {
-            const auto f = dir.path / (name + std::to_string(i) + ".py");
-            std::ofstream(f) << texts[i];
-            bp.files.push_back(f.string());
-        }
         std::string err;
-        const std::string path = (dir.path / (name + ".eds")).string();
-        ASSERT_TRUE(datastore_build(*m, bp, path, nullptr, &err)) << err;
-        ASSERT_TRUE(datastore_open(path, m.get(), ds, &err)) << err;
+        ASSERT_TRUE(test::index_texts(*m, dir.path, name, texts, ds, &err)) << err;
     }
 };
 

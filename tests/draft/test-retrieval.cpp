@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 using namespace editspec;
 
@@ -35,16 +34,8 @@ struct rest_fixture : public ::testing::Test {
     datastore ds;
 
     void index(const std::vector<std::string> & texts) {
-        datastore_build_params bp;
-        for (size_t i = 0; i < texts.size(); i++) {
-            const auto f = dir.path / ("f" + std::to_string(i) + ".py");
-            std::ofstream(f) << texts[i];
-            bp.files.push_back(f.string());
-        }
         std::string err;
-        const std::string path = (dir.path / "ds.eds").string();
-        ASSERT_TRUE(datastore_build(*m, bp, path, nullptr, &err)) << err;
-        ASSERT_TRUE(datastore_open(path, m.get(), ds, &err)) << err;
+        ASSERT_TRUE(test::index_texts(*m, dir.path, "f", texts, ds, &err)) << err;
     }
 };
 

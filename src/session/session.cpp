@@ -1,0 +1,208 @@
+// Document sessions: text edits -> token diff -> the KV strategy (pie.cpp) -> next-line prediction.
+#include "editspec/session.h"
+#include "editspec/log.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace editspec {
+
+const char * kv_strategy_name(kv_strategy s) {
+    switch (s) {
+        case KV_RECOMPUTE: return "recompute";
+        case KV_CONFLICT:  return "conflict";
+        case KV_PIE:       return "pie";
+    }
+    return "?";
+}
+
+bool kv_strategy_parse(const std::string & name, kv_strategy & out) {
+    for (kv_strategy s : {KV_RECOMPUTE, KV_CONFLICT, KV_PIE}) {
+        if (name == kv_strategy_name(s)) {
+            out = s;
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string session_first_code_line(const std::string & text) {
+    size_t at = 0;
+    while (at <= text.size()) {
+        size_t e = text.find('\n', at);
+        if (e == std::string::npos) e = text.size();
+        std::string line = text.substr(at, e - at);
+        const size_t b = line.find_first_not_of(" \t\r");
+        if (b != std::string::npos) {
+            line = line.substr(b, line.find_last_not_of(" \t\r") + 1 - b);
+            if (line.rfind("#", 0) != 0 && line.rfind("//", 0) != 0) return line;
+        }
+        at = e + 1;
+    }
+    return "";
+}
+
+doc_session::doc_session(context & ctx, const session_params & params)
+    : ctx_(ctx), params_(params), b_(ctx.n_batch(), 2) {}
+
+bool doc_session::fail(std::string * error, const std::string & msg) {
+    if (error) *error = msg;
+    return false;
+}
+
+int32_t doc_session::n_stale() const {
+    return (int32_t) std::count(stale_.begin(), stale_.end(), (uint8_t) 1);
+}
+
+// t at positions pos0 .. into sequence 0; spare: through sequence 1, which holds sequence 0's
+// cells before pos0 (llama.cpp wants a sequence's new positions right after its last one)
+bool doc_session::encode(std::span<const llama_token> t, llama_pos pos0, bool spare) {
+    if (t.empty()) return true;
+    const llama_seq_id seq = spare ? 1 : 0;
+    if (spare) {
+        ctx_.kv_rm(1, -1, -1);
+        ctx_.kv_cp(0, 1, 0, pos0);
+    }
+    for (size_t i = 0; i < t.size();) {
+        b_.clear();
+        for (; i < t.size() && b_.size() < b_.capacity(); i++) b_.add(t[i], pos0 + (llama_pos) i, {seq}, false);
+        if (!ctx_.decode(b_)) return false;
+    }
+    if (spare) {
+        ctx_.kv_cp(1, 0, pos0, pos0 + (llama_pos) t.size());
+        ctx_.kv_rm(1, -1, -1);
+    }
+    return true;
+}
+
+bool doc_session::recompute_from(int32_t a) {
+    // every cell from token a's on, then the tokens a .. n-2 at their own positions
+    const llama_pos p0 = a < (int32_t) pos_.size() ? pos_[a] : (a > 0 ? pos_[a - 1] + 1 : 0);
+    ctx_.kv_rm(0, std::min<llama_pos>(p0, a), -1);
+    const int32_t n = (int32_t) tokens_.size();
+    pos_.resize(n);
+    for (int32_t i = 0; i < n; i++) pos_[i] = i;
+    stale_.assign(n, 0);
+    if (n - 1 <= a) return true;
+    return encode(std::span<const llama_token>(tokens_).subspan(a, n - 1 - a), a, false);
+}
+
+bool doc_session::open(const std::string & text, std::string * error) {
+    const token_vec t = ctx_.owner().tokenize(text, true, false);
+    if ((int32_t) t.size() + 64 > ctx_.n_ctx()) {
+        return fail(error, "the document is " + std::to_string(t.size()) + " tokens; the context holds " +
+                               std::to_string(ctx_.n_ctx()) + " (with 64 for a prediction)");
+    }
+    if (ctx_.n_seq_max() < 2) return fail(error, "a document session needs a context with 2 sequences");
+    ctx_.kv_clear();
+    text_ = text;
+    tokens_ = t;
+    pos_.clear();
+    if (!recompute_from(0)) return fail(error, "decoding the document failed");
+    return true;
+}
+
+bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error) {
+    if (e.offset > text_.size() || e.n_delete > text_.size() - e.offset) {
+        return fail(error, "edit at " + std::to_string(e.offset) + " deleting " + std::to_string(e.n_delete) +
+                               " bytes is outside the document (" + std::to_string(text_.size()) + " bytes)");
+    }
+    std::string text = text_;
+    text.replace(e.offset, e.n_delete, e.insert);
+    const token_vec t = ctx_.owner().tokenize(text, true, false);
+    if ((int32_t) t.size() + 64 > ctx_.n_ctx()) {
+        return fail(error, "after the edit the document is " + std::to_string(t.size()) + " tokens; the context holds " +
+                               std::to_string(ctx_.n_ctx()));
+    }
+    // the smallest changed token span: common prefix a, common suffix b (not overlapping the prefix)
+    const int32_t n_old = (int32_t) tokens_.size(), n_new = (int32_t) t.size();
+    int32_t a = 0;
+    while (a < n_old && a < n_new && tokens_[a] == t[a]) a++;
+    int32_t b = 0;
+    while (b < n_old - a && b < n_new - a && tokens_[n_old - 1 - b] == t[n_new - 1 - b]) b++;
+    const int32_t old_end = n_old - b, new_end = n_new - b;
+    edit_stats s;
+    s.first = a;
+    s.n_removed = old_end - a;
+    s.n_inserted = new_end - a;
+    const auto t0 = std::chrono::steady_clock::now();
+    kv_strategy how = params_.strategy;
+    if (how == KV_PIE && !ctx_.can_shift()) {
+        ES_LOG_WARN("session: this model's KV cache cannot shift positions: PIE falls back to recomputing\n");
+        how = KV_RECOMPUTE;
+        s.fallback = true;
+    }
+    tokens_ = t;
+    text_ = std::move(text);
+    bool ok = true;
+    if (how == KV_RECOMPUTE || b == 0) {
+        // b == 0: the edit reaches the last token, nothing after it to keep
+        s.n_encoded = std::max(0, n_new - 1 - a);
+        ok = recompute_from(a);
+    } else {
+        // the cells of the changed span go; the later ones (old_end .. n_old-2) stay
+        const llama_pos span_p0 = pos_[a], span_p1 = pos_[old_end - 1] + 1;
+        ctx_.kv_rm(0, span_p0, span_p1);
+        std::vector<llama_pos> pos(n_new);
+        std::vector<uint8_t> stale(n_new);
+        for (int32_t i = 0; i < a; i++) pos[i] = pos_[i], stale[i] = stale_[i];
+        for (int32_t i = a; i < new_end; i++) pos[i] = (a > 0 ? pos_[a - 1] + 1 : 0) + (i - a), stale[i] = 0;
+        const llama_pos delta = (llama_pos) (new_end - old_end);
+        if (how == KV_PIE) {
+            // RoPE re-rotates the later keys by delta at the next decode (llama.cpp's K-shift)
+            if (delta != 0) ctx_.kv_add(0, span_p1, -1, delta);
+            for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta] + delta, stale[i] = 1;
+        } else {
+            for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta], stale[i] = 1;
+        }
+        pos_ = std::move(pos);
+        stale_ = std::move(stale);
+        s.n_encoded = new_end - a;
+        ok = encode(std::span<const llama_token>(tokens_).subspan(a, new_end - a), pos_[a], true);
+    }
+    s.kv_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    s.n_stale = n_stale();
+    if (st) *st = s;
+    if (!ok) {
+        ctx_.kv_clear();
+        tokens_.clear();
+        text_.clear();
+        pos_.clear();
+        stale_.clear();
+        return fail(error, "decoding the edit failed; the session is closed");
+    }
+    return true;
+}
+
+int32_t doc_session::refresh() {
+    if (params_.drift_max < 0 || n_stale() <= params_.drift_max) return 0;
+    const int32_t first = (int32_t) (std::find(stale_.begin(), stale_.end(), (uint8_t) 1) - stale_.begin());
+    const int32_t n = std::max(0, (int32_t) tokens_.size() - 1 - first);
+    return recompute_from(first) ? n : -1;
+}
+
+std::string doc_session::predict_line(int32_t n_max) {
+    if (tokens_.empty()) return "";
+    const model & m = ctx_.owner();
+    // the last token goes right after the sequence's last cell (its own position but for
+    // KV_CONFLICT, whose cells may run past it), then the output
+    const llama_pos end = ctx_.kv_pos_max(0) + 1;
+    llama_token tok = tokens_.back();
+    std::string out;
+    for (int32_t i = 0; i < n_max; i++) {
+        b_.clear();
+        b_.add(tok, end + i, {0}, true);
+        if (!ctx_.decode(b_)) break;
+        const float * lg = ctx_.logits(0);
+        tok = (llama_token) (std::max_element(lg, lg + m.facts().n_vocab) - lg);
+        if (m.is_eog(tok)) break;
+        out += m.token_to_piece(tok);
+        // done once a code line is complete
+        const size_t nl = out.rfind('\n');
+        if (nl != std::string::npos && !session_first_code_line(out.substr(0, nl)).empty()) break;
+    }
+    ctx_.kv_rm(0, end, -1); // the document's KV as it was: every token but the last
+    return session_first_code_line(out);
+}
+
+} // namespace editspec

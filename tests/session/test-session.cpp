@@ -1,0 +1,232 @@
+// Document sessions (src/session/): the token diff of an edit, the three KV strategies, drift
+// control; and PIE's promise about the cache, read back from llama.cpp's sequence state: the cells
+// before an edit are untouched, and a shifted key equals the key of the same token encoded at the
+// new position (layer 0, where a key depends on the token and its position only) within F16 rounding.
+#include "common/test-util.h"
+#include "editspec/session.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace editspec;
+
+namespace {
+
+// sequence 0's cells as llama_state_seq_get_data writes them (one stream, no cell extension):
+// positions, and every layer's key row per cell
+struct seq_cells {
+    std::vector<llama_pos> pos;
+    std::vector<std::vector<std::vector<uint8_t>>> k; // [layer][cell] row bytes
+    int32_t k_type = -1;
+};
+
+seq_cells read_cells(context & ctx) {
+    seq_cells out;
+    std::vector<uint8_t> buf(llama_state_seq_get_size(ctx.get(), 0));
+    buf.resize(llama_state_seq_get_data(ctx.get(), buf.data(), buf.size(), 0));
+    size_t at = 0;
+    auto rd = [&](void * dst, size_t n) {
+        EXPECT_LE(at + n, buf.size());
+        if (at + n <= buf.size()) memcpy(dst, buf.data() + at, n);
+        at += n;
+    };
+    uint32_t magic = 0, n_stream = 0, n_cells = 0, v_trans = 0, n_layer = 0;
+    int32_t seq = 0;
+    rd(&magic, 4);
+    rd(&seq, 4);
+    rd(&n_stream, 4);
+    EXPECT_EQ(n_stream, 1u);
+    rd(&n_cells, 4);
+    for (uint32_t i = 0; i < n_cells; i++) {
+        llama_pos p = 0;
+        uint32_t n_seq = 0;
+        rd(&p, 4);
+        rd(&n_seq, 4);
+        at += 4 * n_seq;
+        out.pos.push_back(p);
+    }
+    rd(&v_trans, 4);
+    rd(&n_layer, 4);
+    out.k.resize(n_layer);
+    for (uint32_t l = 0; l < n_layer; l++) {
+        uint64_t row = 0;
+        rd(&out.k_type, 4);
+        rd(&row, 8);
+        for (uint32_t i = 0; i < n_cells; i++) {
+            out.k[l].emplace_back(buf.begin() + (ptrdiff_t) at, buf.begin() + (ptrdiff_t) (at + row));
+            at += row;
+        }
+    }
+    return out;
+}
+
+// F16 bytes -> floats
+std::vector<float> f16_row(const std::vector<uint8_t> & row) {
+    std::vector<float> out(row.size() / 2);
+    for (size_t i = 0; i < out.size(); i++) {
+        uint16_t h;
+        memcpy(&h, row.data() + 2 * i, 2);
+        out[i] = ggml_fp16_to_fp32(h);
+    }
+    return out;
+}
+
+std::unique_ptr<context> session_context(const model & m) {
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_seq_max = 2;
+    cp.n_threads = 1;
+    std::string err;
+    auto ctx = context_create(m, cp, &err);
+    EXPECT_TRUE(ctx) << err;
+    return ctx;
+}
+
+const std::string DOC =
+    "import os\n\n"
+    "def read_config(path):\n"
+    "    with open(path) as f:\n"
+    "        text = f.read()\n"
+    "    values = {}\n"
+    "    for line in text.splitlines():\n"
+    "        key, _, value = line.partition('=')\n"
+    "        values[key.strip()] = value.strip()\n"
+    "    return values\n\n"
+    "def main():\n"
+    "    config = read_config(os.environ['CONFIG'])\n";
+
+} // namespace
+
+TEST(session, first_code_line) {
+    EXPECT_EQ(session_first_code_line("\n  # a comment\n\n    x = 1  \ny = 2\n"), "x = 1");
+    EXPECT_EQ(session_first_code_line("// c\n"), "");
+    EXPECT_EQ(session_first_code_line("return a"), "return a");
+}
+
+TEST(session, recompute_equals_a_fresh_session_and_errors_name_the_edit) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    auto ctx = session_context(*m);
+    auto fresh_ctx = session_context(*m);
+    ASSERT_TRUE(ctx && fresh_ctx);
+    doc_session s(*ctx, {KV_RECOMPUTE});
+    std::string err;
+    ASSERT_TRUE(s.open(DOC, &err)) << err;
+    const size_t at = DOC.find("values = {}");
+    edit_stats st;
+    ASSERT_TRUE(s.edit({at, 6, "result"}, &st, &err)) << err;
+    EXPECT_EQ(s.text().substr(at, 11), "result = {}");
+    EXPECT_GT(st.first, 0);
+    EXPECT_GE(st.n_inserted, 1);
+    EXPECT_EQ(st.n_stale, 0);
+    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
+    EXPECT_EQ(s.tokens(), fresh.tokens());
+    EXPECT_EQ(s.predict_line(32), fresh.predict_line(32));
+    // a prediction leaves the cache as it was: the same again
+    EXPECT_EQ(s.predict_line(32), fresh.predict_line(32));
+    EXPECT_FALSE(s.edit({DOC.size() + 10, 0, "x"}, &st, &err));
+    EXPECT_NE(err.find("outside the document"), std::string::npos) << err;
+}
+
+TEST(session, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    auto ctx = session_context(*m);
+    auto fresh_ctx = session_context(*m);
+    ASSERT_TRUE(ctx && fresh_ctx);
+    if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
+    doc_session s(*ctx, {KV_PIE});
+    std::string err;
+    ASSERT_TRUE(s.open(DOC, &err)) << err;
+    const seq_cells before = read_cells(*ctx);
+    ASSERT_EQ(before.k_type, (int32_t) GGML_TYPE_F16);
+    // a line inserted in the middle: the later tokens move by the inserted tokens' count
+    const size_t at = DOC.find("    values = {}");
+    edit_stats st;
+    ASSERT_TRUE(s.edit({at, 0, "    # parse every line as key=value\n"}, &st, &err)) << err;
+    const int32_t delta = st.n_inserted - st.n_removed;
+    ASSERT_GT(delta, 0);
+    EXPECT_GT(st.n_stale, 0);
+    EXPECT_EQ(st.n_encoded, st.n_inserted);
+    // read after a decode (llama.cpp applies the shift at the next decode: the edit's own encoding)
+    const seq_cells after = read_cells(*ctx);
+    ASSERT_EQ(after.pos.size(), s.tokens().size() - 1);
+    // the cells before the edit: untouched, every layer, byte for byte
+    for (size_t l = 0; l < before.k.size(); l++) {
+        for (int32_t i = 0; i < st.first; i++) {
+            ASSERT_EQ(after.pos[i], before.pos[i]);
+            ASSERT_EQ(after.k[l][i], before.k[l][i]) << "layer " << l << " cell " << i;
+        }
+    }
+    // the later cells: their layer-0 keys are those of the same tokens encoded at the new positions
+    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
+    const seq_cells want = read_cells(*fresh_ctx);
+    ASSERT_EQ(want.pos.size(), after.pos.size());
+    const int32_t from = st.first + st.n_inserted;
+    int32_t checked = 0;
+    double max_err = 0.0;
+    for (size_t i = 0; i < after.pos.size(); i++) {
+        // cells are stored in slot order: match them by position
+        if (after.pos[i] < from) continue;
+        size_t j = 0;
+        while (j < want.pos.size() && want.pos[j] != after.pos[i]) j++;
+        ASSERT_LT(j, want.pos.size());
+        const auto a = f16_row(after.k[0][i]), b = f16_row(want.k[0][j]);
+        for (size_t e = 0; e < a.size(); e++) {
+            // one F16 rounding of the stored key and one of the rotation's result
+            const double tol = 2.0 * std::ldexp(std::max(std::fabs(a[e]), std::fabs(b[e])), -10) + 1e-3;
+            max_err = std::max(max_err, std::fabs((double) a[e] - b[e]));
+            ASSERT_LE(std::fabs(a[e] - b[e]), tol) << "cell at position " << after.pos[i] << ", element " << e;
+        }
+        checked++;
+    }
+    EXPECT_GT(checked, 10);
+    RecordProperty("max_abs_key_error", std::to_string(max_err));
+    // conflict fast encoding keeps the later cells as they were: old positions, keys not re-rotated
+    auto conflict_ctx = session_context(*m);
+    ASSERT_TRUE(conflict_ctx);
+    doc_session c(*conflict_ctx, {KV_CONFLICT});
+    ASSERT_TRUE(c.open(DOC, &err)) << err;
+    ASSERT_TRUE(c.edit({at, 0, "    # parse every line as key=value\n"}, &st, &err)) << err;
+    EXPECT_EQ(c.text(), s.text());
+    const seq_cells kept = read_cells(*conflict_ctx);
+    int32_t same = 0;
+    for (size_t i = 0; i < before.pos.size(); i++) {
+        if (before.pos[i] < st.first + st.n_removed) continue;
+        for (size_t j = 0; j < kept.pos.size(); j++) {
+            if (kept.pos[j] == before.pos[i] && kept.k[0][j] == before.k[0][i]) {
+                same++;
+                break;
+            }
+        }
+    }
+    EXPECT_EQ(same, (int32_t) before.pos.size() - (st.first + st.n_removed));
+}
+
+TEST(session, drift_control_reencodes_the_stale_tokens) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    auto ctx = session_context(*m);
+    auto fresh_ctx = session_context(*m);
+    ASSERT_TRUE(ctx && fresh_ctx);
+    session_params sp;
+    sp.strategy = KV_PIE;
+    sp.drift_max = 0;
+    doc_session s(*ctx, sp);
+    std::string err;
+    ASSERT_TRUE(s.open(DOC, &err)) << err;
+    edit_stats st;
+    ASSERT_TRUE(s.edit({DOC.find("text = f.read()"), 4, "data"}, &st, &err)) << err;
+    ASSERT_GT(s.n_stale(), 0);
+    EXPECT_GT(s.refresh(), 0);
+    EXPECT_EQ(s.n_stale(), 0);
+    EXPECT_EQ(s.refresh(), 0);
+    // refreshed, the session predicts what a fresh one does
+    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
+    EXPECT_EQ(s.predict_line(32), fresh.predict_line(32));
+}
