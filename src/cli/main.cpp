@@ -20,6 +20,7 @@ int main(int argc, char ** argv) {
         editspec::cli::cmd_serve_add(app),
         editspec::cli::cmd_chat_add(app),
         editspec::cli::cmd_index_add(app),
+        editspec::cli::cmd_session_add(app),
     };
     try {
         app.parse(argc, argv);

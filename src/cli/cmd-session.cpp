@@ -1,0 +1,137 @@
+// editspec session: replays an edit script on a document session (session.h): its KV cache follows
+// each edit by the chosen strategy, and each "complete" predicts the document's next line.
+//
+// Script (JSONL, one operation a line; '-' reads standard input):
+//   {"op": "open", "text": "..."}   or   {"op": "open", "file": "path"}
+//   {"op": "edit", "offset": 120, "delete": 4, "insert": "data"}
+//   {"op": "complete", "n": 64}
+// Output: one JSON line per operation (the edit's token span, stale tokens and KV-update time; the
+// predicted line), or with --text only the predicted lines.
+#include "cli/commands.h"
+#include "editspec/session.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+namespace editspec::cli {
+
+namespace {
+
+struct session_opts {
+    std::string model;
+    std::string script = "-";
+    std::string strategy = "pie";
+    int32_t drift_max = -1;
+    int32_t threads = 0;
+    int32_t n_ctx = 4096;
+    bool text = false;
+};
+
+int run_session(const session_opts & o) {
+    const char * cmd = "session";
+    session_params sp;
+    if (!kv_strategy_parse(o.strategy, sp.strategy)) {
+        return fail_input(cmd, "--strategy '" + o.strategy + "': expected recompute, conflict or pie");
+    }
+    sp.drift_max = o.drift_max;
+    std::ifstream file;
+    if (o.script != "-") {
+        file.open(o.script);
+        if (!file) return fail_input(cmd, "cannot read the script '" + o.script + "'");
+    }
+    std::istream & in = o.script == "-" ? std::cin : file;
+    const std::string model_path = o.model.empty() ? default_model_path() : o.model;
+    model_load_result ml = model_load(model_path, /*vocab_only=*/false);
+    if (!ml.model) return fail_input(cmd, ml.error);
+    context_params cp;
+    cp.n_ctx = o.n_ctx;
+    cp.n_threads = o.threads;
+    cp.n_seq_max = 2;
+    std::string error;
+    auto ctx = context_create(*ml.model, cp, &error);
+    if (!ctx) return fail_runtime(cmd, error);
+    doc_session s(*ctx, sp);
+    bool open = false;
+    std::string line;
+    int32_t line_no = 0;
+    while (std::getline(in, line)) {
+        line_no++;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = o.script + ":" + std::to_string(line_no) + ": ";
+        nlohmann::json op;
+        try {
+            op = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception & e) {
+            return fail_input(cmd, where + "invalid JSON: " + e.what());
+        }
+        const std::string kind = op.is_object() && op.contains("op") && op["op"].is_string() ? op["op"].get<std::string>() : "";
+        nlohmann::json out = {{"op", kind}};
+        try {
+            if (kind == "open") {
+                std::string text;
+                if (op.contains("file")) {
+                    std::ifstream f(op["file"].get<std::string>(), std::ios::binary);
+                    if (!f) return fail_input(cmd, where + "cannot read '" + op["file"].get<std::string>() + "'");
+                    std::stringstream ss;
+                    ss << f.rdbuf();
+                    text = ss.str();
+                } else {
+                    text = op.at("text").get<std::string>();
+                }
+                if (!s.open(text, &error)) return fail_input(cmd, where + error);
+                open = true;
+                out["tokens"] = s.tokens().size();
+            } else if (kind == "edit") {
+                if (!open) return fail_input(cmd, where + "an edit before any \"open\"");
+                text_edit e;
+                e.offset = op.at("offset").get<size_t>();
+                e.n_delete = op.value("delete", (size_t) 0);
+                e.insert = op.value("insert", std::string());
+                edit_stats st;
+                if (!s.edit(e, &st, &error)) return fail_input(cmd, where + error);
+                const int32_t refreshed = s.refresh(); // drift control, between requests
+                if (refreshed < 0) return fail_runtime(cmd, where + "re-encoding the stale tokens failed");
+                out.update({{"first", st.first}, {"removed", st.n_removed}, {"inserted", st.n_inserted},
+                            {"encoded", st.n_encoded}, {"stale", st.n_stale}, {"kv_ms", st.kv_ms},
+                            {"refreshed", refreshed}, {"fallback", st.fallback}, {"tokens", s.tokens().size()}});
+            } else if (kind == "complete") {
+                if (!open) return fail_input(cmd, where + "a completion before any \"open\"");
+                out["line"] = s.predict_line(op.value("n", 64));
+                if (o.text) {
+                    printf("%s\n", out["line"].get<std::string>().c_str());
+                    continue;
+                }
+            } else {
+                return fail_input(cmd, where + "\"op\" must be \"open\", \"edit\" or \"complete\"");
+            }
+        } catch (const nlohmann::json::exception & e) {
+            return fail_input(cmd, where + "bad operation: " + e.what());
+        }
+        if (!o.text) printf("%s\n", out.dump().c_str());
+        fflush(stdout);
+    }
+    return 0;
+}
+
+} // namespace
+
+command cmd_session_add(CLI::App & app) {
+    auto o = std::make_shared<session_opts>();
+    CLI::App * sub = app.add_subcommand("session", "replay an edit script on a document whose KV cache follows the edits (PIE)");
+    sub->add_option("script", o->script, "the edit script, JSONL of {\"op\": \"open\"|\"edit\"|\"complete\", ...}; - = stdin")
+        ->capture_default_str();
+    sub->add_option("-m,--model", o->model, "model GGUF (default: the shipped model)");
+    sub->add_option("--strategy", o->strategy, "how the KV cache follows an edit: recompute, conflict or pie")
+        ->capture_default_str();
+    sub->add_option("--drift-max", o->drift_max, "re-encode the stale tokens once more than this many (-1: never)")
+        ->capture_default_str();
+    sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
+    sub->add_option("-c,--ctx-size", o->n_ctx, "KV cache size in tokens")->capture_default_str();
+    sub->add_flag("--text", o->text, "print only the predicted lines");
+    return {sub, [o] { return run_session(*o); }};
+}
+
+} // namespace editspec::cli
