@@ -37,6 +37,8 @@ struct server_params {
     std::string method = "lookup-longest"; // drafters for every request; `prediction` adds Reuse
     size_t max_body = 8u << 20;        // bytes
     int32_t max_tokens = 4096;         // most tokens one request may ask for
+    int32_t max_sessions = 4;          // /v1/sessions at once (each holds a KV cache of --ctx-size)
+    double  session_idle_s = 600.0;    // a session idle this long may be evicted by a new one
 };
 
 // ----------------------------------------------------------------------------

@@ -16,6 +16,8 @@ struct serve_opts {
     int32_t parallel = 1;
     int32_t max_tokens = 4096;
     size_t max_body_mb = 8;
+    int32_t max_sessions = 4;
+    double session_idle_s = 600.0;
 };
 
 int run_serve(const serve_opts & o) {
@@ -28,6 +30,9 @@ int run_serve(const serve_opts & o) {
     }
     if (o.max_tokens < 1) {
         return fail_input(cmd, "--max-tokens must be at least 1");
+    }
+    if (o.max_sessions < 0 || o.max_sessions > 64) {
+        return fail_input(cmd, "--max-sessions " + std::to_string(o.max_sessions) + " out of range [0, 64]");
     }
     // the models as every request command resolves them (the method is checked by server_run)
     const request_opts & ro = o.req;
@@ -51,6 +56,8 @@ int run_serve(const serve_opts & o) {
         if (const char * env = std::getenv("EDITSPEC_API_KEY"); env && *env) sp.api_key = env;
     }
     sp.n_parallel = o.parallel;
+    sp.max_sessions = o.max_sessions;
+    sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
     sp.max_body = o.max_body_mb << 20;
     return server_run(sp);
@@ -72,6 +79,10 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--parallel", o->parallel, "slots: requests decoded at once, each with its own KV cache")
         ->capture_default_str();
     sub->add_option("--max-tokens", o->max_tokens, "most tokens one request may generate")->capture_default_str();
+    sub->add_option("--max-sessions", o->max_sessions, "document sessions (/v1/sessions) held at once, each with its own KV cache")
+        ->capture_default_str();
+    sub->add_option("--session-idle", o->session_idle_s, "seconds after which an idle session may be evicted by a new one")
+        ->capture_default_str();
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB")->capture_default_str();
     return {sub, [o] { return run_serve(*o); }};
 }

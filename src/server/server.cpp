@@ -1,4 +1,5 @@
 // The HTTP side of `editspec serve`: routes, slots, streaming, metrics.
+#include "server-sessions.h"
 #include "editspec/server.h"
 #include "editspec/edit.h"
 #include "editspec/log.h"
@@ -215,6 +216,7 @@ struct server_state {
     metrics mx;
     std::string model_id;    // the model file's name
     std::atomic<int64_t> next_id{1};
+    std::unique_ptr<session_store> sessions; // /v1/sessions
 };
 
 std::string make_id(server_state & s, const char * prefix) {
@@ -498,6 +500,10 @@ bool open_state(const server_params & p, server_state & s) {
         s.sl.add(std::move(ctx));
     }
     s.sl.start();
+    session_store_params ssp;
+    ssp.max_sessions = p.max_sessions;
+    ssp.idle_s = p.session_idle_s;
+    s.sessions = std::make_unique<session_store>(s.rn, ssp);
     s.model_id = std::filesystem::path(p.runner.model_path).filename().string();
     return true;
 }
@@ -528,6 +534,26 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Post("/infill", timed(API_INFILL));
     svr.Post("/v1/apply", timed(API_APPLY));
     svr.Get("/health", [](const httplib::Request &, httplib::Response & res) { send_json(res, 200, {{"status", "ok"}}); });
+    // document sessions (server-sessions.h)
+    auto session_route = [&s](std::function<int(const httplib::Request &, json &)> f) {
+        return [&s, f](const httplib::Request & req, httplib::Response & res) {
+            const auto t0 = clock_type::now();
+            json out;
+            const int status = f(req, out);
+            send_json(res, status, out);
+            s.mx.request("/v1/sessions", status, std::chrono::duration<double>(clock_type::now() - t0).count());
+        };
+    };
+    svr.Post("/v1/sessions", session_route([&s](const httplib::Request & req, json & out) { return s.sessions->create(req.body, out); }));
+    svr.Post(R"(/v1/sessions/([^/]+)/edits)", session_route([&s](const httplib::Request & req, json & out) {
+        return s.sessions->edit(req.matches[1], req.body, out);
+    }));
+    svr.Post(R"(/v1/sessions/([^/]+)/complete)", session_route([&s](const httplib::Request & req, json & out) {
+        return s.sessions->complete(req.matches[1], req.body, out);
+    }));
+    svr.Delete(R"(/v1/sessions/([^/]+))", session_route([&s](const httplib::Request & req, json & out) {
+        return s.sessions->close(req.matches[1], out);
+    }));
     auto models = [&s](const httplib::Request &, httplib::Response & res) {
         send_json(res, 200, {{"object", "list"},
                              {"data", json::array({{{"id", s.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "editspec"}}})}});
@@ -586,6 +612,7 @@ int server_run(const server_params & p) {
             p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", s.method.name.c_str(), s.with_reuse.name.c_str());
     const bool ok = svr.listen_after_bind();
     g_server = nullptr;
+    s.sessions.reset();
     s.sl.stop();
     return ok ? 0 : 1;
 }

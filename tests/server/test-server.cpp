@@ -309,3 +309,53 @@ TEST(server, api_key) {
     r = post(s, "/completion", "{\"prompt\": \"x\", \"n_predict\": 1}", &status, {{"Authorization", "Bearer sekrit"}});
     EXPECT_EQ(status, 200) << r.dump();
 }
+
+// /v1/sessions: a document whose KV cache follows its edits; the predicted line equals the CLI's
+// (`editspec session`, same strategy and edits); bounded in number; bad input gets a JSON error
+TEST(server, document_sessions) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({"--max-sessions", "2"});
+    ASSERT_GT(s.pid, 0);
+    const std::string doc = "def area(w, h):\n    return w * h\n\n\ndef volume(w, h, d):\n    return area(w, h) * d\n\n\ndef perimeter(w, h):\n";
+    int status = 0;
+    const json c = post(s, "/v1/sessions", json{{"text", doc}, {"strategy", "pie"}}.dump(), &status);
+    ASSERT_EQ(status, 200) << c.dump();
+    const std::string id = c["id"];
+    const size_t at = doc.find("    return area");
+    const json e = post(s, "/v1/sessions/" + id + "/edits",
+                        json{{"edits", {{{"offset", at}, {"delete", 0}, {"insert", "    # the box's volume\n"}}}}}.dump(), &status);
+    ASSERT_EQ(status, 200) << e.dump();
+    EXPECT_GT(e["edits"][0]["stale"].get<int>(), 0) << e.dump();
+    const json p = post(s, "/v1/sessions/" + id + "/complete", json{{"max_tokens", 32}}.dump(), &status);
+    ASSERT_EQ(status, 200) << p.dump();
+    test::temp_dir tmp;
+    std::ofstream(tmp.path / "s.jsonl") << json{{"op", "open"}, {"text", doc}}.dump() << "\n"
+                                        << json{{"op", "edit"}, {"offset", at}, {"delete", 0}, {"insert", "    # the box's volume\n"}}.dump() << "\n"
+                                        << json{{"op", "complete"}, {"n", 32}}.dump() << "\n";
+    std::string out;
+    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " session " + (tmp.path / "s.jsonl").string() + " -m " + k_target +
+                                    " -t 1 --strategy pie --text", &out), 0) << out;
+    EXPECT_EQ(p["line"].get<std::string>() + "\n", out);
+    // errors: unknown session, an edit outside the document, a body that is not JSON
+    post(s, "/v1/sessions/sess-999/complete", "{}", &status);
+    EXPECT_EQ(status, 404);
+    const json bad = post(s, "/v1/sessions/" + id + "/edits", json{{"offset", 100000}}.dump(), &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(bad["error"]["message"].get<std::string>().find("outside the document"), std::string::npos) << bad.dump();
+    post(s, "/v1/sessions", "{not json", &status);
+    EXPECT_EQ(status, 400);
+    post(s, "/v1/sessions", json{{"text", doc}, {"strategy", "magic"}}.dump(), &status);
+    EXPECT_EQ(status, 400);
+    // bounded: a third session is refused while two are in use; closing one makes room
+    post(s, "/v1/sessions", json{{"text", doc}}.dump(), &status);
+    EXPECT_EQ(status, 200);
+    post(s, "/v1/sessions", json{{"text", doc}}.dump(), &status);
+    EXPECT_EQ(status, 429);
+    auto cl = s.client();
+    auto d = cl.Delete(("/v1/sessions/" + id).c_str());
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->status, 200);
+    post(s, "/v1/sessions", json{{"text", doc}}.dump(), &status);
+    EXPECT_EQ(status, 200);
+    EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
