@@ -76,9 +76,17 @@ bool doc_session::encode(std::span<const llama_token> t, llama_pos pos0, bool sp
 }
 
 bool doc_session::recompute_from(int32_t a) {
-    // every cell from token a's on, then the tokens a .. n-2 at their own positions
-    const llama_pos p0 = a < (int32_t) pos_.size() ? pos_[a] : (a > 0 ? pos_[a - 1] + 1 : 0);
-    ctx_.kv_rm(0, std::min<llama_pos>(p0, a), -1);
+    // every cell from token a's on, then the tokens a .. n-2 at their own positions. After a
+    // KV_CONFLICT edit cells are not at their tokens' positions (they may even share positions), so
+    // no position range holds exactly the later tokens: then everything is encoded again
+    for (size_t i = 0; i < pos_.size(); i++) {
+        if (pos_[i] != (llama_pos) i) {
+            a = 0;
+            break;
+        }
+    }
+    if (a == 0) ctx_.kv_clear();
+    else ctx_.kv_rm(0, a, -1);
     const int32_t n = (int32_t) tokens_.size();
     pos_.resize(n);
     for (int32_t i = 0; i < n; i++) pos_[i] = i;
@@ -131,6 +139,17 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
         ES_LOG_WARN("session: this model's KV cache cannot shift positions: PIE falls back to recomputing\n");
         how = KV_RECOMPUTE;
         s.fallback = true;
+    }
+    if (how == KV_CONFLICT && b > 0 && old_end > a) {
+        // cells are removed by position: after an earlier conflict insertion other tokens may share
+        // the span's positions, and removing them too would corrupt the cache; recompute instead
+        const llama_pos p0 = pos_[a], p1 = pos_[old_end - 1] + 1;
+        for (int32_t i = 0; i < n_old - 1 && !s.fallback; i++) {
+            if ((i < a || i >= old_end) && pos_[i] >= p0 && pos_[i] < p1) {
+                how = KV_RECOMPUTE;
+                s.fallback = true;
+            }
+        }
     }
     tokens_ = t;
     text_ = std::move(text);
