@@ -1,4 +1,4 @@
-// Document sessions (src/session/): the token diff of an edit, the three KV strategies, drift
+// Document sessions (src/session/pie.cpp): the token diff of an edit, the three KV strategies, drift
 // control; and PIE's promise about the cache, read back from llama.cpp's sequence state: the cells
 // before an edit are untouched, and a shifted key equals the key of the same token encoded at the
 // new position (layer 0, where a key depends on the token and its position only) within F16 rounding.

@@ -1,4 +1,7 @@
-// Document sessions: text edits -> token diff -> the KV strategy (pie.cpp) -> next-line prediction.
+// Document sessions and PIE (seed 001): text edits -> token diff -> the KV strategy (recompute,
+// conflict fast encoding, PIE) -> next-line prediction.
+//
+// ref: "Positional Integrity Encoding" §3 (the three strategies); llama.cpp K-shift (llama_memory_seq_add)
 #include "editspec/session.h"
 #include "editspec/log.h"
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 24's KV-update bar: a 1-line edit in the middle of a document of ~4k tokens, the time the KV
+# update takes with each strategy (`editspec session`, kv_ms), in one run on one model.
+#
+#   bench/pie-kv-time.sh MODEL.gguf [THREADS] [FILE]
+#
+# FILE: a long source file (default: the standard library's argparse.py), cut to ~14,000 bytes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+editspec="$(dirname "$here")/build/bin/editspec"
+model="${1:?usage: bench/pie-kv-time.sh MODEL.gguf [THREADS] [FILE]}"
+threads="${2:-2}"
+file="${3:-/usr/lib/python3.11/argparse.py}"
+script="$(mktemp)"
+trap 'rm -f "$script"' EXIT
+python3 - "$file" > "$script" <<'PY'
+import json, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+lines = text.splitlines(keepends=True)
+doc, i = "", 0
+while i < len(lines) and len(doc) + len(lines[i]) <= 14000:
+    doc += lines[i]; i += 1
+mid = doc.find("\n", len(doc) // 2) + 1            # a line boundary half way through
+print(json.dumps({"op": "open", "text": doc}))
+print(json.dumps({"op": "edit", "offset": mid, "delete": 0, "insert": "        value = compute(value)  # an inserted line\n"}))
+PY
+for s in recompute pie conflict; do
+    "$editspec" session "$script" -m "$model" --strategy "$s" -t "$threads" -c 4608 | python3 -c '
+import json, sys
+ops = [json.loads(l) for l in sys.stdin]
+e = [o for o in ops if o["op"] == "edit"][0]
+print(f"'"$s"': document {ops[0][\"tokens\"]} tokens; edit at token {e[\"first\"]}: {e[\"encoded\"]} encoded, {e[\"stale\"]} stale, KV update {e[\"kv_ms\"]:.1f} ms")'
+done
