@@ -25,9 +25,10 @@ print(json.dumps({"op": "open", "text": doc}))
 print(json.dumps({"op": "edit", "offset": mid, "delete": 0, "insert": "        value = compute(value)  # an inserted line\n"}))
 PY
 for s in recompute pie conflict; do
-    "$editspec" session "$script" -m "$model" --strategy "$s" -t "$threads" -c 4608 | python3 -c '
-import json, sys
+    "$editspec" session "$script" -m "$model" --strategy "$s" -t "$threads" -c 4608 | STRATEGY=$s python3 -c '
+import json, os, sys
 ops = [json.loads(l) for l in sys.stdin]
 e = [o for o in ops if o["op"] == "edit"][0]
-print(f"'"$s"': document {ops[0][\"tokens\"]} tokens; edit at token {e[\"first\"]}: {e[\"encoded\"]} encoded, {e[\"stale\"]} stale, KV update {e[\"kv_ms\"]:.1f} ms")'
+print("%s: document %d tokens; edit at token %d: %d encoded, %d stale, KV update %.1f ms"
+      % (os.environ["STRATEGY"], ops[0]["tokens"], e["first"], e["encoded"], e["stale"], e["kv_ms"]))'
 done

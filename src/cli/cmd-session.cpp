@@ -110,7 +110,7 @@ int run_session(const session_opts & o) {
         } catch (const nlohmann::json::exception & e) {
             return fail_input(cmd, where + "bad operation: " + e.what());
         }
-        if (!o.text) printf("%s\n", out.dump().c_str());
+        if (!o.text) printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         fflush(stdout);
     }
     return 0;
