@@ -136,8 +136,9 @@ def main():
         ops = [json.loads(x) for x in out.splitlines() if x.strip()]
         preds = [o["line"] for o in ops if o["op"] == "complete"]
         kv = [o["kv_ms"] for o in ops if o["op"] == "edit"]
+        fallbacks = sum(1 for o in ops if o["op"] == "edit" and o.get("fallback"))
         assert len(preds) == len(tasks)
-        results[s] = {"preds": preds, "kv_ms": kv, "seconds": time.time() - t0}
+        results[s] = {"preds": preds, "kv_ms": kv, "fallbacks": fallbacks, "seconds": time.time() - t0}
     rows = []
     for kind in ("insertion", "deletion", "multi"):
         idx = [i for i, t in enumerate(tasks) if t["kind"] == kind]
@@ -158,6 +159,7 @@ def main():
         print(f"| {r['kind']} | {r['tasks']} | " + " | ".join(f"{r[s + '_em']:.1f} / {r[s + '_es']:.1f}" for s in STRATEGIES) +
               f" | {r['conflict_same_as_recompute']:.0f} % , {r['pie_same_as_recompute']:.0f} % |")
     print("mean KV update per edit (ms): " + ", ".join(f"{s} {kv[s]:.1f}" for s in STRATEGIES))
+    print("edits recomputed instead (fallback): " + ", ".join(f"{s} {results[s]['fallbacks']}" for s in STRATEGIES))
 
 
 if __name__ == "__main__":

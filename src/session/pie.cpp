@@ -181,6 +181,14 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
         stale_ = std::move(stale);
         s.n_encoded = new_end - a;
         ok = encode(std::span<const llama_token>(tokens_).subspan(a, new_end - a), pos_[a], true);
+        if (!ok && how == KV_CONFLICT) {
+            // llama.cpp refuses the batch when earlier conflict edits left the prefix's positions out
+            // of order: the baseline cannot go on, so the document is encoded again (reported)
+            s.fallback = true;
+            s.n_encoded = n_new - 1;
+            pos_.assign(1, -1); // not the identity: recompute_from clears and starts at 0
+            ok = recompute_from(0);
+        }
     }
     s.kv_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     s.n_stale = n_stale();
