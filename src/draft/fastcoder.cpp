@@ -188,7 +188,8 @@ void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree
     }
     if (match == 0) return;
     proposed_ = true;
-    retrieval_propose_best(trie_, match, tree, budget);
+    if (params.best_first) retrieval_propose_best(trie_, match, tree, budget);
+    else retrieval_propose(trie_.top_paths(params.retrieval.n_paths, 0.0f), match, tree, budget);
 }
 
 void fastcoder_drafter::accept(std::span<const llama_token> accepted) {
