@@ -34,6 +34,21 @@ json error_json(int status, const std::string & msg, const std::string & param =
     return api_error_json(err);
 }
 
+// the request body as a JSON object ("" = {}); false with the 400 error in out
+bool parse_body(const std::string & body, json & in, json & out) {
+    try {
+        in = body.empty() ? json::object() : json::parse(body);
+    } catch (const json::exception &) {
+        out = error_json(400, "the body is not JSON");
+        return false;
+    }
+    if (!in.is_object()) {
+        out = error_json(400, "the body must be a JSON object");
+        return false;
+    }
+    return true;
+}
+
 } // namespace
 
 struct session_store::impl {
@@ -78,6 +93,17 @@ struct session_store::impl {
         sessions.clear();
     }
 
+    // the session (worker only), touched; null with the 404 error in out
+    entry * find(const std::string & id, json & out) {
+        auto it = sessions.find(id);
+        if (it == sessions.end()) {
+            out = error_json(404, "no session '" + id + "' (closed, or evicted after idling)");
+            return nullptr;
+        }
+        it->second.last_used = clock_type::now();
+        return &it->second;
+    }
+
     // runs f on the worker and waits for it
     int on_worker(const std::function<int()> & f) {
         std::promise<int> done;
@@ -103,13 +129,8 @@ session_store::~session_store() = default;
 
 int session_store::create(const std::string & body, json & out) {
     json in;
-    try {
-        in = json::parse(body);
-    } catch (const json::exception &) {
-        out = error_json(400, "the body is not JSON");
-        return 400;
-    }
-    if (!in.is_object() || !in.contains("text") || !in["text"].is_string()) {
+    if (!parse_body(body, in, out)) return 400;
+    if (!in.contains("text") || !in["text"].is_string()) {
         out = error_json(400, "a session needs \"text\": the document (a string)", "text");
         return 400;
     }
@@ -167,15 +188,10 @@ int session_store::create(const std::string & body, json & out) {
 
 int session_store::edit(const std::string & id, const std::string & body, json & out) {
     json in;
-    try {
-        in = json::parse(body);
-    } catch (const json::exception &) {
-        out = error_json(400, "the body is not JSON");
-        return 400;
-    }
+    if (!parse_body(body, in, out)) return 400;
     // one edit, or {"edits": [...]}
     std::vector<text_edit> edits;
-    const json list = in.is_object() && in.contains("edits") ? in["edits"] : json::array({in});
+    const json list = in.contains("edits") ? in["edits"] : json::array({in});
     if (!list.is_array() || list.empty()) {
         out = error_json(400, "\"edits\" must be a non-empty array", "edits");
         return 400;
@@ -189,19 +205,15 @@ int session_store::edit(const std::string & id, const std::string & body, json &
         edits.push_back({e["offset"].get<size_t>(), e.value("delete", (size_t) 0), e.value("insert", std::string())});
     }
     return d_->on_worker([&]() -> int {
-        auto it = d_->sessions.find(id);
-        if (it == d_->sessions.end()) {
-            out = error_json(404, "no session '" + id + "' (closed, or evicted after idling)");
-            return 404;
-        }
-        it->second.last_used = clock_type::now();
-        doc_session & doc = *it->second.doc;
+        impl::entry * ent = d_->find(id, out);
+        if (!ent) return 404;
+        doc_session & doc = *ent->doc;
         json stats = json::array();
         for (const text_edit & e : edits) {
             edit_stats st;
             std::string error;
             if (!doc.edit(e, &st, &error)) {
-                if (doc.tokens().empty()) d_->sessions.erase(it); // a decode failure closed it
+                if (doc.tokens().empty()) d_->sessions.erase(id); // a decode failure closed it
                 out = error_json(400, error, "edits");
                 return 400;
             }
@@ -216,28 +228,17 @@ int session_store::edit(const std::string & id, const std::string & body, json &
 }
 
 int session_store::complete(const std::string & id, const std::string & body, json & out) {
-    json in = json::object();
-    if (!body.empty()) {
-        try {
-            in = json::parse(body);
-        } catch (const json::exception &) {
-            out = error_json(400, "the body is not JSON");
-            return 400;
-        }
-    }
-    if (!in.is_object() || (in.contains("max_tokens") && !in["max_tokens"].is_number_unsigned())) {
+    json in;
+    if (!parse_body(body, in, out)) return 400;
+    if (in.contains("max_tokens") && !in["max_tokens"].is_number_unsigned()) {
         out = error_json(400, "\"max_tokens\" must be a positive integer", "max_tokens");
         return 400;
     }
     const int32_t n = std::min<int32_t>(in.value("max_tokens", 64), 256);
     return d_->on_worker([&]() -> int {
-        auto it = d_->sessions.find(id);
-        if (it == d_->sessions.end()) {
-            out = error_json(404, "no session '" + id + "' (closed, or evicted after idling)");
-            return 404;
-        }
-        it->second.last_used = clock_type::now();
-        out = {{"id", id}, {"line", it->second.doc->predict_line(n)}};
+        impl::entry * ent = d_->find(id, out);
+        if (!ent) return 404;
+        out = {{"id", id}, {"line", ent->doc->predict_line(n)}};
         return 200;
     });
 }

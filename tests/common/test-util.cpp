@@ -68,6 +68,20 @@ int run_command(const std::string & cmd, std::string * out) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::vector<ar_case> ar_cases(context & ctx, std::mt19937 & rng, int32_t n, int32_t n_predict) {
+    std::vector<ar_case> out;
+    for (int32_t i = 0; i < n; i++) {
+        ar_case c;
+        c.prompt = random_code_prompt(ctx.owner(), rng);
+        generate_params gp;
+        gp.n_predict = n_predict;
+        c.ar = generate_ar(ctx, c.prompt, gp);
+        c.text = ctx.owner().detokenize(c.prompt) + c.ar.text;
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
 bool index_texts(const model & m, const std::filesystem::path & dir, const std::string & name,
                  const std::vector<std::string> & texts, datastore & ds, std::string * error) {
     datastore_build_params bp;

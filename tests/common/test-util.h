@@ -3,6 +3,7 @@
 
 #include "editspec/datastore.h"
 #include "editspec/engine.h"
+#include "editspec/generate.h"
 
 #include <filesystem>
 #include <memory>
@@ -42,6 +43,15 @@ struct temp_dir {
     // file names in the folder, sorted
     std::vector<std::string> names() const;
 };
+
+// n random code prompts and their greedy (ar) outputs of n_predict tokens; text = the prompt and
+// the output as text (what a datastore of "the model's own outputs" holds)
+struct ar_case {
+    token_vec prompt;
+    generate_result ar;
+    std::string text;
+};
+std::vector<ar_case> ar_cases(context & ctx, std::mt19937 & rng, int32_t n, int32_t n_predict);
 
 // a datastore of the texts (one file each: dir/NAME0.py, ...) at dir/NAME.eds, opened into ds;
 // false with *error

@@ -128,17 +128,12 @@ TEST_F(fastcoder_fixture, greedy_fastcoder_equals_ar_as_the_cache_fills) {
     ctx = test::make_spec_context(*m, 256);
     ASSERT_TRUE(ctx);
     std::mt19937 rng(23);
-    std::vector<token_vec> prompts;
-    std::vector<generate_result> ars;
+    const std::vector<test::ar_case> cases = test::ar_cases(*ctx, rng, 24, 48);
     std::vector<std::string> repo_texts, common_texts;
-    for (int p = 0; p < 24; p++) {
-        prompts.push_back(test::random_code_prompt(*m, rng));
-        generate_params gp;
-        gp.n_predict = 48;
-        ars.push_back(generate_ar(*ctx, prompts.back(), gp));
+    for (size_t p = 0; p < cases.size(); p++) {
         // a third of the outputs in the repository store, a third shuffled in the common one (drafts
         // that fail), a third nowhere (the cache's turn: the model's own output of earlier prompts)
-        std::string text = m->detokenize(prompts.back()) + ars.back().text;
+        std::string text = cases[p].text;
         if (p % 3 == 0) repo_texts.push_back(text);
         if (p % 3 == 1) {
             std::shuffle(text.begin() + text.size() / 2, text.end(), rng);
@@ -155,15 +150,15 @@ TEST_F(fastcoder_fixture, greedy_fastcoder_equals_ar_as_the_cache_fills) {
     fp.cache_min = 20;
     int64_t accepted = 0, from_cache = 0;
     for (int pass = 0; pass < 2; pass++) { // the second pass repeats the prompts: the cache answers
-        for (size_t p = 0; p < prompts.size(); p++) {
+        for (size_t p = 0; p < cases.size(); p++) {
             fastcoder_drafter d(*m, r, c, &cache, fp);
             drafter_i * ds[] = {&d};
             spec_params sp;
             sp.draft_max = 24;
             generate_params gp;
             gp.n_predict = 48;
-            const generate_result res = generate_spec(*ctx, prompts[p], gp, sp, ds);
-            ASSERT_EQ(res.tokens, ars[p].tokens) << "prompt " << p << ", pass " << pass;
+            const generate_result res = generate_spec(*ctx, cases[p].prompt, gp, sp, ds);
+            ASSERT_EQ(res.tokens, cases[p].ar.tokens) << "prompt " << p << ", pass " << pass;
             accepted += res.by_source[DRAFT_SOURCE_RETRIEVAL].n_accepted;
             from_cache += d.stats.from_cache;
         }

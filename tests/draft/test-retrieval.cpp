@@ -70,17 +70,12 @@ TEST_F(rest_fixture, greedy_rest_equals_ar) {
     ctx = test::make_spec_context(*m, 256);
     ASSERT_TRUE(ctx);
     std::mt19937 rng(21);
-    std::vector<token_vec> prompts;
-    std::vector<generate_result> ars;
+    const std::vector<test::ar_case> cases = test::ar_cases(*ctx, rng, 24, 48);
     std::vector<std::string> texts;
-    for (int p = 0; p < 24; p++) {
-        prompts.push_back(test::random_code_prompt(*m, rng));
-        generate_params gp;
-        gp.n_predict = 48;
-        ars.push_back(generate_ar(*ctx, prompts.back(), gp));
+    for (size_t p = 0; p < cases.size(); p++) {
         // the datastore holds half the prompts with their outputs (drafts that hold), and the other
         // half's outputs cut and shuffled (drafts that fail)
-        std::string text = m->detokenize(prompts.back()) + ars.back().text;
+        std::string text = cases[p].text;
         if (p % 2) std::shuffle(text.begin() + text.size() / 2, text.end(), rng);
         texts.push_back(text);
     }
@@ -92,7 +87,7 @@ TEST_F(rest_fixture, greedy_rest_equals_ar) {
     method_inputs in;
     in.datastores = stores;
     int64_t accepted = 0;
-    for (size_t p = 0; p < prompts.size(); p++) {
+    for (size_t p = 0; p < cases.size(); p++) {
         std::vector<std::unique_ptr<drafter_i>> owned;
         ASSERT_TRUE(method_make_drafters(ms, in, owned, &err)) << err;
         drafter_i * ds_[] = {owned[0].get()};
@@ -100,8 +95,8 @@ TEST_F(rest_fixture, greedy_rest_equals_ar) {
         sp.draft_max = 24;
         generate_params gp;
         gp.n_predict = 48;
-        const generate_result r = generate_spec(*ctx, prompts[p], gp, sp, ds_);
-        ASSERT_EQ(r.tokens, ars[p].tokens) << "prompt " << p;
+        const generate_result r = generate_spec(*ctx, cases[p].prompt, gp, sp, ds_);
+        ASSERT_EQ(r.tokens, cases[p].ar.tokens) << "prompt " << p;
         accepted += r.by_source[DRAFT_SOURCE_RETRIEVAL].n_accepted;
     }
     EXPECT_GT(accepted, 100); // the datastore's drafts were tried and held

@@ -97,6 +97,19 @@ const std::string DOC =
     "def main():\n"
     "    config = read_config(os.environ['CONFIG'])\n";
 
+// the tiny model, a session's context and one for a fresh session to compare with
+struct session_test : public ::testing::Test {
+    std::unique_ptr<model> m;
+    std::unique_ptr<context> ctx, fresh_ctx;
+    void SetUp() override {
+        m = test::load_or_fail(test::tiny_model_q8_path());
+        ASSERT_TRUE(m);
+        ctx = session_context(*m);
+        fresh_ctx = session_context(*m);
+        ASSERT_TRUE(ctx && fresh_ctx);
+    }
+};
+
 } // namespace
 
 TEST(session, first_code_line) {
@@ -105,12 +118,7 @@ TEST(session, first_code_line) {
     EXPECT_EQ(session_first_code_line("return a"), "return a");
 }
 
-TEST(session, recompute_equals_a_fresh_session_and_errors_name_the_edit) {
-    auto m = test::load_or_fail(test::tiny_model_q8_path());
-    ASSERT_TRUE(m);
-    auto ctx = session_context(*m);
-    auto fresh_ctx = session_context(*m);
-    ASSERT_TRUE(ctx && fresh_ctx);
+TEST_F(session_test, recompute_equals_a_fresh_session_and_errors_name_the_edit) {
     doc_session s(*ctx, {KV_RECOMPUTE});
     std::string err;
     ASSERT_TRUE(s.open(DOC, &err)) << err;
@@ -131,12 +139,7 @@ TEST(session, recompute_equals_a_fresh_session_and_errors_name_the_edit) {
     EXPECT_NE(err.find("outside the document"), std::string::npos) << err;
 }
 
-TEST(session, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) {
-    auto m = test::load_or_fail(test::tiny_model_q8_path());
-    ASSERT_TRUE(m);
-    auto ctx = session_context(*m);
-    auto fresh_ctx = session_context(*m);
-    ASSERT_TRUE(ctx && fresh_ctx);
+TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) {
     if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
     doc_session s(*ctx, {KV_PIE});
     std::string err;
@@ -207,12 +210,7 @@ TEST(session, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) {
     EXPECT_EQ(same, (int32_t) before.pos.size() - (st.first + st.n_removed));
 }
 
-TEST(session, drift_control_reencodes_the_stale_tokens) {
-    auto m = test::load_or_fail(test::tiny_model_q8_path());
-    ASSERT_TRUE(m);
-    auto ctx = session_context(*m);
-    auto fresh_ctx = session_context(*m);
-    ASSERT_TRUE(ctx && fresh_ctx);
+TEST_F(session_test, drift_control_reencodes_the_stale_tokens) {
     session_params sp;
     sp.strategy = KV_PIE;
     sp.drift_max = 0;
