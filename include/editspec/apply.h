@@ -22,9 +22,12 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include "editspec/constraint.h"
 #include "editspec/engine.h"
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace editspec {
 
@@ -52,5 +55,64 @@ bool apply_prompt_parse_special(const model & m);
 // show only by their missing place between context lines. "" when the texts are equal.
 std::string apply_snippet(const std::string & before, const std::string & after, const std::string & marker,
                           int32_t context = 3);
+
+// true for an elision marker line: a comment ("#", "//", "/*", "--", ";", "<!--") that says
+// "...", "existing code", "unchanged" or "rest of"
+bool apply_is_marker(const std::string & line);
+
+// Constrained apply (`--constrain`): the merged file is the original's lines and the snippet's
+// (markers left out), each source used in its own order: every line of the output is a line of the
+// original after the last one used from it, or of the snippet after the last one used from it (a
+// small set of such positions is tracked, as a line may come from either). The snippet's lines that
+// are unchanged lines of the original (its longest common subsequence with the original; lines of a
+// few characters excepted, as new code repeats them) are those lines: writing one uses both, so an
+// unchanged line cannot be written twice. Nothing the snippet keeps may be left out: the snippet's
+// new lines, and the original's lines elided by a marker between two unchanged lines (or before the
+// first, after the last) with no new line there; the end comes only once all of them are written.
+// The original's lines between two unchanged lines that the snippet shows side by side are deleted.
+// A changed line takes the place of its old version (the most similar line there, same indent,
+// >= 70 % alike), which may then not be written.
+// The model decides the rest: where unanchored new lines go, which old lines they replace. A fence line ("```...")
+// at most twice (chat models fence their answer); the end only at the start of a line (or after an
+// unterminated last line). A small model then cannot garble a name, split a character, loop or jump
+// back: it only chooses which lines come next. Lossy with respect to the model's free greedy output
+// (reported as its own mode); speculative decoding under it equals constrained autoregressive
+// decoding token for token.
+class apply_constraint : public token_constraint {
+public:
+    apply_constraint(const model & m, const apply_input & in);
+    bool allows(std::span<const llama_token> out, llama_token t) override;
+
+private:
+    struct pos {
+        int32_t i, j; // next usable line of the original, of the snippet
+    };
+    struct state {
+        std::vector<pos> at;     // the positions the output so far can be at (none dominating another)
+        std::string      partial; // the line being written
+        int32_t          fences = 0;
+    };
+    const std::string & piece(llama_token t);
+    pos from_code(pos p, int32_t i) const;   // p after writing code line i, or {-1, -1}
+    pos from_update(pos p, int32_t j) const; // p after writing update line j, or {-1, -1}
+    bool take_line(const std::string & line, state & st) const; // false when no position allows it
+    bool prefix_ok(const state & st) const;
+    bool extend(const std::string & text, state & st) const;
+    bool end_ok(const state & st) const;
+
+    const model & m_;
+    std::vector<std::string> code_, update_;                  // their lines (the update's markers left out)
+    std::map<std::string, std::vector<int32_t>> in_code_, in_update_; // line -> its indices
+    std::vector<int32_t> anchor_;                             // per update line: the code line it is, or -1
+    std::vector<int32_t> code_anchor_;                        // per code line: the update line that is it, or -1
+    std::vector<int32_t> place_;                              // per update line: the code line it is or replaces, or -1
+    std::vector<int32_t> kept_before_;                        // [i]: kept code lines before code line i
+    std::vector<uint8_t> dropped_;                            // per code line: deleted by the snippet
+    std::vector<int32_t> new_before_;                         // [j]: unanchored update lines before update line j
+    std::vector<std::string> pieces_;          // per token, filled on first use
+    std::vector<uint8_t> piece_known_;
+    token_vec done_;                            // the output prefix `states_.back()` is for
+    std::vector<state> states_;                 // states_[k]: after done_'s first k tokens
+};
 
 } // namespace editspec

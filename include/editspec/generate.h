@@ -9,6 +9,7 @@
 // (context_prefill_cached); everything else in the KV cache goes.
 #pragma once
 
+#include "editspec/constraint.h"
 #include "editspec/engine.h"
 #include "editspec/sampling.h"
 
@@ -38,6 +39,9 @@ struct generate_params {
     // streaming: called with each new piece of text (whole UTF-8 characters, held back while it
     // could still be the start of a stop string); return false to stop
     std::function<bool(std::string_view)> on_text;
+    // constrained greedy decoding (constraint.h): each token is the likeliest the constraint allows;
+    // temperature 0 only (a sampled request with a constraint is an error). Not owned.
+    token_constraint * constraint = nullptr;
 };
 
 // per-drafter counters (vLLM / common_speculative style)
@@ -95,7 +99,9 @@ private:
     size_t max_stop_len_ = 0;
 };
 
-// checks a prompt against the context before decoding; false with r.error set
-bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r);
+// checks a prompt against the context (and a constraint against the sampling) before decoding;
+// false with r.error set
+bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r,
+                           const token_constraint * constraint = nullptr, const sampling_params & sampling = {});
 
 } // namespace editspec

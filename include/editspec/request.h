@@ -77,14 +77,16 @@ struct request {
     accept_stats * stats = nullptr;         // acceptance statistics carried across requests, null = per request
     std::span<const datastore * const> repo_datastores; // "fastcoder": this request's repository, else the runner's
     retrieval_cache * cache = nullptr;      // "fastcoder": a cache carried across requests, null = per request
+    std::shared_ptr<token_constraint> constraint; // constrained decoding (constraint.h), null = none; gen.constraint is set from it
 };
 
 // edit requests: the prompt (the model's chat template, else the plain edit template; edit.h) and
 // the original code's tokens
 void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq);
 
-// apply requests (apply.h): the prompt and the original code's tokens, as for an edit
-void request_apply_tokens(const model & m, const apply_input & in, request & rq);
+// apply requests (apply.h): the prompt and the original code's tokens, as for an edit; with
+// constrain, an apply_constraint on the output
+void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain = false);
 
 // "" when the prompt leaves room for a token in a context of n_ctx; else the error saying both sizes
 std::string request_over_context(const request & rq, int32_t n_ctx);

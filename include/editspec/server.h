@@ -84,6 +84,7 @@ struct api_request {
     std::string model;                   // as the client named it (echoed)
     bool is_apply = false;               // /v1/apply, or a chat message in the apply format
     apply_input apply;                   // its code, update and instruction (the code is the prediction)
+    bool constrain = false;              // /v1/apply "constrain": every merged line from the code or the update
 };
 
 // sets a 400 error on `param` (may be ""); returns false

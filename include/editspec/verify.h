@@ -55,6 +55,7 @@
 // Thread-safe for distinct rng_state objects.
 #pragma once
 
+#include "editspec/constraint.h"
 #include "editspec/draft.h"
 #include "editspec/sampling.h"
 
@@ -110,6 +111,10 @@ struct verify_input {
     std::vector<const float *> node_logits;           // [n_nodes][n_vocab] target logits after each tree node
     std::vector<uint8_t>       lossy_ok;              // [n_nodes] or empty (= all 1); lossy rules judge node i only where 1
     size_t                     n_out       = 0;       // output tokens before this pass (where forced choices start)
+    // GREEDY only: the target's token at a node is constrained_argmax over the output to that node
+    // (out, then the path's tokens) instead of its argmax (constraint.h); null = none
+    token_constraint *         constraint  = nullptr;
+    std::span<const llama_token> out;                 // with a constraint: the output before this pass
 };
 
 struct verify_result {
@@ -151,9 +156,14 @@ using verify_rule = std::function<int32_t(const float * logits, std::span<const 
 verify_result verify_walk(const verify_input & in, const sampling_params & sp, rng_state & rng,
                           const verify_rule & rule, bool rule_first);
 
-// GREEDY at one node: the child carrying the target's argmax, or -1; *target = the argmax
+// GREEDY at one node: the child carrying the target's argmax, or -1; *target = the argmax (with
+// in.constraint: the likeliest allowed token after `path`, in.out and then the path's tokens)
 int32_t verify_greedy_step(const verify_input & in, const float * logits, std::span<const int32_t> children,
-                           llama_token * target);
+                           llama_token * target, std::span<const llama_token> path = {});
+
+// the target's greedy token at a node whose output is `path` (in.out + the path's tokens, when
+// constrained): sampling_argmax, or constrained_argmax with in.constraint
+llama_token verify_greedy_token(const verify_input & in, const float * logits, std::span<const llama_token> path);
 
 // The target's distribution at one node, sampling_dist(logits, sp) (sp.temp > 0), with rejected
 // draft tokens removed: SpecInfer's residual for one-hot draft proposals. Without top-k / top-p the

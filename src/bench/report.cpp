@@ -185,7 +185,7 @@ std::string report_md(const bench_results & res) {
         o << "| dataset | `" << p.dataset_path << "` (chat: each conversation turn by turn, in the model's chat template "
              "or the plain one, going on from ar's answers) |\n";
     } else {
-        o << "| dataset | `" << p.dataset_path << "` (" << (p.apply ? "apply" : dataset_task_name(p.task)) << ", "
+        o << "| dataset | `" << p.dataset_path << "` (" << (p.apply ? (p.constrain ? "apply, constrained" : "apply") : dataset_task_name(p.task)) << ", "
           << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, " << layout_name(res.layout)
           << ") |\n";
     }
@@ -270,6 +270,7 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     j["model_setting"] = task_setting(p);
     j["dataset"] = p.dataset_path;
     j["task"] = p.apply ? "apply" : dataset_task_name(p.task);
+    j["constrained"] = p.constrain;
     j["instruction"] = p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive";
     j["replay"] = p.replay;
     j["items_in"] = res.items_in;

@@ -47,6 +47,7 @@ struct bench_prompt {
     token_vec prompt;
     token_vec reference; // replay: the target's output, EOS last
     token_vec original;  // the code being edited (Reuse drafts)
+    std::shared_ptr<token_constraint> constraint; // apply with --constrain
     const dataset_item * item = nullptr;
     int32_t turn = 0;     // chat
     std::string category; // chat
@@ -188,7 +189,10 @@ bool bench_prompts(const bench_params & p, bench_layout layout, const model & m,
             const apply_input in{it.context_code,
                                  it.update.empty() ? apply_snippet(it.context_code, it.reference, "# ... existing code ...") : it.update,
                                  ""};
-            bp.prompt = m.tokenize(apply_prompt(m, in), true, apply_prompt_parse_special(m));
+            request rq;
+            request_apply_tokens(m, in, rq, p.constrain);
+            bp.prompt = rq.prompt;
+            bp.constraint = rq.constraint;
         } else if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
             const std::string & instr =
                 p.instruction == INSTRUCTION_KIND_LAZY && !it.instruction_lazy.empty() ? it.instruction_lazy : it.instruction;
@@ -261,6 +265,7 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
     request rq;
     rq.prompt = bp.prompt;
     rq.original = bp.original;
+    rq.constraint = bp.constraint;
     rq.gen.n_predict = p.n_predict > 0 ? p.n_predict : (p.replay ? -1 : 512);
     // replay: the target's choices are the reference's (EOS last)
     const verify_forced forced{bp.reference, m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot};

@@ -88,6 +88,8 @@ int run_bench(bench_opts & o) {
     else if (o.task == "chat") o.p.task = DATASET_TASK_CHAT;
     else if (o.task == "apply") o.p.apply = true; // edit items, merged from their diff's snippet
     else return fail_input(cmd, "--task '" + o.task + "' must be edit, complete, chat or apply");
+    if (o.p.constrain && !o.p.apply) return fail_input(cmd, "--constrain goes with --task apply");
+    if (o.p.constrain && o.p.replay) return fail_input(cmd, "--constrain and --replay: replay forces the reference's tokens");
     if (o.instruction == "descriptive") o.p.instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     else if (o.instruction == "lazy") o.p.instruction = INSTRUCTION_KIND_LAZY;
     else return fail_input(cmd, "--instruction '" + o.instruction + "' must be descriptive or lazy");
@@ -167,6 +169,9 @@ command cmd_bench_add(CLI::App & app) {
                     "comma-separated methods: ar, lookup, lookup-longest, copy (CopySpec), copy-recent, copy-tree, copy-ext, "
                     "copyspec, sd, reuse, efficientedit, llama-ngram-*, a+b (one tree), NAME@N (fixed cap), NAME:POLICY")
         ->capture_default_str();
+    sub->add_flag("--constrain", o->p.constrain,
+                  "--task apply: constrained decoding for every method (each merged line a line of the file or the snippet; "
+                  "lossy against the model's free greedy output, lossless between methods)");
     sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
     sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();
     sub->add_flag("--fit-train-ctx", o->p.fit_train_ctx,

@@ -43,6 +43,7 @@ struct edit_opts {
     bool diff = false;
     bool in_place = false;
     bool json = false;
+    bool constrain = false; // apply: every merged line from the file or the snippet (apply_constraint)
 };
 
 bool read_all(const std::string & path, std::string & out, std::string & error) {
@@ -166,7 +167,7 @@ int run_edit(const edit_opts & o) {
     }
     request rq;
     if (apply) {
-        request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq);
+        request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain);
     } else {
         request_edit_tokens(*rn.target.model, o.instruction, code, rq);
     }
@@ -195,6 +196,7 @@ int run_edit(const edit_opts & o) {
         j["draft_model"] = rn.params.draft_model_path;
         j["file"] = o.file;
         j["in_place"] = o.in_place;
+        if (apply) j["constrained"] = o.constrain;
         if (o.diff) j["diff"] = diff;
         printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else if (o.diff) {
@@ -240,6 +242,10 @@ command cmd_apply_add(CLI::App & app) {
     add_edit_options(sub, *o, "merge the update into");
     sub->add_option("-u,--update", o->update, "the snippet to merge, a file or - for stdin")->required();
     sub->add_option("-i,--instruction", o->instruction, "what the change is for (optional)");
+    sub->add_flag("--constrain", o->constrain,
+                  "constrained decoding: every line of the merged file is a line of the file or of the snippet (not a "
+                  "marker), so a small model cannot garble or loop; differs from the model's free greedy output "
+                  "where it would have");
     return {sub, [o] { return run_edit(*o); }};
 }
 

@@ -32,6 +32,7 @@ struct spec_loop {
 
     batch b;
     token_vec history;      // every committed token
+    size_t n_prompt = 0;    // of those, the prompt's
     llama_pos n_past = 0;   // tokens of sequence 0 in the KV cache
     token_vec pending;      // committed, not yet in the KV cache; the last is the next pass's root
     int32_t tree_cap = 0;   // most nodes drafters may offer
@@ -105,6 +106,8 @@ verify_result step_verify(spec_loop & s, rng_state & rng) {
     for (int32_t i = 0; i < s.tp.n_nodes; i++) {
         vin.node_logits[i] = s.ctx.logits(s.tp.n_pending + i);
     }
+    vin.constraint = s.gp.constraint;
+    vin.out = std::span<const llama_token>(s.history).subspan(s.n_prompt);
     vin.lossy_ok.clear();
     if (s.sp.lossy_ok) {
         for (const draft_node & nd : s.tree.nodes) vin.lossy_ok.push_back(s.sp.lossy_ok(nd) ? 1 : 0);
@@ -167,7 +170,13 @@ bool step_commit(spec_loop & s, const verify_result & vr, output_sink & sink) {
 generate_result generate_spec(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
                               const spec_params & sp, std::span<drafter_i * const> drafters) {
     generate_result r;
-    if (!generate_check_prompt(ctx, prompt, r)) {
+    if (!generate_check_prompt(ctx, prompt, r, gp.constraint, gp.sampling)) {
+        return r;
+    }
+    if (gp.constraint && !sp.verify.forced && sp.verify.policy != VERIFY_POLICY_GREEDY) {
+        r.stop = STOP_REASON_ERROR;
+        r.error = std::string("a constrained request verifies greedily, not with the ") + verify_policy_name(sp.verify.policy) +
+                  " policy";
         return r;
     }
     if (sp.draft_max == 0 && !sp.cost && !drafters.empty()) {
@@ -201,6 +210,7 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     r.prompt_ms = ms_since(t0);
 
     s.history.assign(prompt.begin(), prompt.end());
+    s.n_prompt = prompt.size();
     s.n_past = (llama_pos) prompt.size() - 1;
     s.pending = {prompt.back()};
     rng_state rng(gp.sampling.seed);
@@ -219,6 +229,11 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         r.draft_ms += ms_since(td);
         if (!step_decode(s)) break;
         const verify_result vr = step_verify(s, rng);
+        if (vr.token < 0) {
+            r.stop = STOP_REASON_ERROR;
+            r.error = "the constraint allows no token after " + std::to_string(r.tokens.size() + vr.accepted.size()) + " tokens";
+            break;
+        }
         if (debug) log_pass(s, vr);
         accept_stats_record_pass(s.stats, s.tree, vr.accepted, r.by_source);
         r.accepted += (int64_t) vr.accepted.size();

@@ -112,7 +112,8 @@ void output_sink::finish() {
 // ----------------------------------------------------------------------------
 // autoregressive generation
 
-bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r) {
+bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r,
+                           const token_constraint * constraint, const sampling_params & sampling) {
     r.prompt_tokens = (int32_t) prompt.size();
     if (prompt.empty()) {
         r.stop = STOP_REASON_ERROR;
@@ -123,6 +124,11 @@ bool generate_check_prompt(const context & ctx, std::span<const llama_token> pro
         r.stop = STOP_REASON_ERROR;
         r.error = "prompt is " + std::to_string(prompt.size()) + " tokens, the context holds " +
                   std::to_string(ctx.n_ctx()) + " (raise --ctx-size)";
+        return false;
+    }
+    if (constraint && sampling.temp > 0.0f) {
+        r.stop = STOP_REASON_ERROR;
+        r.error = "a constrained request decodes greedily: temperature 0 (it is " + std::to_string(sampling.temp) + ")";
         return false;
     }
     const int32_t n_vocab = ctx.owner().facts().n_vocab;
@@ -144,7 +150,7 @@ static double ms_since(clock_type::time_point t0) {
 
 generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, const generate_params & p) {
     generate_result r;
-    if (!generate_check_prompt(ctx, prompt, r)) {
+    if (!generate_check_prompt(ctx, prompt, r, p.constraint, p.sampling)) {
         return r;
     }
     const model & m = ctx.owner();
@@ -186,7 +192,13 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         r.decode_ms += ms_since(tdec);
         r.target_passes++;
         pos++;
-        const llama_token t = sampling_sample(ctx.logits(0), n_vocab, p.sampling, rng.coin());
+        const llama_token t = p.constraint ? constrained_argmax(ctx.logits(0), n_vocab, *p.constraint, r.tokens)
+                                           : sampling_sample(ctx.logits(0), n_vocab, p.sampling, rng.coin());
+        if (t < 0) {
+            r.stop = STOP_REASON_ERROR;
+            r.error = "the constraint allows no token after " + std::to_string(r.tokens.size()) + " tokens";
+            break;
+        }
         if (!sink.push(t)) {
             break;
         }

@@ -63,9 +63,10 @@ void request_edit_tokens(const model & m, const std::string & instruction, const
     rq.original = edit_original_tokens(m, code);
 }
 
-void request_apply_tokens(const model & m, const apply_input & in, request & rq) {
+void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain) {
     rq.prompt = m.tokenize(apply_prompt(m, in), true, apply_prompt_parse_special(m));
     rq.original = edit_original_tokens(m, in.code);
+    rq.constraint = constrain ? std::make_shared<apply_constraint>(m, in) : nullptr;
 }
 
 std::string request_over_context(const request & rq, int32_t n_ctx) {
@@ -84,8 +85,10 @@ bool runner_generate(runner & rn, const method_spec & ms, const request & rq, ge
 
 bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms, const request & rq,
                         generate_result & r, std::string * error) {
+    generate_params gen = rq.gen;
+    if (rq.constraint) gen.constraint = rq.constraint.get();
     if (ms.is_ar() && !rq.forced) {
-        r = generate_ar(ctx, rq.prompt, rq.gen);
+        r = generate_ar(ctx, rq.prompt, gen);
         return true;
     }
     const bool sized_by_cost = !ms.is_ar() && ms.draft_max == 0;
@@ -118,7 +121,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     sp.draft_max = ms.draft_max;
     sp.cost = sized_by_cost ? &rn.cost : nullptr;
     sp.stats = rq.stats;
-    r = generate_spec(ctx, rq.prompt, rq.gen, sp, drafters);
+    r = generate_spec(ctx, rq.prompt, gen, sp, drafters);
     return true;
 }
 

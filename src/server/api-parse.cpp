@@ -161,7 +161,7 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
     return get_sampling(j, out, err);
 }
 
-// /v1/apply: {code, update, instruction?, max_tokens?, temperature?, ...}
+// /v1/apply: {code, update, instruction?, constrain?, max_tokens?, temperature?, ...}
 bool parse_apply(const json & j, api_request & out, api_error & err) {
     for (const char * key : {"code", "update"}) {
         if (!j.contains(key) || !j[key].is_string()) return api_fail(err, key, std::string("'") + key + "' must be a string");
@@ -173,6 +173,7 @@ bool parse_apply(const json & j, api_request & out, api_error & err) {
     bool stream = false;
     if (!get_bool(j, "stream", stream, err)) return false;
     if (stream) return api_fail(err, "stream", "/v1/apply answers whole; stream the chat endpoint with the same message");
+    if (!get_bool(j, "constrain", out.constrain, err)) return false;
     out.is_apply = true;
     out.has_prediction = true;
     out.prediction = out.apply.code;

@@ -265,6 +265,12 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
     g.req.gen.sampling = g.rq.sampling;
     g.req.gen.stop = g.rq.stop;
     g.ms = &s.method;
+    if (g.rq.constrain) {
+        if (g.rq.sampling.temp > 0.0f) {
+            return api_fail(err, "constrain", "a constrained apply decodes greedily: send temperature 0 or leave it out");
+        }
+        g.req.constraint = std::make_shared<apply_constraint>(m, g.rq.apply);
+    }
     if (g.rq.has_prediction) {
         g.req.original = m.tokenize(g.rq.prediction, false, false);
         g.n_prediction = (int64_t) g.req.original.size();

@@ -8,9 +8,14 @@
 
 namespace editspec {
 
+llama_token verify_greedy_token(const verify_input & in, const float * logits, std::span<const llama_token> path) {
+    if (!in.constraint) return sampling_argmax(logits, in.n_vocab);
+    return constrained_argmax(logits, in.n_vocab, *in.constraint, path);
+}
+
 int32_t verify_greedy_step(const verify_input & in, const float * logits, std::span<const int32_t> children,
-                           llama_token * target) {
-    const llama_token t = sampling_argmax(logits, in.n_vocab);
+                           llama_token * target, std::span<const llama_token> path) {
+    const llama_token t = verify_greedy_token(in, logits, path);
     *target = t;
     for (int32_t c : children) {
         if (in.tree->nodes[c].token == t) {

@@ -126,6 +126,10 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
 
     verify_result r;
     std::vector<int32_t> lossy_kids;
+    // constrained greedy: the output to the current node (the output so far, the accepted path)
+    ES_ASSERT(!in.constraint || (greedy && !rule));
+    std::vector<llama_token> path;
+    if (in.constraint) path.assign(in.out.begin(), in.out.end());
     int32_t node = -1; // -1 = the root (the last committed token)
     while (true) {
         const float * logits = node < 0 ? in.root_logits : in.node_logits[node];
@@ -134,7 +138,7 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
 
         if (kids.empty()) {
             // nothing left to check: the bonus token, from the target's probabilities only
-            r.token     = greedy ? sampling_argmax(logits, in.n_vocab)
+            r.token     = greedy ? verify_greedy_token(in, logits, path)
                                  : verify_target(logits, in.n_vocab, sp).draw(rng.coin());
             r.recovered = false;
             return r;
@@ -169,7 +173,7 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
         std::optional<verify_target> target;
         if (next < 0) {
             if (greedy) {
-                next = verify_greedy_step(in, logits, kids, &target_argmax);
+                next = verify_greedy_step(in, logits, kids, &target_argmax, path);
             } else {
                 target.emplace(logits, in.n_vocab, sp);
                 next = verify_sampling_step(in, kids, *target, rng);
@@ -183,6 +187,7 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
         if (next >= 0) {
             ES_ASSERT(tree.nodes[next].parent == node);
             r.accepted.push_back(next);
+            if (in.constraint) path.push_back(tree.nodes[next].token);
             node = next;
             continue;
         }

@@ -20,8 +20,11 @@ template), byte for byte: data.apply_prompt_render. Deterministic for a seed.
 from __future__ import annotations
 
 import ast
+import builtins
 import difflib
+import keyword
 import random
+import re
 from dataclasses import dataclass
 
 import edits
@@ -214,9 +217,53 @@ def task_make(path: str, lines: list[str], fns: list[_fn], rng: random.Random, m
     return apply_task(path, "+".join(kinds), instruction, b, up, a)
 
 
-def tasks_for_files(files: list[tuple[str, str]], seed: int, n_tasks: int, max_chars: int, tag: str) -> list[apply_task]:
+# names a scrambled task keeps: the language's own, and the words of the elision markers
+_KEEP = set(keyword.kwlist) | set(dir(builtins)) | {"self", "cls"} | {w for m in MARKERS for w in re.findall(r"\w+", m)}
+_WORD = re.compile(r"\b(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\b")
+_ODD = "éüłøßñçåöäжлπλ中文"
+
+
+def _random_name(rng: random.Random, taken: set[str]) -> str:
+    while True:
+        n = rng.randint(2, 14)
+        chars = "abcdefghijklmnopqrstuvwxyz" * 3 + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789__"
+        s = rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_") + "".join(rng.choice(chars) for _ in range(n - 1))
+        if rng.random() < 0.1:
+            i = rng.randint(1, len(s))
+            s = s[:i] + rng.choice(_ODD) + s[i:]
+        if s not in taken and s not in _KEEP:
+            taken.add(s)
+            return s
+
+
+def scramble(t: apply_task, rng: random.Random) -> apply_task:
+    """the same task with about half of its names and numbers replaced, the same way everywhere, by
+    random ones (a few with non-ASCII letters): a copy of the original cannot lean on what code usually
+    says, so the model learns to copy any token exactly (issue 21: most wrong merges garble a name, a
+    number or a byte of the unchanged code)"""
+    words = sorted({w for w in _WORD.findall(t.before + t.update + t.after) if w not in _KEEP})
+    taken = set(words)
+    m = {}
+    for w in words:
+        if rng.random() < 0.5:
+            continue
+        if w.isdigit():
+            m[w] = str(rng.randint(0, 10 ** rng.randint(1, 12) - 1))
+        else:
+            m[w] = _random_name(rng, taken)
+
+    def sub(text: str) -> str:
+        return _WORD.sub(lambda x: m.get(x.group(0), x.group(0)), text)
+    # instructions name things in backticks or as "the function NAME."
+    instr = re.sub(r"`[^`]*`|(?<=function )\w+", lambda x: sub(x.group(0)), t.instruction)
+    return apply_task(t.path, t.kind, instr, sub(t.before), sub(t.update), sub(t.after))
+
+
+def tasks_for_files(files: list[tuple[str, str]], seed: int, n_tasks: int, max_chars: int, tag: str,
+                    scrambled: float = 0.0) -> list[apply_task]:
     """n_tasks tasks drawn from the files (path, text): rounds over the files in a seeded order, one
-    draw per file a round, so the tasks spread over every file"""
+    draw per file a round, so the tasks spread over every file; a `scrambled` fraction of them with
+    their names and numbers replaced (scramble)"""
     rng = random.Random(f"{seed}:applies:{tag}")
     parsed = {}
     order = list(range(len(files)))
@@ -233,5 +280,7 @@ def tasks_for_files(files: list[tuple[str, str]], seed: int, n_tasks: int, max_c
             if t is None or (t.before, t.after) in seen:
                 continue
             seen.add((t.before, t.after))
+            if scrambled > 0 and rng.random() < scrambled:
+                t = scramble(t, random.Random(f"{seed}:{tag}:scramble:{len(out)}"))
             out.append(t)
     return out

@@ -312,12 +312,13 @@ def stage_tokenize(out_dir: str, tool: str, n_ctx: int, n_heldout: int, log=prin
 # stage: applies (issue 21)
 
 def stage_applies(data_dir: str, apply_dir: str, tool: str, seed: int, n_ctx: int, n_train: int, n_heldout: int,
-                  max_chars: int, n_edits_mix: int, log=print) -> dict:
+                  max_chars: int, n_edits_mix: int, log=print, scrambled: float = 0.0) -> dict:
     """the apply fine-tuning's data folder (read by train.py like data_dir): apply tasks from the training
     files, plus the first n_edits_mix training edits so the edit skill stays trained, as edits-train.npz;
     apply tasks from the held-out files as edits-heldout.npz (the trainer's held-out check) and as
     applies-heldout.jsonl in CanItEdit's normalized fields (`editspec bench --task apply` reads it: the
-    expected answer is code_after); the code streams and the tokenizer are data_dir's"""
+    expected answer is code_after); the code streams and the tokenizer are data_dir's; a `scrambled`
+    fraction of the training tasks has its names and numbers replaced (applies.scramble)"""
     tmp_dir = apply_dir + ".tmp"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     os.makedirs(tmp_dir)
@@ -327,10 +328,10 @@ def stage_applies(data_dir: str, apply_dir: str, tool: str, seed: int, n_ctx: in
     vocab = os.path.join(tmp_dir, "tokenizer.gguf")
     sp = vocab_special(vocab)
     tmp = os.path.join(tmp_dir, "tok.tmp.jsonl")
-    stats = {"max_chars": max_chars, "n_ctx": n_ctx}
+    stats = {"max_chars": max_chars, "n_ctx": n_ctx, "scrambled": scrambled}
     for split, n in (("train", n_train), ("heldout", n_heldout + n_heldout // 4)):
         files = [(f["path"], open(os.path.join(man["root"], f["path"]), encoding="utf-8").read()) for f in man[split]]
-        tasks = applies.tasks_for_files(files, seed, n, max_chars, split)
+        tasks = applies.tasks_for_files(files, seed, n, max_chars, split, scrambled if split == "train" else 0.0)
         rows = [{"id": f"apply-{split}-{i:05d}", "kind": t.kind, "instruction": t.instruction, "update": t.update,
                  "before": t.before, "after": t.after, "path": t.path} for i, t in enumerate(tasks)]
         prompts = [apply_prompt_render(r["instruction"], r["update"], r["before"]) for r in rows]

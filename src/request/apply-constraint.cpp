@@ -1,0 +1,286 @@
+// Constrained apply: the merged file is made of the original's and the snippet's lines (apply.h).
+#include "editspec/apply.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace editspec {
+
+static std::vector<std::string> split_lines(const std::string & text) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < text.size();) {
+        const size_t nl = text.find('\n', i);
+        const size_t end = nl == std::string::npos ? text.size() : nl + 1;
+        out.push_back(text.substr(i, end - i));
+        i = end;
+    }
+    return out;
+}
+
+static bool starts_with(const std::string & s, const std::string & prefix) {
+    return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool apply_is_marker(const std::string & line) {
+    const size_t a = line.find_first_not_of(" \t");
+    if (a == std::string::npos) return false;
+    const std::string s = line.substr(a);
+    static const char * comments[] = {"#", "//", "/*", "--", ";", "<!--"};
+    bool comment = false;
+    for (const char * c : comments) comment = comment || starts_with(s, c);
+    if (!comment) return false;
+    std::string low(s);
+    std::transform(low.begin(), low.end(), low.begin(), [](unsigned char c) { return (char) std::tolower(c); });
+    return low.find("...") != std::string::npos || low.find("existing code") != std::string::npos ||
+           low.find("unchanged") != std::string::npos || low.find("rest of") != std::string::npos;
+}
+
+// a line of a few characters ("", "    pass", "}", ")") that new code repeats often
+static bool trivial_line(const std::string & l) {
+    size_t n = 0;
+    for (char c : l) n += c != ' ' && c != '\t' && c != '\n' && c != '\r';
+    return n <= 4;
+}
+
+// per update line, the code line it is (a longest common subsequence of the two; trivial lines
+// never anchor), or -1; no anchors past 4M table cells
+static std::vector<int32_t> apply_anchors(const std::vector<std::string> & code, const std::vector<std::string> & update) {
+    const size_t n = code.size(), m = update.size();
+    std::vector<int32_t> out(m, -1);
+    if (n == 0 || m == 0 || n * m > (size_t) 4 << 20) return out;
+    std::vector<int32_t> L((n + 1) * (m + 1), 0); // L[i][j]: LCS of code[i:], update[j:]
+    auto at = [&](size_t i, size_t j) -> int32_t & { return L[i * (m + 1) + j]; };
+    for (size_t i = n; i-- > 0;) {
+        for (size_t j = m; j-- > 0;) {
+            at(i, j) = code[i] == update[j] && !trivial_line(code[i]) ? at(i + 1, j + 1) + 1 : std::max(at(i + 1, j), at(i, j + 1));
+        }
+    }
+    for (size_t i = 0, j = 0; i < n && j < m;) {
+        if (code[i] == update[j] && !trivial_line(code[i]) && at(i, j) == at(i + 1, j + 1) + 1) {
+            out[j] = (int32_t) i;
+            i++, j++;
+        } else if (at(i + 1, j) >= at(i, j + 1)) {
+            i++;
+        } else {
+            j++;
+        }
+    }
+    return out;
+}
+
+// how alike two lines are: common prefix and suffix over the longer, 0 when their indents differ
+static double line_similarity(const std::string & a, const std::string & b) {
+    const size_t ia = a.find_first_not_of(' '), ib = b.find_first_not_of(' ');
+    if (ia != ib) return 0.0;
+    const size_t n = std::min(a.size(), b.size());
+    size_t pre = 0, suf = 0;
+    while (pre < n && a[pre] == b[pre]) pre++;
+    while (suf < n - pre && a[a.size() - 1 - suf] == b[b.size() - 1 - suf]) suf++;
+    return (double) (pre + suf) / (double) std::max(a.size(), b.size());
+}
+
+static bool is_fence(const std::string & s) {
+    return starts_with(s, "```");
+}
+
+apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_(m) {
+    code_ = split_lines(in.code);
+    std::vector<uint8_t> marker_before; // per update line: a marker since the previous line
+    bool marker = false, marker_end = false;
+    for (const std::string & l : split_lines(in.update)) {
+        if (apply_is_marker(l)) {
+            marker = true;
+            continue;
+        }
+        update_.push_back(l);
+        marker_before.push_back(marker ? 1 : 0);
+        marker = false;
+    }
+    marker_end = marker;
+    anchor_ = apply_anchors(code_, update_);
+    code_anchor_.assign(code_.size(), -1);
+    for (int32_t j = 0; j < (int32_t) update_.size(); j++) {
+        if (anchor_[j] >= 0) code_anchor_[(size_t) anchor_[j]] = j;
+    }
+    dropped_.assign(code_.size(), 0);
+    // a changed line stands where its old version was: an unanchored update line takes the place of
+    // the most similar unanchored code line between its neighbours' anchors (same indent, >= 70 %
+    // alike), whose old version then may not be written
+    place_ = anchor_;
+    for (int32_t j = 0, lo = 0; j < (int32_t) update_.size(); j++) {
+        if (anchor_[j] >= 0) {
+            lo = anchor_[j] + 1;
+            continue;
+        }
+        int32_t hi = (int32_t) code_.size();
+        for (int32_t k = j + 1; k < (int32_t) update_.size(); k++) {
+            if (anchor_[k] >= 0) { hi = anchor_[k]; break; }
+        }
+        int32_t best = -1;
+        double best_sim = 0.7;
+        for (int32_t i = lo; i < hi; i++) {
+            if (code_anchor_[(size_t) i] >= 0 || dropped_[(size_t) i]) continue;
+            const double sim = line_similarity(code_[(size_t) i], update_[(size_t) j]);
+            if (sim >= best_sim) best = i, best_sim = sim;
+        }
+        if (best >= 0) {
+            place_[(size_t) j] = best;
+            dropped_[(size_t) best] = 1;
+            lo = best + 1;
+        }
+    }
+    // kept code lines: where a marker stands between two placed lines (or before the first, after
+    // the last) and no new line does, the code between them is elided, so unchanged; between two
+    // placed lines with neither a marker nor a new line between them, the code lines are deleted
+    // (the snippet shows a deletion only so)
+    std::vector<uint8_t> kept(code_.size(), 0);
+    int32_t prev_a = -1; // code line of the previous placed line (-1: the top)
+    bool seen_marker = false, seen_new = false;
+    auto keep = [&](int32_t from, int32_t to) {
+        if (seen_marker && !seen_new) {
+            for (int32_t i = from; i < to; i++) kept[(size_t) i] = 1;
+        }
+    };
+    for (int32_t j = 0; j < (int32_t) update_.size(); j++) {
+        seen_marker = seen_marker || marker_before[(size_t) j];
+        if (place_[j] < 0) {
+            seen_new = true;
+            continue;
+        }
+        keep(prev_a + 1, place_[j]);
+        if (prev_a >= 0 && !seen_marker && !seen_new) {
+            for (int32_t i = prev_a + 1; i < place_[j]; i++) dropped_[(size_t) i] = 1;
+        }
+        prev_a = place_[j];
+        seen_marker = seen_new = false;
+    }
+    seen_marker = seen_marker || marker_end;
+    if (prev_a >= 0 || !update_.empty()) keep(prev_a + 1, (int32_t) code_.size());
+    kept_before_.assign(code_.size() + 1, 0);
+    for (size_t i = 0; i < code_.size(); i++) kept_before_[i + 1] = kept_before_[i] + kept[i];
+    new_before_.assign(update_.size() + 1, 0);
+    for (size_t j = 0; j < update_.size(); j++) new_before_[j + 1] = new_before_[j] + (anchor_[j] < 0 ? 1 : 0); // every changed line must be written
+    for (int32_t i = 0; i < (int32_t) code_.size(); i++) in_code_[code_[i]].push_back(i);
+    for (int32_t j = 0; j < (int32_t) update_.size(); j++) in_update_[update_[j]].push_back(j);
+    const size_t n = (size_t) m.facts().n_vocab;
+    pieces_.resize(n);
+    piece_known_.assign(n, 0);
+    states_.push_back(state{{{0, 0}}, "", 0});
+}
+
+const std::string & apply_constraint::piece(llama_token t) {
+    if (!piece_known_[(size_t) t]) {
+        pieces_[(size_t) t] = m_.token_to_piece(t);
+        piece_known_[(size_t) t] = 1;
+    }
+    return pieces_[(size_t) t];
+}
+
+// Moves from position p: code line i (skipping only code lines that may go: not kept) or update line
+// j (skipping only anchored lines, whose code line may still come); an anchored pair is used
+// together. -1 = not a move.
+apply_constraint::pos apply_constraint::from_code(pos p, int32_t i) const {
+    if (i < p.i || dropped_[(size_t) i] || kept_before_[(size_t) i] != kept_before_[(size_t) p.i]) return {-1, -1};
+    const int32_t k = code_anchor_[(size_t) i];
+    if (k < p.j) return {i + 1, p.j};
+    if (new_before_[(size_t) k] != new_before_[(size_t) p.j]) return {-1, -1};
+    return {i + 1, k + 1};
+}
+
+apply_constraint::pos apply_constraint::from_update(pos p, int32_t j) const {
+    if (j < p.j || new_before_[(size_t) j] != new_before_[(size_t) p.j]) return {-1, -1};
+    const int32_t a = place_[(size_t) j];
+    if (a < 0) return {p.i, j + 1};
+    // a changed line whose guessed place was passed still has to be written (no dead end)
+    if (a < p.i) return anchor_[(size_t) j] < 0 ? pos{p.i, j + 1} : pos{-1, -1};
+    if (kept_before_[(size_t) a] != kept_before_[(size_t) p.i]) return {-1, -1};
+    return {a + 1, j + 1};
+}
+
+bool apply_constraint::take_line(const std::string & line, state & st) const {
+    if (is_fence(line)) {
+        return st.fences < 2 ? (st.fences++, true) : false;
+    }
+    std::vector<pos> next;
+    auto add = [&](pos p) {
+        if (p.i < 0) return;
+        for (const pos & q : next) {
+            if (q.i <= p.i && q.j <= p.j) return; // q leaves at least as much to use
+        }
+        next.erase(std::remove_if(next.begin(), next.end(), [&](const pos & q) { return p.i <= q.i && p.j <= q.j; }),
+                   next.end());
+        next.push_back(p);
+    };
+    auto ic = in_code_.find(line);
+    auto iu = in_update_.find(line);
+    for (const pos & p : st.at) {
+        if (ic != in_code_.end()) {
+            for (int32_t i : ic->second) add(from_code(p, i));
+        }
+        if (iu != in_update_.end()) {
+            for (int32_t j : iu->second) add(from_update(p, j));
+        }
+    }
+    if (next.empty()) return false;
+    st.at = std::move(next);
+    return true;
+}
+
+bool apply_constraint::prefix_ok(const state & st) const {
+    const std::string & p = st.partial;
+    if (p.empty()) return true;
+    if (st.fences < 2 && (is_fence(p) || starts_with("```", p))) return true;
+    for (const pos & q : st.at) {
+        for (int32_t i = q.i; i < (int32_t) code_.size(); i++) {
+            if (starts_with(code_[i], p) && from_code(q, i).i >= 0) return true;
+        }
+        for (int32_t j = q.j; j < (int32_t) update_.size(); j++) {
+            if (starts_with(update_[j], p) && from_update(q, j).i >= 0) return true;
+        }
+    }
+    return false;
+}
+
+bool apply_constraint::extend(const std::string & text, state & st) const {
+    st.partial += text;
+    size_t start = 0;
+    for (size_t nl = st.partial.find('\n'); nl != std::string::npos; nl = st.partial.find('\n', start)) {
+        if (!take_line(st.partial.substr(start, nl + 1 - start), st)) return false;
+        start = nl + 1;
+    }
+    st.partial.erase(0, start);
+    return prefix_ok(st);
+}
+
+bool apply_constraint::end_ok(const state & st) const {
+    state s = st;
+    if (!s.partial.empty() && !take_line(s.partial, s)) return false; // a last line without its newline
+    for (const pos & q : s.at) {
+        if (kept_before_[(size_t) q.i] == kept_before_.back() && new_before_[(size_t) q.j] == new_before_.back()) return true;
+    }
+    return false;
+}
+
+bool apply_constraint::allows(std::span<const llama_token> out, llama_token t) {
+    if (t < 0 || (size_t) t >= pieces_.size()) return false;
+    // roll back to the longest prefix of `out` the states were built for, then forward along out
+    size_t k = 0;
+    while (k < done_.size() && k < out.size() && done_[k] == out[k]) k++;
+    done_.resize(k);
+    states_.resize(k + 1);
+    for (size_t i = k; i < out.size(); i++) {
+        state st = states_.back();
+        if (m_.is_eog(out[i]) || !extend(piece(out[i]), st)) {
+            return false; // an output the constraint did not allow: nothing may follow it
+        }
+        states_.push_back(std::move(st));
+        done_.push_back(out[i]);
+    }
+    if (m_.is_eog(t)) return end_ok(states_.back());
+    const std::string & text = piece(t);
+    if (text.empty()) return false; // control tokens write nothing
+    state st = states_.back();
+    return extend(text, st);
+}
+
+} // namespace editspec

@@ -1,0 +1,216 @@
+// Constrained apply (apply.h, constraint.h): what the constraint allows, and that speculative
+// decoding under it equals constrained autoregressive decoding token for token.
+#include "common/test-util.h"
+
+#include "editspec/apply.h"
+#include "editspec/request.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+using namespace editspec;
+
+namespace {
+
+std::string read_text(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+const std::string k_shipped = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
+const std::string k_examples = std::string(EDITSPEC_MODELS) + "/../docs/examples/apply/";
+
+// feeds text's tokens one by one; the number allowed before the first refusal (all: the size)
+size_t allowed_prefix(const model & m, apply_constraint & c, const std::string & text, bool then_end, bool * end_ok) {
+    const token_vec toks = m.tokenize(text, false, false);
+    token_vec out;
+    for (llama_token t : toks) {
+        if (!c.allows(out, t)) return out.size();
+        out.push_back(t);
+    }
+    const llama_token eos = m.facts().eos != LLAMA_TOKEN_NULL ? m.facts().eos : m.facts().eot;
+    if (then_end) *end_ok = c.allows(out, eos);
+    return out.size();
+}
+
+const char * k_code =
+    "import os\n"
+    "\n"
+    "def load(path):\n"
+    "    with open(path) as f:\n"
+    "        return f.read()\n"
+    "\n"
+    "def save(path, text):\n"
+    "    tmp = path + '.tmp'\n"
+    "    with open(tmp, 'w') as f:\n"
+    "        f.write(text)\n"
+    "    os.replace(tmp, path)\n"
+    "\n"
+    "def size(path):\n"
+    "    return os.path.getsize(path)\n";
+
+// renames save's parameter, deletes nothing, elides the rest
+const char * k_update =
+    "# ... existing code ...\n"
+    "def save(path, content):\n"
+    "    tmp = path + '.tmp'\n"
+    "    with open(tmp, 'w') as f:\n"
+    "        f.write(content)\n"
+    "# ... existing code ...\n";
+
+const char * k_merged =
+    "import os\n"
+    "\n"
+    "def load(path):\n"
+    "    with open(path) as f:\n"
+    "        return f.read()\n"
+    "\n"
+    "def save(path, content):\n"
+    "    tmp = path + '.tmp'\n"
+    "    with open(tmp, 'w') as f:\n"
+    "        f.write(content)\n"
+    "    os.replace(tmp, path)\n"
+    "\n"
+    "def size(path):\n"
+    "    return os.path.getsize(path)\n";
+
+} // namespace
+
+TEST(apply_constraint, markers) {
+    EXPECT_TRUE(apply_is_marker("# ... existing code ...\n"));
+    EXPECT_TRUE(apply_is_marker("    // ... rest of the code\n"));
+    EXPECT_TRUE(apply_is_marker("# (unchanged code)\n"));
+    EXPECT_FALSE(apply_is_marker("x = 1  # ...\n"));
+    EXPECT_FALSE(apply_is_marker("print('...')\n"));
+}
+
+TEST(apply_constraint, allows_the_merge_and_refuses_slips) {
+    auto m = test::load_or_fail(k_shipped);
+    ASSERT_TRUE(m);
+    const apply_input in{k_code, k_update, ""};
+    const std::string merged = k_merged;
+    {
+        apply_constraint c(*m, in);
+        bool end = false;
+        EXPECT_EQ(allowed_prefix(*m, c, merged, true, &end), m->tokenize(merged, false, false).size());
+        EXPECT_TRUE(end) << "the end after the whole merge";
+    }
+    auto refused = [&](const std::string & text, const char * what) {
+        apply_constraint c(*m, in);
+        bool end = true;
+        const size_t n = allowed_prefix(*m, c, text, true, &end);
+        EXPECT_TRUE(n < m->tokenize(text, false, false).size() || !end) << what;
+    };
+    std::string garbled = merged;
+    garbled.replace(garbled.find("getsize"), 7, "getsizz");
+    refused(garbled, "a garbled name");
+    std::string twice = merged;
+    twice.insert(twice.find("def size"), "def size(path):\n");
+    refused(twice, "an unchanged line written twice");
+    std::string back = merged;
+    back.insert(back.find("def size"), "import os\n");
+    refused(back, "a line from further up");
+    std::string old = merged;
+    old.insert(old.find("    tmp"), "def save(path, text):\n");
+    refused(old, "the old line beside its replacement... then the end comes too early or never");
+    refused(merged.substr(0, merged.find("def size")), "an elided line left out (the end refused)");
+    std::string marker = merged;
+    marker.insert(marker.find("def size"), "# ... existing code ...\n");
+    refused(marker, "a marker copied");
+}
+
+TEST(apply_constraint, deleted_lines_stay_deleted) {
+    auto m = test::load_or_fail(k_shipped);
+    ASSERT_TRUE(m);
+    // the snippet shows "tmp = ..." and "with open" side by side: the line between them goes
+    const std::string code = "def f(a):\n    x = a + 1\n    print('debug', x)\n    y = x * 2\n    return y\n";
+    const std::string update = "def f(a):\n    x = a + 1\n    y = x * 2\n# ... existing code ...\n";
+    const apply_input in{code, update, ""};
+    apply_constraint c1(*m, in);
+    bool end = false;
+    const std::string good = "def f(a):\n    x = a + 1\n    y = x * 2\n    return y\n";
+    EXPECT_EQ(allowed_prefix(*m, c1, good, true, &end), m->tokenize(good, false, false).size());
+    EXPECT_TRUE(end);
+    apply_constraint c2(*m, in);
+    EXPECT_LT(allowed_prefix(*m, c2, code, false, &end), m->tokenize(code, false, false).size());
+}
+
+// speculative decoding under the constraint equals constrained autoregressive decoding, and every
+// output line is a line of the file or of the snippet
+static void lossless_on(const std::string & model_path, int32_t threads) {
+    runner_params rp;
+    rp.model_path = model_path;
+    rp.n_ctx = 2048;
+    rp.n_threads = threads;
+    runner rn;
+    std::string err;
+    ASSERT_TRUE(runner_open(rp, rn, &err)) << err;
+    const model & m = *rn.target.model;
+    std::vector<apply_input> inputs = {{k_code, k_update, ""}};
+    for (const char * name : {"inventory", "retry", "wordstats"}) {
+        inputs.push_back({read_text(k_examples + name + ".py"), read_text(k_examples + name + ".update.py"), ""});
+        ASSERT_FALSE(inputs.back().code.empty()) << k_examples << name << ".py";
+    }
+    for (const apply_input & in : inputs) {
+        request rq;
+        request_apply_tokens(m, in, rq, true);
+        rq.gen.n_predict = 2 * (int32_t) rq.original.size() + 64;
+        generate_result ar;
+        method_spec ms_ar;
+        ASSERT_TRUE(method_parse("ar", ms_ar, &err)) << err;
+        ASSERT_TRUE(runner_generate(rn, ms_ar, rq, ar, &err)) << err;
+        ASSERT_NE(ar.stop, STOP_REASON_ERROR) << ar.error;
+        // every complete line comes from the sources
+        const std::string lines_ok = in.code + in.update;
+        for (size_t at = 0, nl; (nl = ar.text.find('\n', at)) != std::string::npos; at = nl + 1) {
+            const std::string line = ar.text.substr(at, nl + 1 - at);
+            EXPECT_NE(lines_ok.find(line), std::string::npos) << "line not from the sources: " << line;
+        }
+        for (const char * method : {"reuse@16", "reuse+lookup-longest@24", "lookup@4", "lookup+reuse@32"}) {
+            method_spec ms;
+            ASSERT_TRUE(method_parse(method, ms, &err)) << err;
+            generate_result r;
+            ASSERT_TRUE(runner_generate(rn, ms, rq, r, &err)) << err;
+            ASSERT_NE(r.stop, STOP_REASON_ERROR) << r.error;
+            EXPECT_EQ(r.tokens, ar.tokens) << model_path << " " << method << " t=" << threads;
+        }
+    }
+}
+
+TEST(apply_constraint, lossless_shipped_model_one_and_two_threads) {
+    lossless_on(k_shipped, 1);
+    lossless_on(k_shipped, 2);
+}
+
+TEST(apply_constraint, lossless_quantized_random_models) {
+    for (const char * type : {"q4_k_m", "q8_0", "f16"}) lossless_on(test::typed_model_path(type), 1);
+}
+
+TEST(apply_constraint, needs_greedy_decoding) {
+    runner_params rp;
+    rp.model_path = k_shipped;
+    rp.n_ctx = 2048;
+    rp.n_threads = 1;
+    runner rn;
+    std::string err;
+    ASSERT_TRUE(runner_open(rp, rn, &err)) << err;
+    request rq;
+    request_apply_tokens(*rn.target.model, {k_code, k_update, ""}, rq, true);
+    rq.gen.n_predict = 16;
+    rq.gen.sampling.temp = 0.7f;
+    method_spec ms;
+    ASSERT_TRUE(method_parse("ar", ms, &err));
+    generate_result r;
+    ASSERT_TRUE(runner_generate(rn, ms, rq, r, &err));
+    EXPECT_EQ(r.stop, STOP_REASON_ERROR);
+    EXPECT_NE(r.error.find("temperature"), std::string::npos) << r.error;
+    rq.gen.sampling.temp = 0.0f;
+    ASSERT_TRUE(method_parse("reuse@8:entropy", ms, &err)) << err;
+    ASSERT_TRUE(runner_generate(rn, ms, rq, r, &err));
+    EXPECT_EQ(r.stop, STOP_REASON_ERROR);
+    EXPECT_NE(r.error.find("greedily"), std::string::npos) << r.error;
+}
