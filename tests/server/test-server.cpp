@@ -179,6 +179,16 @@ TEST(server, apply_endpoint_and_message_format) {
     EXPECT_EQ(status, 400);
     post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"stream", true}}.dump(), &status);
     EXPECT_EQ(status, 400);
+    // constrained: what `editspec apply --constrain` writes; greedy only
+    const json rc = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", true}}.dump(), &status);
+    ASSERT_EQ(status, 200) << rc.dump();
+    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " apply -m " + k_target + " -f " + (tmp.path / "f.py").string() +
+                                    " -u " + (tmp.path / "u.py").string() + " -t 1 --constrain --json", &out), 0) << out;
+    EXPECT_EQ(rc["merged_code"], json::parse(out)["code"]);
+    const json bad = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", true}, {"temperature", 0.5}}.dump(), &status);
+    EXPECT_EQ(status, 400) << bad.dump();
+    post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", "yes"}}.dump(), &status);
+    EXPECT_EQ(status, 400);
 }
 
 // 8 clients x 50 requests on 2 slots: no error, every answer is the one its prompt gets alone
