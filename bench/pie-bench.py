@@ -32,19 +32,26 @@ def code_line(s: str) -> bool:
     return bool(t) and not t.startswith("#")
 
 
+def pick_window(lines, rng, max_chars):
+    """(L, the lines before line L up to max_chars) for a random code line L (the target), or (L, None)"""
+    L = rng.randrange(8, len(lines))
+    if not code_line(lines[L]):
+        return L, None
+    s = L
+    size = 0
+    while s > 0 and size + len(lines[s - 1]) <= max_chars:
+        s -= 1
+        size += len(lines[s])
+    return L, lines[s:L]
+
+
 def make_task(lines, rng, kind, max_chars):
     """(document before the edits, edits, target line) or None"""
     # the target: a code line with a window of preceding lines up to max_chars
     for _ in range(20):
-        L = rng.randrange(8, len(lines))
-        if not code_line(lines[L]):
+        L, window = pick_window(lines, rng, max_chars)
+        if window is None:
             continue
-        s = L
-        size = 0
-        while s > 0 and size + len(lines[s - 1]) <= max_chars:
-            s -= 1
-            size += len(lines[s])
-        window = lines[s:L]
         cand = [i for i in range(1, len(window) - 1) if code_line(window[i])]
         if len(cand) < 4:
             continue
@@ -99,15 +106,9 @@ def make_long_session(lines, rng, n_edits, max_chars):
     earlier pending change (at most 4 pending); clean[k] is True when after edit k the document is the
     true window again (the target is then the true next line). None when the file does not give one."""
     for _ in range(20):
-        L = rng.randrange(8, len(lines))
-        if not code_line(lines[L]):
+        L, window = pick_window(lines, rng, max_chars)
+        if window is None:
             continue
-        s0 = L
-        size = 0
-        while s0 > 0 and size + len(lines[s0 - 1]) <= max_chars:
-            s0 -= 1
-            size += len(lines[s0])
-        window = lines[s0:L]
         if sum(code_line(x) for x in window[:-3]) < 6:
             continue
         entries = [("orig", i, window[i]) for i in range(len(window))]

@@ -56,6 +56,9 @@ bool apply_prompt_parse_special(const model & m);
 std::string apply_snippet(const std::string & before, const std::string & after, const std::string & marker,
                           int32_t context = 3);
 
+// the text's lines, each with its '\n' (the last without one when the text does not end in one)
+std::vector<std::string> apply_lines(const std::string & text);
+
 // true for an elision marker line: a comment ("#", "//", "/*", "--", ";", "<!--") that says
 // "...", "existing code", "unchanged" or "rest of"
 bool apply_is_marker(const std::string & line);

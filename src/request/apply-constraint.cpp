@@ -6,17 +6,6 @@
 
 namespace editspec {
 
-static std::vector<std::string> split_lines(const std::string & text) {
-    std::vector<std::string> out;
-    for (size_t i = 0; i < text.size();) {
-        const size_t nl = text.find('\n', i);
-        const size_t end = nl == std::string::npos ? text.size() : nl + 1;
-        out.push_back(text.substr(i, end - i));
-        i = end;
-    }
-    return out;
-}
-
 static bool starts_with(const std::string & s, const std::string & prefix) {
     return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
@@ -84,10 +73,10 @@ static bool is_fence(const std::string & s) {
 }
 
 apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_(m) {
-    code_ = split_lines(in.code);
+    code_ = apply_lines(in.code);
     std::vector<uint8_t> marker_before; // per update line: a marker since the previous line
     bool marker = false, marker_end = false;
-    for (const std::string & l : split_lines(in.update)) {
+    for (const std::string & l : apply_lines(in.update)) {
         if (apply_is_marker(l)) {
             marker = true;
             continue;

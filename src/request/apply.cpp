@@ -43,17 +43,22 @@ bool apply_message_parse(const std::string & text, apply_input & out) {
     return true;
 }
 
+std::vector<std::string> apply_lines(const std::string & text) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < text.size();) {
+        const size_t nl = text.find('\n', i);
+        const size_t end = nl == std::string::npos ? text.size() : nl + 1;
+        out.push_back(text.substr(i, end - i));
+        i = end;
+    }
+    return out;
+}
+
 std::string apply_snippet(const std::string & before, const std::string & after, const std::string & marker,
                           int32_t context) {
     // the new side of each hunk of the unified diff: "@@ -a,b +c,d @@" covers after's lines c .. c+d-1
     const std::string diff = edit_unified_diff(before, after, "a", "b", context);
-    std::vector<std::string> lines;
-    for (size_t i = 0; i < after.size();) {
-        const size_t nl = after.find('\n', i);
-        const size_t end = nl == std::string::npos ? after.size() : nl + 1;
-        lines.push_back(after.substr(i, end - i));
-        i = end;
-    }
+    const std::vector<std::string> lines = apply_lines(after);
     std::string out;
     size_t next = 0; // first line of `after` not yet shown or elided
     for (size_t at = diff.find("\n@@ "); at != std::string::npos; at = diff.find("\n@@ ", at + 1)) {
