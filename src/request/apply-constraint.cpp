@@ -73,10 +73,15 @@ static bool is_fence(const std::string & s) {
 }
 
 apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_(m) {
-    code_ = apply_lines(in.code);
+    // a last line without its newline is matched as if it had one, so that no line can only end the file
+    auto terminated = [](std::vector<std::string> v) {
+        if (!v.empty() && v.back().back() != '\n') v.back() += '\n';
+        return v;
+    };
+    code_ = terminated(apply_lines(in.code));
     std::vector<uint8_t> marker_before; // per update line: a marker since the previous line
     bool marker = false, marker_end = false;
-    for (const std::string & l : apply_lines(in.update)) {
+    for (const std::string & l : terminated(apply_lines(in.update))) {
         if (apply_is_marker(l)) {
             marker = true;
             continue;
@@ -243,7 +248,7 @@ bool apply_constraint::extend(const std::string & text, state & st) const {
 
 bool apply_constraint::end_ok(const state & st) const {
     state s = st;
-    if (!s.partial.empty() && !take_line(s.partial, s)) return false; // a last line without its newline
+    if (!s.partial.empty() && !take_line(s.partial + "\n", s)) return false; // a last line without its newline
     for (const pos & q : s.at) {
         if (kept_before_[(size_t) q.i] == kept_before_.back() && new_before_[(size_t) q.j] == new_before_.back()) return true;
     }

@@ -139,6 +139,23 @@ TEST(apply_constraint, deleted_lines_stay_deleted) {
     EXPECT_LT(allowed_prefix(*m, c2, code, false, &end), m->tokenize(code, false, false).size());
 }
 
+// a file without a final newline: its last line may be written anywhere a line may, with or without
+// the newline at the very end (CanItEdit's files end so)
+TEST(apply_constraint, unterminated_last_line) {
+    auto m = test::load_or_fail(k_shipped);
+    ASSERT_TRUE(m);
+    const std::string code = "a = 1\nb = 2\nprint(a + b)";
+    const apply_input in{code, "a = 10\n# ... existing code ...\nprint(a + b)", ""};
+    bool end = false;
+    apply_constraint c1(*m, in);
+    const std::string merged = "a = 10\nb = 2\nprint(a + b)";
+    EXPECT_EQ(allowed_prefix(*m, c1, merged, true, &end), m->tokenize(merged, false, false).size());
+    EXPECT_TRUE(end);
+    apply_constraint c2(*m, in);
+    EXPECT_EQ(allowed_prefix(*m, c2, merged + "\n", true, &end), m->tokenize(merged + "\n", false, false).size());
+    EXPECT_TRUE(end);
+}
+
 // speculative decoding under the constraint equals constrained autoregressive decoding, and every
 // output line is a line of the file or of the snippet
 static void lossless_on(const std::string & model_path, int32_t threads) {
