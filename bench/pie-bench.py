@@ -158,6 +158,23 @@ def make_long_session(lines, rng, n_edits, max_chars):
     return None
 
 
+def write_script(out_dir, name, docs, every_edit):
+    """an `editspec session` script: each doc opened, its edits, a completion after every edit or after
+    the last; returns its path"""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name)
+    with open(path, "w") as f:
+        for t in docs:
+            f.write(json.dumps({"op": "open", "text": t["doc"]}) + "\n")
+            for e in t["edits"]:
+                f.write(json.dumps(e) + "\n")
+                if every_edit:
+                    f.write(json.dumps({"op": "complete", "n": 64}) + "\n")
+            if not every_edit:
+                f.write(json.dumps({"op": "complete", "n": 64}) + "\n")
+    return path
+
+
 def long_sessions(a, texts, rng):
     """--session-edits: a few long sessions, a completion after every edit; each strategy (and PIE with
     each drift threshold) against recompute's prediction at the same step"""
@@ -166,14 +183,7 @@ def long_sessions(a, texts, rng):
         t = make_long_session(rng.choice(texts), rng, a.session_edits, a.max_chars)
         if t is not None:
             sessions.append({"doc": t[0], "edits": t[1], "target": t[2], "clean": t[3]})
-    os.makedirs(a.out, exist_ok=True)
-    script = os.path.join(a.out, "session-script.jsonl")
-    with open(script, "w") as f:
-        for t in sessions:
-            f.write(json.dumps({"op": "open", "text": t["doc"]}) + "\n")
-            for e in t["edits"]:
-                f.write(json.dumps(e) + "\n")
-                f.write(json.dumps({"op": "complete", "n": 64}) + "\n")
+    script = write_script(a.out, "session-script.jsonl", sessions, every_edit=True)
     runs = [("recompute", -1), ("conflict", -1), ("pie", -1)] + [("pie", int(d)) for d in a.drift_list.split(",") if d]
     res = {}
     for strategy, dmax in runs:
@@ -246,14 +256,7 @@ def main():
                 continue
             tasks.append({"kind": kind, "doc": t[0], "edits": t[1], "target": t[2]})
             n += 1
-    os.makedirs(a.out, exist_ok=True)
-    script = os.path.join(a.out, "script.jsonl")
-    with open(script, "w") as f:
-        for t in tasks:
-            f.write(json.dumps({"op": "open", "text": t["doc"]}) + "\n")
-            for e in t["edits"]:
-                f.write(json.dumps(e) + "\n")
-            f.write(json.dumps({"op": "complete", "n": 64}) + "\n")
+    script = write_script(a.out, "script.jsonl", tasks, every_edit=False)
     results = {}
     for s in STRATEGIES:
         t0 = time.time()
