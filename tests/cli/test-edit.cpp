@@ -24,12 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const fs::path & p) {
-    std::ifstream f(p, std::ios::binary);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+using test::read_text;
 
 void write_text(const fs::path & p, const std::string & s) { std::ofstream(p, std::ios::binary) << s; }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,13 @@ token_vec random_code_prompt(const model & m, std::mt19937 & rng) {
     const int n = 1 + rng() % 30;
     for (int i = 0; i < n; i++) s += words[rng() % 20];
     return m.tokenize(s, true, false);
+}
+
+std::string read_text(const std::filesystem::path & path) {
+    std::ifstream f(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
 }
 
 int run_command(const std::string & cmd, std::string * out) {

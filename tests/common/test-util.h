@@ -58,6 +58,9 @@ std::vector<ar_case> ar_cases(context & ctx, std::mt19937 & rng, int32_t n, int3
 bool index_texts(const model & m, const std::filesystem::path & dir, const std::string & name,
                  const std::vector<std::string> & texts, datastore & ds, std::string * error);
 
+// a file's bytes ("" when it cannot be read)
+std::string read_text(const std::filesystem::path & path);
+
 // runs a shell command, returns its exit status; *out (when given) becomes its standard output
 int run_command(const std::string & cmd, std::string * out = nullptr);
 

@@ -14,13 +14,6 @@ using namespace editspec;
 
 namespace {
 
-std::string read_text(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 const std::string k_shipped = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
 const std::string k_examples = std::string(EDITSPEC_MODELS) + "/../docs/examples/apply/";
 
@@ -62,21 +55,16 @@ const char * k_update =
     "        f.write(content)\n"
     "# ... existing code ...\n";
 
-const char * k_merged =
-    "import os\n"
-    "\n"
-    "def load(path):\n"
-    "    with open(path) as f:\n"
-    "        return f.read()\n"
-    "\n"
-    "def save(path, content):\n"
-    "    tmp = path + '.tmp'\n"
-    "    with open(tmp, 'w') as f:\n"
-    "        f.write(content)\n"
-    "    os.replace(tmp, path)\n"
-    "\n"
-    "def size(path):\n"
-    "    return os.path.getsize(path)\n";
+// the code with save's parameter renamed
+std::string merged_of(std::string code) {
+    for (const char * from : {"def save(path, text)", "f.write(text)"}) {
+        const std::string f = from;
+        std::string to = f;
+        to.replace(to.find("text"), 4, "content");
+        code.replace(code.find(f), f.size(), to);
+    }
+    return code;
+}
 
 } // namespace
 
@@ -92,7 +80,7 @@ TEST(apply_constraint, allows_the_merge_and_refuses_slips) {
     auto m = test::load_or_fail(k_shipped);
     ASSERT_TRUE(m);
     const apply_input in{k_code, k_update, ""};
-    const std::string merged = k_merged;
+    const std::string merged = merged_of(k_code);
     {
         apply_constraint c(*m, in);
         bool end = false;
@@ -169,7 +157,7 @@ static void lossless_on(const std::string & model_path, int32_t threads) {
     const model & m = *rn.target.model;
     std::vector<apply_input> inputs = {{k_code, k_update, ""}};
     for (const char * name : {"inventory", "retry", "wordstats"}) {
-        inputs.push_back({read_text(k_examples + name + ".py"), read_text(k_examples + name + ".update.py"), ""});
+        inputs.push_back({test::read_text(k_examples + name + ".py"), test::read_text(k_examples + name + ".update.py"), ""});
         ASSERT_FALSE(inputs.back().code.empty()) << k_examples << name << ".py";
     }
     for (const apply_input & in : inputs) {

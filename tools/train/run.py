@@ -144,6 +144,14 @@ def env_one_thread(gguf_py: str) -> dict:
     return e
 
 
+def env_for_scripts() -> dict:
+    """the trainer's environment for scripts outside the pipeline (experiments/): one thread, the pinned
+    llama.cpp's gguf-py, also set in this process (export reads it)"""
+    env = env_one_thread(os.path.join(os.path.dirname(llama_prefix()), "src", "gguf-py"))
+    os.environ["EDITSPEC_GGUF_PY"] = env["EDITSPEC_GGUF_PY"]
+    return env
+
+
 def src_hash(*names) -> str:
     """hash of pipeline source files: a stage's key includes the code that makes its output"""
     h = hashlib.sha256()

@@ -38,8 +38,7 @@ def main():
     a = ap.parse_args()
     log = lambda s: print(s, flush=True)  # noqa: E731
     import run as pipeline
-    env = pipeline.env_one_thread(os.path.join(os.path.dirname(pipeline.llama_prefix()), "src", "gguf-py"))
-    os.environ["EDITSPEC_GGUF_PY"] = env["EDITSPEC_GGUF_PY"]
+    env = pipeline.env_for_scripts()
     run = os.path.abspath(a.run)
     out = os.path.join(run, f"exp-apply-{a.arm}")
     os.makedirs(out, exist_ok=True)
