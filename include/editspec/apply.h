@@ -56,6 +56,11 @@ bool apply_prompt_parse_special(const model & m);
 std::string apply_snippet(const std::string & before, const std::string & after, const std::string & marker,
                           int32_t context = 3);
 
+// The merged file in a model's answer: the code inside the answer's fence when it has one
+// (edit_extract_code), ending as the original does, with a final newline or without one (a model
+// trained on files that end in one writes it everywhere).
+std::string apply_merged_code(const apply_input & in, const std::string & answer);
+
 // the text's lines, each with its '\n' (the last without one when the text does not end in one)
 std::vector<std::string> apply_lines(const std::string & text);
 
@@ -68,11 +73,13 @@ bool apply_is_marker(const std::string & line);
 // original after the last one used from it, or of the snippet after the last one used from it (a
 // small set of such positions is tracked, as a line may come from either). The snippet's lines that
 // are unchanged lines of the original (its longest common subsequence with the original; lines of a
-// few characters excepted, as new code repeats them) are those lines: writing one uses both, so an
+// few characters excepted, as new code repeats them, unless they stand right beside such a line in
+// both) are those lines: writing one uses both, so an
 // unchanged line cannot be written twice. Nothing the snippet keeps may be left out: the snippet's
 // new lines, and the original's lines elided by a marker between two unchanged lines (or before the
 // first, after the last) with no new line there; the end comes only once all of them are written.
-// The original's lines between two unchanged lines that the snippet shows side by side are deleted.
+// The original's lines between two unchanged lines with no marker between them in the snippet are
+// replaced by the snippet's lines there (deleted when it shows the two side by side).
 // A changed line takes the place of its old version (the most similar line there, same indent,
 // >= 70 % alike), which may then not be written.
 // The model decides the rest: where unanchored new lines go, which old lines they replace. A fence line ("```...")

@@ -314,7 +314,7 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
         }
         if (bp.turn == 0 && bp.item && bp.item->task == DATASET_TASK_EDIT && !bp.item->reference.empty()) {
             row.checked = true;
-            row.code = edit_extract_code(r.text);
+            row.code = p.apply ? apply_merged_code({bp.item->context_code, "", ""}, r.text) : edit_extract_code(r.text);
             row.exact = row.code == bp.item->reference;
         }
         if (has_tests) {

@@ -180,7 +180,7 @@ int run_edit(const edit_opts & o) {
     if (const int status = run_request(cmd, rn, ms, rq, r); status != 0) {
         return status;
     }
-    const std::string edited = edit_extract_code(r.text);
+    const std::string edited = apply ? apply_merged_code({code, update, o.instruction}, r.text) : edit_extract_code(r.text);
 
     // ---- output
     if (o.in_place) {

@@ -106,6 +106,7 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
             lo = anchor_[j] + 1;
             continue;
         }
+        if (trivial_line(update_[(size_t) j])) continue; // a blank line is alike every blank line
         int32_t hi = (int32_t) code_.size();
         for (int32_t k = j + 1; k < (int32_t) update_.size(); k++) {
             if (anchor_[k] >= 0) { hi = anchor_[k]; break; }
@@ -123,10 +124,26 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
             lo = best + 1;
         }
     }
+    // a trivial line ("", "}") right beside a placed one, with no marker between, is that line's
+    // neighbour in the code too when the code has it there (as a diff's context): a blank line before
+    // a marker is then not a new line, so the code the marker elides stays required
+    auto anchor_beside = [&](int32_t j, int32_t j_from, int32_t step) {
+        const int32_t i = place_[(size_t) j_from] + step;
+        if (place_[(size_t) j] >= 0 || i < 0 || i >= (int32_t) code_.size() || code_anchor_[(size_t) i] >= 0) return;
+        if (dropped_[(size_t) i] || code_[(size_t) i] != update_[(size_t) j]) return;
+        anchor_[(size_t) j] = place_[(size_t) j] = i;
+        code_anchor_[(size_t) i] = j;
+    };
+    for (int32_t j = 1; j < (int32_t) update_.size(); j++) {
+        if (place_[(size_t) j - 1] >= 0 && !marker_before[(size_t) j]) anchor_beside(j, j - 1, +1);
+    }
+    for (int32_t j = (int32_t) update_.size() - 1; j-- > 0;) {
+        if (place_[(size_t) j + 1] >= 0 && !marker_before[(size_t) j + 1]) anchor_beside(j, j + 1, -1);
+    }
     // kept code lines: where a marker stands between two placed lines (or before the first, after
     // the last) and no new line does, the code between them is elided, so unchanged; between two
-    // placed lines with neither a marker nor a new line between them, the code lines are deleted
-    // (the snippet shows a deletion only so)
+    // placed lines with no marker between them, the code lines between are replaced by the snippet's
+    // (none: a deletion, which the snippet shows only so)
     std::vector<uint8_t> kept(code_.size(), 0);
     int32_t prev_a = -1; // code line of the previous placed line (-1: the top)
     bool seen_marker = false, seen_new = false;
@@ -142,7 +159,7 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
             continue;
         }
         keep(prev_a + 1, place_[j]);
-        if (prev_a >= 0 && !seen_marker && !seen_new) {
+        if (prev_a >= 0 && !seen_marker) {
             for (int32_t i = prev_a + 1; i < place_[j]; i++) dropped_[(size_t) i] = 1;
         }
         prev_a = place_[j];

@@ -43,6 +43,19 @@ bool apply_message_parse(const std::string & text, apply_input & out) {
     return true;
 }
 
+std::string apply_merged_code(const apply_input & in, const std::string & answer) {
+    std::string code = edit_extract_code(answer);
+    if (code.empty() || in.code.empty()) return code;
+    const bool crlf = in.code.size() >= 2 && in.code.compare(in.code.size() - 2, 2, "\r\n") == 0;
+    if (in.code.back() != '\n') {
+        if (code.back() == '\n') code.pop_back();
+        if (!code.empty() && code.back() == '\r') code.pop_back();
+    } else if (code.back() != '\n') {
+        code += crlf ? "\r\n" : "\n";
+    }
+    return code;
+}
+
 std::vector<std::string> apply_lines(const std::string & text) {
     std::vector<std::string> out;
     for (size_t i = 0; i < text.size();) {

@@ -349,7 +349,7 @@ json response_json(server_state & s, const generation & g, const std::string & i
                     {"timings", timings_json(r)}};
         case API_APPLY:
             return {{"id", id}, {"object", "editspec.apply"}, {"created", unix_now()}, {"model", model},
-                    {"merged_code", edit_extract_code(r.text)},
+                    {"merged_code", apply_merged_code(g.rq.apply, r.text)},
                     {"finish_reason", api_finish_reason(r.stop)},
                     {"usage", usage_json(g)},
                     {"timings", timings_json(r)}};

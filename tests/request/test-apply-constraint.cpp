@@ -127,6 +127,59 @@ TEST(apply_constraint, deleted_lines_stay_deleted) {
     EXPECT_LT(allowed_prefix(*m, c2, code, false, &end), m->tokenize(code, false, false).size());
 }
 
+// a blank line beside an unchanged line before a marker is the code's own blank line, not a new
+// one: the methods the marker elides must still be written (docs/examples/apply/inventory.py)
+TEST(apply_constraint, blank_line_before_a_marker) {
+    auto m = test::load_or_fail(k_shipped);
+    ASSERT_TRUE(m);
+    const std::string code = "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n\n"
+                             "    def h(self):\n        return 3\n";
+    const std::string update = "# ... existing code ...\n    def f(self):\n        return 10\n\n# ... existing code ...\n"
+                               "    def h(self):\n        return 3\n";
+    const apply_input in{code, update, ""};
+    const std::string merged = "class A:\n    def f(self):\n        return 10\n\n    def g(self):\n        return 2\n\n"
+                               "    def h(self):\n        return 3\n";
+    bool end = false;
+    apply_constraint c1(*m, in);
+    EXPECT_EQ(allowed_prefix(*m, c1, merged, true, &end), m->tokenize(merged, false, false).size());
+    EXPECT_TRUE(end);
+    const std::string skipped = "class A:\n    def f(self):\n        return 10\n\n    def h(self):\n        return 3\n";
+    apply_constraint c2(*m, in);
+    end = true;
+    const size_t n = allowed_prefix(*m, c2, skipped, true, &end);
+    EXPECT_TRUE(n < m->tokenize(skipped, false, false).size() || !end) << "g, elided by the marker, left out";
+}
+
+// a changed line between two unchanged lines, with no marker there, replaces the code between them
+// however unlike its old version it is (docs/examples/apply/wordstats.py)
+TEST(apply_constraint, hunk_replaces_the_code_between_its_context_lines) {
+    auto m = test::load_or_fail(k_shipped);
+    ASSERT_TRUE(m);
+    const std::string code = "def top(path, n):\n    with open(path) as f:\n        c = Counter(words(f.read()))\n"
+                             "    return c.most_common(n)\n";
+    const std::string update = "def top(path, n):\n    with open(path) as f:\n        c = Counter(w for w in words(f.read()) if w)\n"
+                               "    return c.most_common(n)\n";
+    const apply_input in{code, update, ""};
+    bool end = false;
+    apply_constraint c1(*m, in);
+    EXPECT_EQ(allowed_prefix(*m, c1, update, true, &end), m->tokenize(update, false, false).size());
+    EXPECT_TRUE(end);
+    std::string both = update;
+    both.insert(both.find("        c = "), "        c = Counter(words(f.read()))\n");
+    apply_constraint c2(*m, in);
+    EXPECT_LT(allowed_prefix(*m, c2, both, false, &end), m->tokenize(both, false, false).size()) << "the old line kept";
+}
+
+// the merged file ends as the original does
+TEST(apply_constraint, merged_code_keeps_the_final_newline_convention) {
+    EXPECT_EQ(apply_merged_code({"a = 1\nb = 2", "", ""}, "a = 10\nb = 2\n"), "a = 10\nb = 2");
+    EXPECT_EQ(apply_merged_code({"a = 1\r\nb = 2", "", ""}, "a = 10\r\nb = 2\r\n"), "a = 10\r\nb = 2");
+    EXPECT_EQ(apply_merged_code({"a = 1\n", "", ""}, "a = 10"), "a = 10\n");
+    EXPECT_EQ(apply_merged_code({"a = 1\n", "", ""}, "a = 10\n"), "a = 10\n");
+    EXPECT_EQ(apply_merged_code({"a = 1", "", ""}, "```python\na = 10\n```\n"), "a = 10");
+    EXPECT_EQ(apply_merged_code({"a = 1", "", ""}, ""), "");
+}
+
 // a file without a final newline: its last line may be written anywhere a line may, with or without
 // the newline at the very end (CanItEdit's files end so)
 TEST(apply_constraint, unterminated_last_line) {
