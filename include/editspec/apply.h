@@ -69,25 +69,25 @@ std::vector<std::string> apply_lines(const std::string & text);
 bool apply_is_marker(const std::string & line);
 
 // Constrained apply (`--constrain`): the merged file is the original's lines and the snippet's
-// (markers left out), each source used in its own order: every line of the output is a line of the
-// original after the last one used from it, or of the snippet after the last one used from it (a
-// small set of such positions is tracked, as a line may come from either). The snippet's lines that
-// are unchanged lines of the original (its longest common subsequence with the original; lines of a
-// few characters excepted, as new code repeats them, unless they stand right beside such a line in
-// both) are those lines: writing one uses both, so an
-// unchanged line cannot be written twice. Nothing the snippet keeps may be left out: the snippet's
-// new lines, and the original's lines elided by a marker between two unchanged lines (or before the
-// first, after the last) with no new line there; the end comes only once all of them are written.
-// The original's lines between two unchanged lines with no marker between them in the snippet are
-// replaced by the snippet's lines there (deleted when it shows the two side by side).
-// A changed line takes the place of its old version (the most similar line there, same indent,
-// >= 70 % alike), which may then not be written.
-// The model decides the rest: where unanchored new lines go, which old lines they replace. A fence line ("```...")
-// at most twice (chat models fence their answer); the end only at the start of a line (or after an
-// unterminated last line). A small model then cannot garble a name, split a character, loop or jump
-// back: it only chooses which lines come next. Lossy with respect to the model's free greedy output
-// (reported as its own mode); speculative decoding under it equals constrained autoregressive
-// decoding token for token.
+// (markers and fences left out), each source used in its own order: every line of the output is a
+// line of the original after the last one used from it, or the snippet's next line (a small set of
+// such positions is tracked, as a line may come from either). Every line of the snippet is written.
+// The snippet's lines that are unchanged lines of the original (its longest common subsequence with
+// the original; lines of a few characters excepted, as new code repeats them, unless they stand
+// right beside such a line in both, or end or start a block of the snippet next to one) are those
+// lines: writing one uses both, so an unchanged line cannot be written twice, and the output cannot
+// pass one before writing it. A changed line takes the place of its old version (the most alike
+// line there: same indent and common prefix and suffix >= 70 % of their mean length, or the same
+// text re-indented), which may then not be written. The original's lines elided by a marker between
+// two placed lines (or before the first, after the last) with no new line there must be written;
+// those between two placed lines with no marker between them are replaced by the snippet's lines
+// there (deleted when it shows the two side by side).
+// The model decides the rest: where lines the snippet does not place go, which old lines they
+// replace. A fence line ("```...") at most twice (chat models fence their answer); the end only at
+// the start of a line (or after an unterminated last line). A small model then cannot garble a name,
+// split a character, loop or jump back: it only chooses which lines come next. Lossy with respect to
+// the model's free greedy output (reported as its own mode); speculative decoding under it equals
+// constrained autoregressive decoding token for token.
 class apply_constraint : public token_constraint {
 public:
     apply_constraint(const model & m, const apply_input & in);
@@ -118,7 +118,7 @@ private:
     std::vector<int32_t> place_;                              // per update line: the code line it is or replaces, or -1
     std::vector<int32_t> kept_before_;                        // [i]: kept code lines before code line i
     std::vector<uint8_t> dropped_;                            // per code line: deleted by the snippet
-    std::vector<int32_t> new_before_;                         // [j]: unanchored update lines before update line j
+    std::vector<int32_t> next_anchor_;                        // [j]: code line of the first anchored update line from j on
     std::vector<std::string> pieces_;          // per token, filled on first use
     std::vector<uint8_t> piece_known_;
     token_vec done_;                            // the output prefix `states_.back()` is for

@@ -57,15 +57,19 @@ static std::vector<int32_t> apply_anchors(const std::vector<std::string> & code,
     return out;
 }
 
-// how alike two lines are: common prefix and suffix over the longer, 0 when their indents differ
+// how alike two lines are: their common prefix and suffix over their mean length (one change in
+// the middle of a line keeps a line alike); a line only re-indented (as a body wrapped in a new
+// block is) 0.75, below any same-indent line as alike; otherwise 0 when their indents differ
 static double line_similarity(const std::string & a, const std::string & b) {
     const size_t ia = a.find_first_not_of(' '), ib = b.find_first_not_of(' ');
-    if (ia != ib) return 0.0;
+    if (ia != ib) {
+        return ia != std::string::npos && ib != std::string::npos && a.compare(ia, std::string::npos, b, ib) == 0 ? 0.75 : 0.0;
+    }
     const size_t n = std::min(a.size(), b.size());
     size_t pre = 0, suf = 0;
     while (pre < n && a[pre] == b[pre]) pre++;
     while (suf < n - pre && a[a.size() - 1 - suf] == b[b.size() - 1 - suf]) suf++;
-    return (double) (pre + suf) / (double) std::max(a.size(), b.size());
+    return 2.0 * (double) (pre + suf) / (double) (a.size() + b.size());
 }
 
 static bool is_fence(const std::string & s) {
@@ -86,6 +90,7 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
             marker = true;
             continue;
         }
+        if (is_fence(l)) continue; // a fenced snippet: its fences are not lines of the merge
         update_.push_back(l);
         marker_before.push_back(marker ? 1 : 0);
         marker = false;
@@ -116,7 +121,7 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
         for (int32_t i = lo; i < hi; i++) {
             if (code_anchor_[(size_t) i] >= 0 || dropped_[(size_t) i]) continue;
             const double sim = line_similarity(code_[(size_t) i], update_[(size_t) j]);
-            if (sim >= best_sim) best = i, best_sim = sim;
+            if (sim > best_sim) best = i, best_sim = sim; // the nearest of the likest
         }
         if (best >= 0) {
             place_[(size_t) j] = best;
@@ -139,6 +144,41 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     }
     for (int32_t j = (int32_t) update_.size() - 1; j-- > 0;) {
         if (place_[(size_t) j + 1] >= 0 && !marker_before[(size_t) j + 1]) anchor_beside(j, j + 1, -1);
+    }
+    // trivial lines that end a block of the snippet (a marker or the end next) after changed lines
+    // are the code's lines right after the block's last placed line when the code has them there
+    // (the longest such run): the blank lines after a rewritten function's body are the ones the old
+    // body had; the same for trivial lines that start a block, before the block's first placed line
+    const int32_t n_up = (int32_t) update_.size(), n_code = (int32_t) code_.size();
+    auto trivial_free = [&](int32_t j) { return place_[(size_t) j] < 0 && trivial_line(update_[(size_t) j]); };
+    auto code_free = [&](int32_t i, int32_t j) {
+        return i >= 0 && i < n_code && code_anchor_[(size_t) i] < 0 && !dropped_[(size_t) i] && code_[(size_t) i] == update_[(size_t) j];
+    };
+    auto anchor_run = [&](int32_t j0, int32_t j1, int32_t i0) { // update lines j0..j1 at code lines i0...
+        for (int32_t t = j0; t <= j1; t++) {
+            if (!code_free(i0 + t - j0, t)) return false;
+        }
+        for (int32_t t = j0; t <= j1; t++) {
+            anchor_[(size_t) t] = place_[(size_t) t] = i0 + t - j0;
+            code_anchor_[(size_t) (i0 + t - j0)] = t;
+        }
+        return true;
+    };
+    for (int32_t j = 0; j < n_up; j++) {
+        if (!trivial_free(j) || !(j + 1 == n_up || marker_before[(size_t) j + 1])) continue;
+        int32_t j0 = j, k;
+        while (j0 > 0 && !marker_before[(size_t) j0] && trivial_free(j0 - 1)) j0--;
+        for (k = j0; k > 0 && !marker_before[(size_t) k] && place_[(size_t) k - 1] < 0; k--) {}
+        if (k == 0 || marker_before[(size_t) k]) continue;
+        for (int32_t t = j0; t <= j && !anchor_run(t, j, place_[(size_t) k - 1] + 1); t++) {}
+    }
+    for (int32_t j = n_up; j-- > 0;) {
+        if (!trivial_free(j) || !(j == 0 || marker_before[(size_t) j])) continue;
+        int32_t j1 = j, k;
+        while (j1 + 1 < n_up && !marker_before[(size_t) j1 + 1] && trivial_free(j1 + 1)) j1++;
+        for (k = j1; k + 1 < n_up && !marker_before[(size_t) k + 1] && place_[(size_t) k + 1] < 0; k++) {}
+        if (k + 1 == n_up || marker_before[(size_t) k + 1]) continue;
+        for (int32_t t = j1; t >= j && !anchor_run(j, t, place_[(size_t) k + 1] - (t - j + 1)); t--) {}
     }
     // kept code lines: where a marker stands between two placed lines (or before the first, after
     // the last) and no new line does, the code between them is elided, so unchanged; between two
@@ -169,8 +209,10 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     if (prev_a >= 0 || !update_.empty()) keep(prev_a + 1, (int32_t) code_.size());
     kept_before_.assign(code_.size() + 1, 0);
     for (size_t i = 0; i < code_.size(); i++) kept_before_[i + 1] = kept_before_[i] + kept[i];
-    new_before_.assign(update_.size() + 1, 0);
-    for (size_t j = 0; j < update_.size(); j++) new_before_[j + 1] = new_before_[j] + (anchor_[j] < 0 ? 1 : 0); // every changed line must be written
+    // per update line j: the code line of the first anchored update line from j on (code_.size():
+    // none), which the output may not pass before writing it
+    next_anchor_.assign(update_.size() + 1, (int32_t) code_.size());
+    for (size_t j = update_.size(); j-- > 0;) next_anchor_[j] = anchor_[j] >= 0 ? anchor_[j] : next_anchor_[j + 1];
     for (int32_t i = 0; i < (int32_t) code_.size(); i++) in_code_[code_[i]].push_back(i);
     for (int32_t j = 0; j < (int32_t) update_.size(); j++) in_update_[update_[j]].push_back(j);
     const size_t n = (size_t) m.facts().n_vocab;
@@ -187,19 +229,19 @@ const std::string & apply_constraint::piece(llama_token t) {
     return pieces_[(size_t) t];
 }
 
-// Moves from position p: code line i (skipping only code lines that may go: not kept) or update line
-// j (skipping only anchored lines, whose code line may still come); an anchored pair is used
-// together. -1 = not a move.
+// Moves from position p: code line i (skipping only code lines that may go: not kept, and not past
+// the next anchored line of the snippet) or update line p.j (every line of the snippet is written,
+// in its order); an anchored pair is used together. -1 = not a move.
 apply_constraint::pos apply_constraint::from_code(pos p, int32_t i) const {
     if (i < p.i || dropped_[(size_t) i] || kept_before_[(size_t) i] != kept_before_[(size_t) p.i]) return {-1, -1};
     const int32_t k = code_anchor_[(size_t) i];
-    if (k < p.j) return {i + 1, p.j};
-    if (new_before_[(size_t) k] != new_before_[(size_t) p.j]) return {-1, -1};
+    if (k < 0 || k < p.j) return i < next_anchor_[(size_t) p.j] ? pos{i + 1, p.j} : pos{-1, -1};
+    if (k != p.j) return {-1, -1};
     return {i + 1, k + 1};
 }
 
 apply_constraint::pos apply_constraint::from_update(pos p, int32_t j) const {
-    if (j < p.j || new_before_[(size_t) j] != new_before_[(size_t) p.j]) return {-1, -1};
+    if (j != p.j) return {-1, -1};
     const int32_t a = place_[(size_t) j];
     if (a < 0) return {p.i, j + 1};
     // a changed line whose guessed place was passed still has to be written (no dead end)
@@ -267,7 +309,7 @@ bool apply_constraint::end_ok(const state & st) const {
     state s = st;
     if (!s.partial.empty() && !take_line(s.partial + "\n", s)) return false; // a last line without its newline
     for (const pos & q : s.at) {
-        if (kept_before_[(size_t) q.i] == kept_before_.back() && new_before_[(size_t) q.j] == new_before_.back()) return true;
+        if (kept_before_[(size_t) q.i] == kept_before_.back() && q.j == (int32_t) update_.size()) return true;
     }
     return false;
 }

@@ -170,6 +170,38 @@ TEST(apply_constraint, hunk_replaces_the_code_between_its_context_lines) {
     EXPECT_LT(allowed_prefix(*m, c2, both, false, &end), m->tokenize(both, false, false).size()) << "the old line kept";
 }
 
+// a body wrapped in a new block: its re-indented lines replace the old ones, the blank line after
+// it is the old body's, so the code the end marker elides stays required; every snippet line is
+// written, in its order
+TEST(apply_constraint, wrapped_body_replaces_the_old_one) {
+    auto m = test::load_or_fail(k_shipped);
+    ASSERT_TRUE(m);
+    const std::string code = "import os\n\ndef f(p):\n    x = os.stat(p)\n    return x.st_size\n\ndef h():\n    pass\n";
+    const std::string update = "# ... existing code ...\ndef f(p):\n    try:\n        x = os.stat(p)\n        return x.st_size\n"
+                               "    except OSError:\n        return 0\n\n# ... existing code ...\n";
+    const apply_input in{code, update, ""};
+    const std::string merged = "import os\n\ndef f(p):\n    try:\n        x = os.stat(p)\n        return x.st_size\n"
+                               "    except OSError:\n        return 0\n\ndef h():\n    pass\n";
+    bool end = false;
+    apply_constraint c1(*m, in);
+    EXPECT_EQ(allowed_prefix(*m, c1, merged, true, &end), m->tokenize(merged, false, false).size());
+    EXPECT_TRUE(end);
+    auto refused = [&](const std::string & text, const char * what) {
+        apply_constraint c(*m, in);
+        bool e = true;
+        const size_t n = allowed_prefix(*m, c, text, true, &e);
+        EXPECT_TRUE(n < m->tokenize(text, false, false).size() || !e) << what;
+    };
+    std::string old_too = merged;
+    old_too.insert(old_too.find("    except"), "    x = os.stat(p)\n");
+    refused(old_too, "the old body line written back");
+    refused(merged.substr(0, merged.find("def h")), "the elided function left out");
+    std::string early = merged;
+    early.erase(early.find("def f(p):\n"), 10);
+    early.insert(early.find("    except"), "def f(p):\n");
+    refused(early, "the snippet's context line moved after its new lines");
+}
+
 // the merged file ends as the original does
 TEST(apply_constraint, merged_code_keeps_the_final_newline_convention) {
     EXPECT_EQ(apply_merged_code({"a = 1\nb = 2", "", ""}, "a = 10\nb = 2\n"), "a = 10\nb = 2");
