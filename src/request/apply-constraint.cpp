@@ -84,7 +84,7 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     };
     code_ = terminated(apply_lines(in.code));
     std::vector<uint8_t> marker_before; // per update line: a marker since the previous line
-    bool marker = false, marker_end = false;
+    bool marker = false, marker_end;
     for (const std::string & l : terminated(apply_lines(in.update))) {
         if (apply_is_marker(l)) {
             marker = true;
@@ -95,8 +95,25 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
         marker_before.push_back(marker ? 1 : 0);
         marker = false;
     }
-    marker_end = marker;
+    // a snippet without a marker at its top or its end still leaves the rest of the file as it is
+    // (LLMs leave those markers out); a deletion there shows only by context, as everywhere
+    if (!update_.empty()) marker_before[0] = 1;
+    marker_end = true;
     anchor_ = apply_anchors(code_, update_);
+    // a line the code has twice is the occurrence nearest the snippet's next anchored line in the
+    // same block (a block's lines stand together in the code)
+    for (int32_t j = (int32_t) update_.size() - 1; j-- > 0;) {
+        if (anchor_[(size_t) j] < 0) continue;
+        int32_t j2 = j + 1;
+        while (j2 < (int32_t) update_.size() && !marker_before[(size_t) j2] && anchor_[(size_t) j2] < 0) j2++;
+        if (j2 == (int32_t) update_.size() || marker_before[(size_t) j2]) continue;
+        for (int32_t i = anchor_[(size_t) j2] - 1; i > anchor_[(size_t) j]; i--) {
+            if (code_[(size_t) i] == update_[(size_t) j]) {
+                anchor_[(size_t) j] = i;
+                break;
+            }
+        }
+    }
     code_anchor_.assign(code_.size(), -1);
     for (int32_t j = 0; j < (int32_t) update_.size(); j++) {
         if (anchor_[j] >= 0) code_anchor_[(size_t) anchor_[j]] = j;
@@ -111,7 +128,8 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
             lo = anchor_[j] + 1;
             continue;
         }
-        if (trivial_line(update_[(size_t) j])) continue; // a blank line is alike every blank line
+        // a short line ("", "}", "x = 1") is alike too many lines to say which it replaces
+        if (trivial_line(update_[(size_t) j])) continue;
         int32_t hi = (int32_t) code_.size();
         for (int32_t k = j + 1; k < (int32_t) update_.size(); k++) {
             if (anchor_[k] >= 0) { hi = anchor_[k]; break; }
@@ -181,21 +199,23 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
         for (int32_t t = j1; t >= j && !anchor_run(j, t, place_[(size_t) k + 1] - (t - j + 1)); t--) {}
     }
     // kept code lines: where a marker stands between two placed lines (or before the first, after
-    // the last) and no new line does, the code between them is elided, so unchanged; between two
-    // placed lines with no marker between them, the code lines between are replaced by the snippet's
-    // (none: a deletion, which the snippet shows only so)
+    // the last) and every new line there has a marker before and after it, the code between them is
+    // elided (the new lines are inserted somewhere in it), so unchanged; between two placed lines with
+    // no marker between them, the code lines between are replaced by the snippet's (none: a deletion,
+    // which the snippet shows only so)
     std::vector<uint8_t> kept(code_.size(), 0);
     int32_t prev_a = -1; // code line of the previous placed line (-1: the top)
-    bool seen_marker = false, seen_new = false;
+    bool seen_marker = false, new_open = false, new_since_marker = false;
     auto keep = [&](int32_t from, int32_t to) {
-        if (seen_marker && !seen_new) {
+        if (seen_marker && !new_open && !new_since_marker) {
             for (int32_t i = from; i < to; i++) kept[(size_t) i] = 1;
         }
     };
     for (int32_t j = 0; j < (int32_t) update_.size(); j++) {
-        seen_marker = seen_marker || marker_before[(size_t) j];
+        if (marker_before[(size_t) j]) seen_marker = true, new_since_marker = false;
         if (place_[j] < 0) {
-            seen_new = true;
+            new_open = new_open || !seen_marker; // right after the previous placed line: replaces code there
+            new_since_marker = true;
             continue;
         }
         keep(prev_a + 1, place_[j]);
@@ -203,9 +223,9 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
             for (int32_t i = prev_a + 1; i < place_[j]; i++) dropped_[(size_t) i] = 1;
         }
         prev_a = place_[j];
-        seen_marker = seen_new = false;
+        seen_marker = new_open = new_since_marker = false;
     }
-    seen_marker = seen_marker || marker_end;
+    if (marker_end) seen_marker = true, new_since_marker = false;
     if (prev_a >= 0 || !update_.empty()) keep(prev_a + 1, (int32_t) code_.size());
     kept_before_.assign(code_.size() + 1, 0);
     for (size_t i = 0; i < code_.size(); i++) kept_before_[i + 1] = kept_before_[i] + kept[i];

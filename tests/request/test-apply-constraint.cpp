@@ -217,11 +217,11 @@ TEST(apply_constraint, merged_code_keeps_the_final_newline_convention) {
 TEST(apply_constraint, unterminated_last_line) {
     auto m = test::load_or_fail(k_shipped);
     ASSERT_TRUE(m);
-    const std::string code = "a = 1\nb = 2\nprint(a + b)";
-    const apply_input in{code, "a = 10\n# ... existing code ...\nprint(a + b)", ""};
+    const std::string code = "alpha = 1\nbeta = 2\nprint(alpha + beta)";
+    const apply_input in{code, "alpha = 10\n# ... existing code ...\nprint(alpha + beta)", ""};
     bool end = false;
     apply_constraint c1(*m, in);
-    const std::string merged = "a = 10\nb = 2\nprint(a + b)";
+    const std::string merged = "alpha = 10\nbeta = 2\nprint(alpha + beta)";
     EXPECT_EQ(allowed_prefix(*m, c1, merged, true, &end), m->tokenize(merged, false, false).size());
     EXPECT_TRUE(end);
     apply_constraint c2(*m, in);
