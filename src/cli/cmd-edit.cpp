@@ -189,7 +189,8 @@ int run_edit(const edit_opts & o) {
         }
     }
     const std::string name = o.file.empty() ? "stdin" : o.file;
-    const std::string diff = o.diff ? edit_unified_diff(code, edited, "a/" + name, "b/" + name) : "";
+    const std::string sep = name.front() == '/' ? "" : "/"; // an absolute path: a/work/x.py, as git writes it
+    const std::string diff = o.diff ? edit_unified_diff(code, edited, "a" + sep + name, "b" + sep + name) : "";
     if (o.json) {
         nlohmann::json j = result_json(r, *rn.ctx, ms);
         j["code"] = edited;

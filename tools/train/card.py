@@ -123,7 +123,9 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                 if st.get("copy_warmup") else "")
              + f". Stage times (s): {json.dumps(timings)}.\n")
     L.append("## Held-out results\n")
-    for name, label in (("heldout", "held-out apply tasks (from held-out files)"), ("canitedit", "CanItEdit's edits as apply tasks (evaluation only)")):
+    sets = (("heldout", "held-out apply tasks (from held-out files)"), ("canitedit", "CanItEdit's edits as apply tasks (evaluation only)"))
+    for name, label in [(n, l) for n, l in sets] + [(n + "-constrained", l + ", constrained (`--constrain`: every merged line a line "
+                                                     "of the file or the snippet; lossy against free greedy decoding)") for n, l in sets]:
         r = ap.get(name)
         if not r:
             continue

@@ -78,14 +78,14 @@ def edit_scores(rows, outs) -> dict:
 
 
 def apply_bench(editspec, target, dataset, out_dir, threads, log,
-                methods=("ar", "reuse", "reuse+lookup-longest")) -> dict:
+                methods=("ar", "reuse", "reuse+lookup-longest"), constrain=False) -> dict:
     """`editspec bench --task apply` on a CanItEdit-shaped file (the items that fit the target's training
-    context): per method exact match, speed over ar and tokens per pass; ar's outputs scored by
-    edit_scores (exact, unchanged lines reproduced, by kind)"""
+    context), free or constrained (`--constrain`): per method exact match, speed over ar and tokens per
+    pass; ar's outputs scored by edit_scores (exact, unchanged lines reproduced, by kind)"""
     methods = list(methods)
     t = time.time()
     cmd = [editspec, "bench", "-m", target, "--dataset", dataset, "--task", "apply", "--fit-train-ctx", "--methods",
-           ",".join(methods), "-t", str(threads), "-n", "1024", "--out", out_dir]
+           ",".join(methods), "-t", str(threads), "-n", "1024"] + (["--constrain"] if constrain else []) + ["--out", out_dir]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
@@ -101,7 +101,7 @@ def apply_bench(editspec, target, dataset, out_dir, threads, log,
         out["methods"][m] = {"exact": s["exact"], "checked": s["checked"], "speedup_vs_ar": s["speedup_vs_ar"],
                              "tokens_per_pass": s["mean_accepted_per_pass"], "tokens_per_s": s["tokens_per_s"],
                              "identical_to_ar": s["identical_to_ar"]}
-    log(f"eval: apply {os.path.basename(dataset)}: {out['ar']['exact_match']:.3f} exact of {len(ar)} (of {res['items_in']}), "
+    log(f"eval: apply {os.path.basename(dataset)}{' constrained' if constrain else ''}: {out['ar']['exact_match']:.3f} exact of {len(ar)} (of {res['items_in']}), "
         f"{methods[-1]} {out['methods'][methods[-1]]['speedup_vs_ar']:.2f}x, {time.time() - t:.0f} s")
     return out
 
@@ -111,12 +111,14 @@ def apply_eval(a, out, log):
     ev_dir = os.path.join(out, "eval")
     os.makedirs(ev_dir, exist_ok=True)
     target = os.path.join(out, a.target, "model.gguf")
-    res = {"target": target, "heldout": apply_bench(a.editspec, target, os.path.join(out, "apply-data", "applies-heldout-bench.jsonl"),
-                                                    os.path.join(ev_dir, "apply-heldout"), a.threads, log)}
     cie = os.path.join(os.environ.get("EDITSPEC_DATASETS", os.path.join(ROOT, "..", "shared", "datasets")), "canitedit",
                        "normalized.jsonl")
-    if os.path.exists(cie):
-        res["canitedit"] = apply_bench(a.editspec, target, cie, os.path.join(ev_dir, "apply-canitedit"), a.threads, log)
+    sets = [("heldout", os.path.join(out, "apply-data", "applies-heldout-bench.jsonl"))] + ([("canitedit", cie)] if os.path.exists(cie) else [])
+    res = {"target": target}
+    for name, dataset in sets:
+        for constrain in (False, True):
+            key = name + ("-constrained" if constrain else "")
+            res[key] = apply_bench(a.editspec, target, dataset, os.path.join(ev_dir, "apply-" + key), a.threads, log, constrain=constrain)
     data._write_json(os.path.join(ev_dir, "apply.json"), res)
 
 
