@@ -30,6 +30,20 @@ size_t allowed_prefix(const model & m, apply_constraint & c, const std::string &
     return out.size();
 }
 
+// the constraint for `in` allows all of text's tokens and then the end
+bool allows_all(const model & m, const apply_input & in, const std::string & text) {
+    apply_constraint c(m, in);
+    bool end = false;
+    return allowed_prefix(m, c, text, true, &end) == m.tokenize(text, false, false).size() && end;
+}
+
+// ... or refuses one of its tokens, or the end after them
+bool refuses(const model & m, const apply_input & in, const std::string & text) {
+    apply_constraint c(m, in);
+    bool end = true;
+    return allowed_prefix(m, c, text, true, &end) < m.tokenize(text, false, false).size() || !end;
+}
+
 const char * k_code =
     "import os\n"
     "\n"
@@ -81,18 +95,8 @@ TEST(apply_constraint, allows_the_merge_and_refuses_slips) {
     ASSERT_TRUE(m);
     const apply_input in{k_code, k_update, ""};
     const std::string merged = merged_of(k_code);
-    {
-        apply_constraint c(*m, in);
-        bool end = false;
-        EXPECT_EQ(allowed_prefix(*m, c, merged, true, &end), m->tokenize(merged, false, false).size());
-        EXPECT_TRUE(end) << "the end after the whole merge";
-    }
-    auto refused = [&](const std::string & text, const char * what) {
-        apply_constraint c(*m, in);
-        bool end = true;
-        const size_t n = allowed_prefix(*m, c, text, true, &end);
-        EXPECT_TRUE(n < m->tokenize(text, false, false).size() || !end) << what;
-    };
+    EXPECT_TRUE(allows_all(*m, in, merged)) << "the whole merge, then the end";
+    auto refused = [&](const std::string & text, const char * what) { EXPECT_TRUE(refuses(*m, in, text)) << what; };
     std::string garbled = merged;
     garbled.replace(garbled.find("getsize"), 7, "getsizz");
     refused(garbled, "a garbled name");
@@ -127,47 +131,35 @@ TEST(apply_constraint, deleted_lines_stay_deleted) {
     EXPECT_LT(allowed_prefix(*m, c2, code, false, &end), m->tokenize(code, false, false).size());
 }
 
-// a blank line beside an unchanged line before a marker is the code's own blank line, not a new
-// one: the methods the marker elides must still be written (docs/examples/apply/inventory.py)
-TEST(apply_constraint, blank_line_before_a_marker) {
+// what the snippet decides, case by case: the merge it allows, and a slip it refuses
+TEST(apply_constraint, snippet_rules) {
     auto m = test::load_or_fail(k_shipped);
     ASSERT_TRUE(m);
-    const std::string code = "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n\n"
-                             "    def h(self):\n        return 3\n";
-    const std::string update = "# ... existing code ...\n    def f(self):\n        return 10\n\n# ... existing code ...\n"
-                               "    def h(self):\n        return 3\n";
-    const apply_input in{code, update, ""};
-    const std::string merged = "class A:\n    def f(self):\n        return 10\n\n    def g(self):\n        return 2\n\n"
-                               "    def h(self):\n        return 3\n";
-    bool end = false;
-    apply_constraint c1(*m, in);
-    EXPECT_EQ(allowed_prefix(*m, c1, merged, true, &end), m->tokenize(merged, false, false).size());
-    EXPECT_TRUE(end);
-    const std::string skipped = "class A:\n    def f(self):\n        return 10\n\n    def h(self):\n        return 3\n";
-    apply_constraint c2(*m, in);
-    end = true;
-    const size_t n = allowed_prefix(*m, c2, skipped, true, &end);
-    EXPECT_TRUE(n < m->tokenize(skipped, false, false).size() || !end) << "g, elided by the marker, left out";
-}
-
-// a changed line between two unchanged lines, with no marker there, replaces the code between them
-// however unlike its old version it is (docs/examples/apply/wordstats.py)
-TEST(apply_constraint, hunk_replaces_the_code_between_its_context_lines) {
-    auto m = test::load_or_fail(k_shipped);
-    ASSERT_TRUE(m);
-    const std::string code = "def top(path, n):\n    with open(path) as f:\n        c = Counter(words(f.read()))\n"
-                             "    return c.most_common(n)\n";
-    const std::string update = "def top(path, n):\n    with open(path) as f:\n        c = Counter(w for w in words(f.read()) if w)\n"
-                               "    return c.most_common(n)\n";
-    const apply_input in{code, update, ""};
-    bool end = false;
-    apply_constraint c1(*m, in);
-    EXPECT_EQ(allowed_prefix(*m, c1, update, true, &end), m->tokenize(update, false, false).size());
-    EXPECT_TRUE(end);
-    std::string both = update;
-    both.insert(both.find("        c = "), "        c = Counter(words(f.read()))\n");
-    apply_constraint c2(*m, in);
-    EXPECT_LT(allowed_prefix(*m, c2, both, false, &end), m->tokenize(both, false, false).size()) << "the old line kept";
+    struct rule_case {
+        const char * what, * code, * update, * merged, * slip;
+    };
+    const rule_case cases[] = {
+        // a blank line beside an unchanged line before a marker is the code's own, not a new one: the
+        // method the marker elides must still be written (docs/examples/apply/inventory.py)
+        {"g, elided by the marker, left out",
+         "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n\n    def h(self):\n        return 3\n",
+         "# ... existing code ...\n    def f(self):\n        return 10\n\n# ... existing code ...\n    def h(self):\n        return 3\n",
+         "class A:\n    def f(self):\n        return 10\n\n    def g(self):\n        return 2\n\n    def h(self):\n        return 3\n",
+         "class A:\n    def f(self):\n        return 10\n\n    def h(self):\n        return 3\n"},
+        // a changed line between two unchanged lines, with no marker there, replaces the code between
+        // them however unlike its old version it is (docs/examples/apply/wordstats.py)
+        {"the old line kept",
+         "def top(path, n):\n    with open(path) as f:\n        c = Counter(words(f.read()))\n    return c.most_common(n)\n",
+         "def top(path, n):\n    with open(path) as f:\n        c = Counter(w for w in words(f.read()) if w)\n    return c.most_common(n)\n",
+         "def top(path, n):\n    with open(path) as f:\n        c = Counter(w for w in words(f.read()) if w)\n    return c.most_common(n)\n",
+         "def top(path, n):\n    with open(path) as f:\n        c = Counter(words(f.read()))\n        c = Counter(w for w in words(f.read()) if w)\n"
+         "    return c.most_common(n)\n"},
+    };
+    for (const rule_case & c : cases) {
+        const apply_input in{c.code, c.update, ""};
+        EXPECT_TRUE(allows_all(*m, in, c.merged)) << c.what;
+        EXPECT_TRUE(refuses(*m, in, c.slip)) << c.what;
+    }
 }
 
 // a body wrapped in a new block: its re-indented lines replace the old ones, the blank line after
@@ -182,16 +174,8 @@ TEST(apply_constraint, wrapped_body_replaces_the_old_one) {
     const apply_input in{code, update, ""};
     const std::string merged = "import os\n\ndef f(p):\n    try:\n        x = os.stat(p)\n        return x.st_size\n"
                                "    except OSError:\n        return 0\n\ndef h():\n    pass\n";
-    bool end = false;
-    apply_constraint c1(*m, in);
-    EXPECT_EQ(allowed_prefix(*m, c1, merged, true, &end), m->tokenize(merged, false, false).size());
-    EXPECT_TRUE(end);
-    auto refused = [&](const std::string & text, const char * what) {
-        apply_constraint c(*m, in);
-        bool e = true;
-        const size_t n = allowed_prefix(*m, c, text, true, &e);
-        EXPECT_TRUE(n < m->tokenize(text, false, false).size() || !e) << what;
-    };
+    EXPECT_TRUE(allows_all(*m, in, merged));
+    auto refused = [&](const std::string & text, const char * what) { EXPECT_TRUE(refuses(*m, in, text)) << what; };
     std::string old_too = merged;
     old_too.insert(old_too.find("    except"), "    x = os.stat(p)\n");
     refused(old_too, "the old body line written back");
