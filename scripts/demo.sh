@@ -13,6 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
+"$root/scripts/deb-install.sh" patch   # the examples' expected files are patches
 bin=$root/build/bin/editspec
 model=${EDITSPEC_MODEL:-}
 shipped=0
