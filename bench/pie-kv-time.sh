@@ -2,23 +2,26 @@
 # Issue 24's KV-update bar: a 1-line edit in the middle of a document of ~4k tokens, the time the KV
 # update takes with each strategy (`editspec session`, kv_ms), in one run on one model.
 #
-#   bench/pie-kv-time.sh MODEL.gguf [THREADS] [FILE]
+#   bench/pie-kv-time.sh MODEL.gguf [THREADS] [FILE] [BYTES]
 #
-# FILE: a long source file (default: the standard library's argparse.py), cut to ~14,000 bytes.
+# FILE: a long source file (default: the standard library's argparse.py), cut to BYTES (default
+# 14,000: ~3.7k tokens of argparse.py with DeepSeek-Coder's tokenizer; 15,500 gives ~4.1k).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 editspec="$(dirname "$here")/build/bin/editspec"
-model="${1:?usage: bench/pie-kv-time.sh MODEL.gguf [THREADS] [FILE]}"
+model="${1:?usage: bench/pie-kv-time.sh MODEL.gguf [THREADS] [FILE] [BYTES]}"
 threads="${2:-2}"
 file="${3:-/usr/lib/python3.11/argparse.py}"
+bytes="${4:-14000}"
 script="$(mktemp)"
 trap 'rm -f "$script"' EXIT
-python3 - "$file" > "$script" <<'PY'
+python3 - "$file" "$bytes" > "$script" <<'PY'
 import json, sys
 text = open(sys.argv[1], encoding="utf-8").read()
+cut = int(sys.argv[2])
 lines = text.splitlines(keepends=True)
 doc, i = "", 0
-while i < len(lines) and len(doc) + len(lines[i]) <= 14000:
+while i < len(lines) and len(doc) + len(lines[i]) <= cut:
     doc += lines[i]; i += 1
 mid = doc.find("\n", len(doc) // 2) + 1            # a line boundary half way through
 print(json.dumps({"op": "open", "text": doc}))
