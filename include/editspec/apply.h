@@ -73,18 +73,23 @@ bool apply_is_marker(const std::string & line);
 // line of the original after the last one used from it, or the snippet's next line (a small set of
 // such positions is tracked, as a line may come from either). Every line of the snippet is written.
 // The snippet's lines that are unchanged lines of the original (its longest common subsequence with
-// the original; lines of a few characters excepted, as new code repeats them, unless they stand
-// right beside such a line in both, or end or start a block of the snippet next to one) are those
-// lines: writing one uses both, so an unchanged line cannot be written twice, and the output cannot
-// pass one before writing it. A changed line takes the place of its old version (the most alike
-// line there: same indent and common prefix and suffix >= 70 % of their mean length, or the same
-// text re-indented), which may then not be written. The original's lines elided by a marker between
-// two placed lines (or before the first, after the last) with no new line there must be written;
-// those between two placed lines with no marker between them are replaced by the snippet's lines
-// there (deleted when it shows the two side by side).
+// the original; of the longest, the one that also pairs the most changed lines with a like old line,
+// then the one with the earliest code lines; lines of a few characters excepted, as new code repeats
+// them, unless they stand right beside such a line in both, or end or start a block of the snippet
+// next to one) are those lines: writing one uses both, so an unchanged line cannot be written twice.
+// A changed line takes the place of its old version (the most alike line there: same indent and
+// common prefix and suffix >= 70 % of their mean length, or the same text re-indented, with the short
+// lines beside a re-indented one re-indented alike), which may then not be written. The output
+// cannot pass an unchanged line or a changed line's place before writing it. The original's lines
+// elided by a marker between two placed lines (or before the first, after the last) with no new line
+// there must be written; those between two placed lines with no marker between them are replaced by
+// the snippet's lines there (deleted when it shows the two side by side). New lines around a
+// re-indented block (a "try:" and its "except" around a wrapped body) open and close the block that
+// wraps it, and replace nothing.
 // The model decides the rest: where lines the snippet does not place go, which old lines they
-// replace. A fence line ("```...") at most twice (chat models fence their answer); the end only at
-// the start of a line (or after an unterminated last line). A small model then cannot garble a name,
+// replace. A fence line ("```" and a language tag; chat models fence their answer) only as the first
+// line, and once more when the merge is complete, then only the end; the end only at the start of a
+// line (or after an unterminated last line). A small model then cannot garble a name,
 // split a character, loop or jump back: it only chooses which lines come next. Lossy with respect to
 // the model's free greedy output (reported as its own mode); speculative decoding under it equals
 // constrained autoregressive decoding token for token.
@@ -100,7 +105,8 @@ private:
     struct state {
         std::vector<pos> at;     // the positions the output so far can be at (none dominating another)
         std::string      partial; // the line being written
-        int32_t          fences = 0;
+        int32_t          fences = 0;  // fence lines written (a chat model's answer)
+        int32_t          lines = 0;   // lines of code written
     };
     const std::string & piece(llama_token t);
     pos from_code(pos p, int32_t i) const;   // p after writing code line i, or {-1, -1}
@@ -109,6 +115,8 @@ private:
     bool prefix_ok(const state & st) const;
     bool extend(const std::string & text, state & st) const;
     bool end_ok(const state & st) const;
+    bool complete(const state & st) const; // every required line written
+    bool fence_ok(const state & st) const;
 
     const model & m_;
     std::vector<std::string> code_, update_;                  // their lines (the update's markers left out)
@@ -118,7 +126,7 @@ private:
     std::vector<int32_t> place_;                              // per update line: the code line it is or replaces, or -1
     std::vector<int32_t> kept_before_;                        // [i]: kept code lines before code line i
     std::vector<uint8_t> dropped_;                            // per code line: deleted by the snippet
-    std::vector<int32_t> next_anchor_;                        // [j]: code line of the first anchored update line from j on
+    std::vector<int32_t> next_place_;                        // [j]: code line of the first placed update line from j on
     std::vector<std::string> pieces_;          // per token, filled on first use
     std::vector<uint8_t> piece_known_;
     token_vec done_;                            // the output prefix `states_.back()` is for

@@ -31,32 +31,6 @@ static bool trivial_line(const std::string & l) {
     return n <= 4;
 }
 
-// per update line, the code line it is (a longest common subsequence of the two; trivial lines
-// never anchor), or -1; no anchors past 4M table cells
-static std::vector<int32_t> apply_anchors(const std::vector<std::string> & code, const std::vector<std::string> & update) {
-    const size_t n = code.size(), m = update.size();
-    std::vector<int32_t> out(m, -1);
-    if (n == 0 || m == 0 || n * m > (size_t) 4 << 20) return out;
-    std::vector<int32_t> L((n + 1) * (m + 1), 0); // L[i][j]: LCS of code[i:], update[j:]
-    auto at = [&](size_t i, size_t j) -> int32_t & { return L[i * (m + 1) + j]; };
-    for (size_t i = n; i-- > 0;) {
-        for (size_t j = m; j-- > 0;) {
-            at(i, j) = code[i] == update[j] && !trivial_line(code[i]) ? at(i + 1, j + 1) + 1 : std::max(at(i + 1, j), at(i, j + 1));
-        }
-    }
-    for (size_t i = 0, j = 0; i < n && j < m;) {
-        if (code[i] == update[j] && !trivial_line(code[i]) && at(i, j) == at(i + 1, j + 1) + 1) {
-            out[j] = (int32_t) i;
-            i++, j++;
-        } else if (at(i + 1, j) >= at(i, j + 1)) {
-            i++;
-        } else {
-            j++;
-        }
-    }
-    return out;
-}
-
 // how alike two lines are: their common prefix and suffix over their mean length (one change in
 // the middle of a line keeps a line alike); a line only re-indented (as a body wrapped in a new
 // block is) 0.75, below any same-indent line as alike; otherwise 0 when their indents differ
@@ -72,8 +46,61 @@ static double line_similarity(const std::string & a, const std::string & b) {
     return 2.0 * (double) (pre + suf) / (double) (a.size() + b.size());
 }
 
-static bool is_fence(const std::string & s) {
-    return starts_with(s, "```");
+static int32_t indent_of(const std::string & l) {
+    const size_t a = l.find_first_not_of(" \t");
+    return a == std::string::npos ? -1 : (int32_t) a;
+}
+
+// per update line, the code line it is (a longest common subsequence of the two; trivial lines
+// never anchor), or -1; no anchors past 4M table cells. Of the longest, the one that also pairs the
+// most changed lines with a like old line in order (a changed line's old version tells which of two
+// equal lines is meant), then the one with the earliest code lines (a line the code has twice is its
+// occurrence nearest the previous anchor, not one further on that would delete the code between).
+static std::vector<int32_t> apply_anchors(const std::vector<std::string> & code, const std::vector<std::string> & update) {
+    const size_t n = code.size(), m = update.size();
+    std::vector<int32_t> out(m, -1);
+    if (n == 0 || m == 0 || n * m > (size_t) 4 << 20) return out;
+    constexpr int32_t k_same = 1 << 16; // an anchor outweighs any number of like pairs
+    auto same = [&](size_t i, size_t j) { return code[i] == update[j] && !trivial_line(code[i]); };
+    auto alike = [&](size_t i, size_t j) {
+        return !trivial_line(update[j]) && code[i] != update[j] && line_similarity(code[i], update[j]) > 0.7;
+    };
+    std::vector<int32_t> L((n + 1) * (m + 1), 0); // L[i][j]: best score of code[i:], update[j:]
+    auto at = [&](size_t i, size_t j) -> int32_t & { return L[i * (m + 1) + j]; };
+    for (size_t i = n; i-- > 0;) {
+        for (size_t j = m; j-- > 0;) {
+            int32_t v = std::max(at(i + 1, j), at(i, j + 1));
+            if (same(i, j)) v = std::max(v, at(i + 1, j + 1) + k_same);
+            else if (alike(i, j)) v = std::max(v, at(i + 1, j + 1) + 1);
+            at(i, j) = v;
+        }
+    }
+    for (size_t i = 0, j = 0; i < n && j < m;) {
+        if (same(i, j) && at(i, j) == at(i + 1, j + 1) + k_same) {
+            out[j] = (int32_t) i;
+            i++, j++;
+        } else if (at(i, j) == at(i + 1, j + 1) + 1 && alike(i, j)) {
+            i++, j++;
+        } else if (at(i + 1, j) > at(i, j + 1)) {
+            i++;
+        } else {
+            j++;
+        }
+    }
+    return out;
+}
+
+// a fence line: "```" and at most a language tag ("```python"); with `partial`, a prefix of one
+static bool is_fence(const std::string & s, bool partial = false) {
+    if (partial && starts_with("```", s)) return true;
+    if (!starts_with(s, "```")) return false;
+    size_t end = s.size();
+    while (!partial && end > 3 && (s[end - 1] == '\n' || s[end - 1] == '\r')) end--;
+    for (size_t k = 3; k < end; k++) {
+        const unsigned char c = (unsigned char) s[k];
+        if (!std::isalnum(c) && c != '_' && c != '+' && c != '-' && c != '.') return false;
+    }
+    return true;
 }
 
 apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_(m) {
@@ -163,6 +190,28 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     for (int32_t j = (int32_t) update_.size() - 1; j-- > 0;) {
         if (place_[(size_t) j + 1] >= 0 && !marker_before[(size_t) j + 1]) anchor_beside(j, j + 1, -1);
     }
+    // a block the snippet re-indents (wrapped in a new one) keeps its short lines too ("    )", "}"):
+    // a line right beside a re-indented one that is its code neighbour re-indented the same way
+    auto reindented = [&](int32_t j) {
+        const int32_t i = place_[(size_t) j];
+        return i >= 0 && anchor_[(size_t) j] < 0 && indent_of(code_[(size_t) i]) != indent_of(update_[(size_t) j]) &&
+               line_similarity(code_[(size_t) i], update_[(size_t) j]) == 0.75;
+    };
+    auto reindent_beside = [&](int32_t j, int32_t j_from, int32_t step) {
+        const int32_t i = place_[(size_t) j_from] + step;
+        if (place_[(size_t) j] >= 0 || !reindented(j_from) || i < 0 || i >= (int32_t) code_.size()) return;
+        if (code_anchor_[(size_t) i] >= 0 || dropped_[(size_t) i] || line_similarity(code_[(size_t) i], update_[(size_t) j]) != 0.75) return;
+        if (indent_of(update_[(size_t) j]) - indent_of(code_[(size_t) i]) !=
+            indent_of(update_[(size_t) j_from]) - indent_of(code_[(size_t) place_[(size_t) j_from]])) return;
+        place_[(size_t) j] = i;
+        dropped_[(size_t) i] = 1;
+    };
+    for (int32_t j = 1; j < (int32_t) update_.size(); j++) {
+        if (!marker_before[(size_t) j]) reindent_beside(j, j - 1, +1);
+    }
+    for (int32_t j = (int32_t) update_.size() - 1; j-- > 0;) {
+        if (!marker_before[(size_t) j + 1]) reindent_beside(j, j + 1, -1);
+    }
     // trivial lines that end a block of the snippet (a marker or the end next) after changed lines
     // are the code's lines right after the block's last placed line when the code has them there
     // (the longest such run): the blank lines after a rewritten function's body are the ones the old
@@ -205,6 +254,18 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     // which the snippet shows only so)
     std::vector<uint8_t> kept(code_.size(), 0);
     int32_t prev_a = -1; // code line of the previous placed line (-1: the top)
+    // new lines around a re-indented block open and close the block that wraps it ("try:" ...
+    // "except ...: pass"): insertions, which replace no code beside them
+    std::vector<uint8_t> wraps(update_.size(), 0);
+    for (int32_t j = 0; j < (int32_t) update_.size();) {
+        if (place_[(size_t) j] >= 0) { j++; continue; }
+        int32_t e = j + 1; // the run of new lines j..e-1, no marker inside
+        while (e < (int32_t) update_.size() && place_[(size_t) e] < 0 && !marker_before[(size_t) e]) e++;
+        const bool after = j > 0 && !marker_before[(size_t) j] && reindented(j - 1);
+        const bool before = e < (int32_t) update_.size() && !marker_before[(size_t) e] && reindented(e);
+        for (int32_t t = j; t < e; t++) wraps[(size_t) t] = after || before;
+        j = e;
+    }
     bool seen_marker = false, new_open = false, new_since_marker = false;
     auto keep = [&](int32_t from, int32_t to) {
         if (seen_marker && !new_open && !new_since_marker) {
@@ -214,6 +275,7 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     for (int32_t j = 0; j < (int32_t) update_.size(); j++) {
         if (marker_before[(size_t) j]) seen_marker = true, new_since_marker = false;
         if (place_[j] < 0) {
+            if (wraps[(size_t) j]) continue;
             new_open = new_open || !seen_marker; // right after the previous placed line: replaces code there
             new_since_marker = true;
             continue;
@@ -229,10 +291,10 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     if (prev_a >= 0 || !update_.empty()) keep(prev_a + 1, (int32_t) code_.size());
     kept_before_.assign(code_.size() + 1, 0);
     for (size_t i = 0; i < code_.size(); i++) kept_before_[i + 1] = kept_before_[i] + kept[i];
-    // per update line j: the code line of the first anchored update line from j on (code_.size():
-    // none), which the output may not pass before writing it
-    next_anchor_.assign(update_.size() + 1, (int32_t) code_.size());
-    for (size_t j = update_.size(); j-- > 0;) next_anchor_[j] = anchor_[j] >= 0 ? anchor_[j] : next_anchor_[j + 1];
+    // per update line j: the code line of the first placed update line from j on, an unchanged line or
+    // a changed line's place (code_.size(): none), which the output may not pass before writing it
+    next_place_.assign(update_.size() + 1, (int32_t) code_.size());
+    for (size_t j = update_.size(); j-- > 0;) next_place_[j] = place_[j] >= 0 ? place_[j] : next_place_[j + 1];
     for (int32_t i = 0; i < (int32_t) code_.size(); i++) in_code_[code_[i]].push_back(i);
     for (int32_t j = 0; j < (int32_t) update_.size(); j++) in_update_[update_[j]].push_back(j);
     const size_t n = (size_t) m.facts().n_vocab;
@@ -250,12 +312,12 @@ const std::string & apply_constraint::piece(llama_token t) {
 }
 
 // Moves from position p: code line i (skipping only code lines that may go: not kept, and not past
-// the next anchored line of the snippet) or update line p.j (every line of the snippet is written,
+// the next placed line of the snippet) or update line p.j (every line of the snippet is written,
 // in its order); an anchored pair is used together. -1 = not a move.
 apply_constraint::pos apply_constraint::from_code(pos p, int32_t i) const {
     if (i < p.i || dropped_[(size_t) i] || kept_before_[(size_t) i] != kept_before_[(size_t) p.i]) return {-1, -1};
     const int32_t k = code_anchor_[(size_t) i];
-    if (k < 0 || k < p.j) return i < next_anchor_[(size_t) p.j] ? pos{i + 1, p.j} : pos{-1, -1};
+    if (k < 0 || k < p.j) return i < next_place_[(size_t) p.j] ? pos{i + 1, p.j} : pos{-1, -1};
     if (k != p.j) return {-1, -1};
     return {i + 1, k + 1};
 }
@@ -271,9 +333,13 @@ apply_constraint::pos apply_constraint::from_update(pos p, int32_t j) const {
 }
 
 bool apply_constraint::take_line(const std::string & line, state & st) const {
+    if (st.fences == 2) return false; // nothing after the closing fence
     if (is_fence(line)) {
-        return st.fences < 2 ? (st.fences++, true) : false;
+        if (!fence_ok(st)) return false;
+        st.fences++;
+        return true;
     }
+    st.lines++;
     std::vector<pos> next;
     auto add = [&](pos p) {
         if (p.i < 0) return;
@@ -302,7 +368,8 @@ bool apply_constraint::take_line(const std::string & line, state & st) const {
 bool apply_constraint::prefix_ok(const state & st) const {
     const std::string & p = st.partial;
     if (p.empty()) return true;
-    if (st.fences < 2 && (is_fence(p) || starts_with("```", p))) return true;
+    if (st.fences == 2) return false;
+    if (fence_ok(st) && is_fence(p, true)) return true;
     for (const pos & q : st.at) {
         for (int32_t i = q.i; i < (int32_t) code_.size(); i++) {
             if (starts_with(code_[i], p) && from_code(q, i).i >= 0) return true;
@@ -325,13 +392,23 @@ bool apply_constraint::extend(const std::string & text, state & st) const {
     return prefix_ok(st);
 }
 
-bool apply_constraint::end_ok(const state & st) const {
-    state s = st;
-    if (!s.partial.empty() && !take_line(s.partial + "\n", s)) return false; // a last line without its newline
-    for (const pos & q : s.at) {
+bool apply_constraint::complete(const state & st) const {
+    for (const pos & q : st.at) {
         if (kept_before_[(size_t) q.i] == kept_before_.back() && q.j == (int32_t) update_.size()) return true;
     }
     return false;
+}
+
+// a chat model's fence: opening as the first line, closing once the merge is complete (then only the end)
+bool apply_constraint::fence_ok(const state & st) const {
+    return (st.fences == 0 && st.lines == 0) || (st.fences == 1 && complete(st));
+}
+
+bool apply_constraint::end_ok(const state & st) const {
+    if (st.fences == 2) return st.partial.empty();
+    state s = st;
+    if (!s.partial.empty() && !take_line(s.partial + "\n", s)) return false; // a last line without its newline
+    return complete(s);
 }
 
 bool apply_constraint::allows(std::span<const llama_token> out, llama_token t) {

@@ -113,6 +113,12 @@ TEST(apply_constraint, allows_the_merge_and_refuses_slips) {
     std::string marker = merged;
     marker.insert(marker.find("def size"), "# ... existing code ...\n");
     refused(marker, "a marker copied");
+    // a chat model's fences: around the whole merge only, a language tag at most
+    EXPECT_TRUE(allows_all(*m, in, "```python\n" + merged + "```\n"));
+    refused(merged + "```(start, range(size)\n", "text after a fence");
+    refused("```python\n" + merged + "```\nimport os\n", "a line after the closing fence");
+    refused("import os\n```\n" + merged.substr(10), "a fence opened after the first line");
+    refused("```python\n" + merged.substr(0, merged.find("def size")) + "```\n", "the fence closed before the merge is whole");
 }
 
 TEST(apply_constraint, deleted_lines_stay_deleted) {
@@ -154,6 +160,13 @@ TEST(apply_constraint, snippet_rules) {
          "def top(path, n):\n    with open(path) as f:\n        c = Counter(w for w in words(f.read()) if w)\n    return c.most_common(n)\n",
          "def top(path, n):\n    with open(path) as f:\n        c = Counter(words(f.read()))\n        c = Counter(w for w in words(f.read()) if w)\n"
          "    return c.most_common(n)\n"},
+        // a context line the code has twice is its occurrence nearest the previous context line: the
+        // code between the two occurrences is elided, not deleted (held-out apply task 00069)
+        {"the code between two occurrences left out",
+         "def t(self):\n    x = X()\n    x.a = 42\n    self.check(1)\n\n    y = load(x)\n    self.check(1)\n\n    z = 3\n",
+         "    # ... rest of the code ...\n    x = X()\n    x.a = 43\n    self.check(1)\n    # ... rest of the code ...\n",
+         "def t(self):\n    x = X()\n    x.a = 43\n    self.check(1)\n\n    y = load(x)\n    self.check(1)\n\n    z = 3\n",
+         "def t(self):\n    x = X()\n    x.a = 43\n    self.check(1)\n\n    z = 3\n"},
     };
     for (const rule_case & c : cases) {
         const apply_input in{c.code, c.update, ""};
