@@ -24,8 +24,9 @@
 //                   so no match crosses a file boundary
 //   64+4n   4n      suffix array (int32 positions), suffixes in lexicographic order of their tokens
 //
-// The suffix array is built by libdivsufsort over the stream written as 4 big-endian bytes per token:
-// byte order then equals token order, and the suffixes at multiples of 4 are the token suffixes.
+// The suffix array is built by libdivsufsort over the stream written as w big-endian bytes per token
+// (w = 2 for vocabularies up to 65,535 tokens, 3 or 4 above): byte order then equals token order,
+// and the suffixes at multiples of w are the token suffixes.
 #pragma once
 
 #include "editspec/engine.h"

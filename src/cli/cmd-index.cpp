@@ -18,6 +18,7 @@ struct index_opts {
     std::vector<std::string> files;
     std::string extensions = ".py";
     std::string out;
+    double max_file_mb = 1.0;
     bool quiet = false;
 };
 
@@ -41,6 +42,7 @@ int run_index(const index_opts & o) {
             if (!std::filesystem::is_regular_file(f, ec)) return fail_input(cmd, "cannot read '" + f + "'");
         }
     }
+    bp.max_bytes_per_file = (size_t) (o.max_file_mb * 1048576.0);
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     model_load_result ml = model_load(model_path, /*vocab_only=*/true);
     if (!ml.model) return fail_input(cmd, ml.error);
@@ -57,7 +59,7 @@ int run_index(const index_opts & o) {
     if (!datastore_build(*ml.model, bp, o.out, &st, &error)) return fail_runtime(cmd, error);
     if (tty) fprintf(stderr, "\n");
     const double s = st.tokenize_s + st.sort_s;
-    printf("wrote %s: %llu files (%llu skipped), %.1f MB of source, %llu tokens, %.1f MB; tokenized in %.1f s, "
+    printf("wrote %s: %llu files (%llu skipped: too large or not text), %.1f MB of source, %llu tokens, %.1f MB; tokenized in %.1f s, "
            "sorted in %.1f s (%.1f MB of source per minute)\n",
            o.out.c_str(), (unsigned long long) st.files, (unsigned long long) st.files_skipped, st.bytes / 1e6,
            (unsigned long long) st.tokens, st.file_bytes / 1e6, st.tokenize_s, st.sort_s,
@@ -76,6 +78,9 @@ command cmd_index_add(CLI::App & app) {
     repo->excludes(files);
     sub->add_option("--ext", o->extensions, "with --repo: file name endings, comma-separated")->capture_default_str();
     sub->add_option("-o,--out", o->out, "the datastore file to write (FILE.eds)")->required();
+    sub->add_option("--max-file-mb", o->max_file_mb, "skip files larger than this (generated code, data), in MiB")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     sub->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
     sub->callback([repo, files] {
         if (repo->count() == 0 && files->count() == 0) throw CLI::RequiredError("one of --repo or --files");
