@@ -44,6 +44,29 @@ struct spec_loop {
     verify_input vin;
 };
 
+// under a constraint, the nodes it refuses (and their subtrees) leave the tree before sizing: the
+// verifier's choice is always a token the constraint allows, so they could never be accepted, and
+// the pass is cheaper without them (a snippet's deleted lines, which Reuse drafts from the file)
+void step_prune(spec_loop & s) {
+    const std::span<const llama_token> out = std::span<const llama_token>(s.history).subspan(s.n_prompt);
+    token_vec path;
+    std::vector<int32_t> index(s.tree.nodes.size(), -1); // old node -> new node, -1 = pruned
+    draft_tree kept;
+    for (size_t i = 0; i < s.tree.nodes.size(); i++) {
+        const draft_node & nd = s.tree.nodes[i];
+        if (nd.parent >= 0 && index[(size_t) nd.parent] < 0) continue;
+        path.assign(out.begin(), out.end());
+        size_t at = path.size();
+        for (int32_t a = nd.parent; a >= 0; a = s.tree.nodes[(size_t) a].parent) path.insert(path.begin() + (ptrdiff_t) at, s.tree.nodes[(size_t) a].token);
+        if (!s.gp.constraint->allows(path, nd.token)) continue;
+        draft_node c = nd;
+        c.parent = nd.parent >= 0 ? index[(size_t) nd.parent] : -1;
+        index[i] = kept.size();
+        kept.nodes.push_back(c);
+    }
+    s.tree = std::move(kept);
+}
+
 // the drafters offer (each with what the others left), the sizing keeps what pays, the drafters
 // hear what was kept
 void step_draft(spec_loop & s) {
@@ -56,6 +79,7 @@ void step_draft(spec_loop & s) {
     bool offered[DRAFT_SOURCE_COUNT] = {};
     for (const draft_node & nd : s.tree.nodes) offered[nd.source] = true;
     for (int src = 0; src < DRAFT_SOURCE_COUNT; src++) s.r.by_source[src].n_offered += offered[src];
+    if (s.gp.constraint) step_prune(s);
 
     // no position past the cache, no token past n_predict; every node takes a KV cell
     const llama_pos root_pos = s.n_past + (llama_pos) s.pending.size() - 1;
