@@ -32,7 +32,8 @@ struct accept_stats {
     table reached{};  // [source][conf][depth] nodes tested (their parent was accepted)
     table accepted{}; // [source][conf][depth] of those, accepted
 
-    float prior = 0.5f;        // acceptance assumed before any evidence
+    float prior = 0.5f;        // acceptance assumed before any evidence at depth 1; a deeper depth's
+                               // prior is the rate of the depth above it
     float prior_weight = 2.0f; // in observations
     // while a class has fewer observations at a depth than this, its rate is taken as at least
     // `optimistic`: a drafter must be tried before its statistics can say it does not pay

@@ -142,6 +142,15 @@ bool datastore_build(const model & m, const datastore_build_params & p, const st
                      datastore_build_stats * stats, std::string * error) {
     datastore_build_stats st;
     std::vector<llama_token> tokens;
+    // room for a token per byte (no token is shorter) and a separator per file: the vector never
+    // moves while it grows, and the pages past the last token are never touched, so never resident
+    uint64_t room = p.files.size();
+    for (const std::string & f : p.files) {
+        std::error_code ec;
+        const uintmax_t sz = std::filesystem::file_size(f, ec);
+        if (!ec && sz <= p.max_bytes_per_file) room += sz;
+    }
+    tokens.reserve((size_t) room);
     const auto t0 = std::chrono::steady_clock::now();
     std::string text;
     for (size_t i = 0; i < p.files.size(); i++) {

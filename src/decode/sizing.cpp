@@ -11,10 +11,14 @@ namespace editspec {
 float accept_stats::rate(uint8_t source, uint8_t conf, int32_t depth) const {
     const int32_t d = std::min(std::max(depth, 1), n_depth);
     const int32_t c = std::min<int32_t>(conf, DRAFT_CONF_COUNT - 1);
-    const float r = reached[source][c][d];
-    const float a = accepted[source][c][d];
-    const float est = (a + prior * prior_weight) / (r + prior_weight);
-    return r < explore_min_obs ? std::max(est, optimistic) : est;
+    // a depth with little evidence leans on the depth above it, not on the flat prior: acceptance
+    // changes slowly with depth, and a deep bucket sees few nodes (each must pass every depth above),
+    // so a flat prior would keep long drafts of a drafter that copies well looking worse than they are
+    float est = prior;
+    for (int32_t k = 1; k <= d; k++) {
+        est = (accepted[source][c][k] + est * prior_weight) / (reached[source][c][k] + prior_weight);
+    }
+    return reached[source][c][d] < explore_min_obs ? std::max(est, optimistic) : est;
 }
 
 void accept_stats::record(uint8_t source, uint8_t conf, int32_t depth, bool was_accepted) {
