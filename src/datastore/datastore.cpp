@@ -75,7 +75,7 @@ bool suffix_sort(std::vector<llama_token> & tokens, int32_t n_vocab, std::vector
         const uint32_t t = tokens[i] == DATASTORE_SEP ? sep : (uint32_t) tokens[i];
         for (size_t b = 0; b < w; b++) text[w * i + b] = (uint8_t) (t >> (8 * (w - 1 - b)));
     }
-    tokens = {};
+    std::vector<llama_token>().swap(tokens); // frees it (`tokens = {}` would keep the capacity)
     sa.assign(w * n, 0);
     if (n > 0 && divsufsort(text.data(), sa.data(), (saidx_t) (w * n)) != 0) {
         if (error) *error = "libdivsufsort failed (out of memory?)";
