@@ -4,11 +4,14 @@
 // clairvoyant bound.
 #include "editspec/bench.h"
 #include "editspec/cost.h"
+#include "editspec/datastore.h"
 #include "editspec/edit.h"
+#include "editspec/fastcoder.h"
 #include "editspec/methods.h"
 
 #include <climits>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 namespace editspec {
@@ -59,7 +62,40 @@ std::vector<sizing_row> oracle_sizings(const method_spec & ms, const spec_params
 // an item's tokens, once for every method and sizing
 struct item_tokens {
     token_vec context, reference, original;
+    std::string repo_datastore; // the item's D_r (fastcoder), empty for none
 };
+
+// the datastores rest and fastcoder search: --datastore, --repo-datastore, and the items' own D_r
+// (each opened once)
+struct oracle_stores {
+    std::vector<std::unique_ptr<datastore>> owned;
+    std::vector<const datastore *> common, repo;
+    std::map<std::string, const datastore *> by_item;
+};
+
+bool oracle_open_stores(const bench_params & p, const model & m, const std::vector<item_tokens> & items,
+                        oracle_stores & out, std::string * error) {
+    auto open = [&](const std::string & path) -> const datastore * {
+        auto ds = std::make_unique<datastore>();
+        if (!datastore_open(path, &m, *ds, error)) return nullptr;
+        out.owned.push_back(std::move(ds));
+        return out.owned.back().get();
+    };
+    for (const std::string & path : p.datastore_paths) {
+        if (const datastore * ds = open(path)) out.common.push_back(ds);
+        else return false;
+    }
+    for (const std::string & path : p.repo_datastore_paths) {
+        if (const datastore * ds = open(path)) out.repo.push_back(ds);
+        else return false;
+    }
+    for (const item_tokens & t : items) {
+        if (t.repo_datastore.empty() || out.by_item.count(t.repo_datastore)) continue;
+        if (const datastore * ds = open(t.repo_datastore)) out.by_item[t.repo_datastore] = ds;
+        else return false;
+    }
+    return true;
+}
 
 bool oracle_items(const bench_params & p, const model & m, std::vector<item_tokens> & out, std::string * error) {
     std::vector<dataset_item> items;
@@ -73,6 +109,7 @@ bool oracle_items(const bench_params & p, const model & m, std::vector<item_toke
         item_tokens t;
         replay_tokenize(m, dataset_raw_layout(it, p.instruction), t.context, t.reference);
         if (it.task == DATASET_TASK_EDIT) t.original = edit_original_tokens(m, it.context_code);
+        t.repo_datastore = it.repo_datastore;
         out.push_back(std::move(t));
     }
     return true;
@@ -80,13 +117,20 @@ bool oracle_items(const bench_params & p, const model & m, std::vector<item_toke
 
 // one row: the method's drafters replayed over every item under one sizing
 bool oracle_replay_row(const method_spec & ms, const model & m, const std::vector<item_tokens> & items,
-                       replay_params rp, const cost_model & cost, replay_result & out, std::string * error) {
-    accept_stats stats; // carried across items, as bench carries them per method
+                       const oracle_stores & stores, replay_params rp, const cost_model & cost, replay_result & out,
+                       std::string * error) {
+    accept_stats stats;    // carried across items, as bench carries them per method
+    retrieval_cache cache; // fastcoder's, likewise
     rp.stats = &stats;
     for (const item_tokens & t : items) {
         method_inputs in;
         in.original = t.original;
         in.target = &m;
+        in.datastores = stores.common;
+        in.repo_datastores = stores.repo;
+        const auto it = stores.by_item.find(t.repo_datastore);
+        if (it != stores.by_item.end()) in.repo_datastores = std::span<const datastore * const>(&it->second, 1);
+        in.cache = &cache;
         std::vector<std::unique_ptr<drafter_i>> owned;
         if (!method_make_drafters(ms, in, owned, error)) return false;
         std::vector<drafter_i *> ds;
@@ -125,6 +169,8 @@ bool bench_oracle(const bench_params & p, const cost_model & bare_cost, double p
     const model & m = *lr.model;
     std::vector<item_tokens> items;
     if (!oracle_items(p, m, items, error)) return false;
+    oracle_stores stores;
+    if (!oracle_open_stores(p, m, items, stores, error)) return false;
 
     // passes cost the curve plus the overhead, in 1-token passes; the decoder's sizing sees either
     const cost_model bare = cost_model_relative(bare_cost);
@@ -146,7 +192,7 @@ bool bench_oracle(const bench_params & p, const cost_model & bare_cost, double p
             row.sizing = sz.name;
             replay_params rp = sz.rp;
             if (!rp.spec) rp.spec = &sp;
-            if (!oracle_replay_row(ms, m, items, rp, cost, row.r, error)) return false;
+            if (!oracle_replay_row(ms, m, items, stores, rp, cost, row.r, error)) return false;
             out.rows.push_back(row);
         }
     }

@@ -83,9 +83,12 @@ int32_t retrieval_search(const datastore & ds, std::span<const llama_token> hist
     for (int32_t k = k_max; k >= p.n_min; k--) {
         const datastore_range r = ds.find(history.subspan(history.size() - (size_t) k));
         if (r.count() == 0) continue;
-        const int64_t hi = std::min<int64_t>(r.hi, r.lo + p.max_occurrences);
-        for (int64_t i = r.lo; i < hi; i++) {
-            const int64_t s = sa[i] + k;
+        // at most max_occurrences, spread evenly over the range: the suffix array sorts the
+        // occurrences by their continuations, so its first entries would all start alike (the
+        // lexicographically smallest), while an even stride keeps each continuation's share
+        const int64_t n = std::min<int64_t>(r.count(), p.max_occurrences);
+        for (int64_t j = 0; j < n; j++) {
+            const int64_t s = sa[r.lo + j * r.count() / n] + k;
             int64_t e = s;
             while (e < ds.size() && e - s < p.depth && t[e] != DATASTORE_SEP) e++;
             if (e > s) trie.add(t.subspan((size_t) s, (size_t) (e - s)), w);

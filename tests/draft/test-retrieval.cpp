@@ -64,6 +64,31 @@ TEST_F(rest_fixture, longest_suffix_and_most_frequent_continuation) {
     EXPECT_TRUE(none.empty());
 }
 
+TEST_F(rest_fixture, capped_occurrences_keep_each_continuations_share) {
+    m = test::load_or_fail(test::tiny_model_q8_path(), true);
+    ASSERT_TRUE(m);
+    // 3 files continue "value =" one way, 9 the other, both ways round: the suffix array sorts the
+    // 12 occurrences by their continuations, so reading only its first 4 would take the minority
+    // whenever it sorts first
+    for (const bool alpha_first : {true, false}) {
+        std::vector<std::string> texts(3, alpha_first ? "value = alpha\n" : "value = omega\n");
+        texts.insert(texts.end(), 9, alpha_first ? "value = omega\n" : "value = alpha\n");
+        ds = datastore();
+        index(texts);
+        const datastore * stores[] = {&ds};
+        retrieval_params p;
+        p.max_occurrences = 4;
+        p.n_paths = 1;
+        retrieval_drafter d(stores, p);
+        const token_vec history = m->tokenize("x = 0\nvalue =", false, false);
+        draft_tree tree;
+        d.propose(history, tree, 64);
+        ASSERT_FALSE(tree.empty());
+        const std::string drafted = m->detokenize(tree.path_to(tree.leaves().front()));
+        EXPECT_EQ(drafted.rfind(alpha_first ? " omega" : " alpha", 0), 0u) << drafted;
+    }
+}
+
 TEST_F(rest_fixture, greedy_rest_equals_ar) {
     m = test::load_or_fail(test::tiny_model_q8_path());
     ASSERT_TRUE(m);
