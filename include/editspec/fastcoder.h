@@ -3,7 +3,8 @@
 // (§4.4); a cache of verified retrieved sequences and of the model's own output, searched first once
 // it holds l sequences (§4.2); and retrieval timing (§4.3): at a line's first non-whitespace token
 // the datastores are searched only with probability p (the skip token), and contexts whose suffix
-// found nothing are not searched again (the missing table).
+// found nothing are not searched again (the missing table). The request's own tokens are searched at
+// every pass too, and their continuation drafted when its match is at least as long as the stores'.
 //
 //     editspec::retrieval_cache cache;                        // may outlive requests (a repository's)
 //     editspec::fastcoder_drafter fc(target, repo_stores, common_stores, &cache);
@@ -33,6 +34,9 @@ struct fastcoder_params {
     bool    use_repo = true;     // search D_r (off: D_c alone, REST's datastore)
     bool    use_cache = true;    // the cache (§4.2)
     bool    use_timing = true;   // skip token and missing table (§4.3)
+    bool    use_context = true;  // the request's own tokens (context and output) searched too; its match wins
+                                 // when at least as long as the stores' (§4.2 caches the context; this
+                                 // searches it from the first token, not once the cache holds l sequences)
     bool    parallel = true;     // D_r and D_c on two threads when both are given
     bool    longest_only = true; // only the store(s) whose suffix matched longest go into the trie (measured:
                                  // D_c's many short matches otherwise outweigh D_r's long one)
@@ -70,6 +74,7 @@ private:
 struct fastcoder_stats {
     int64_t proposals = 0;      // propose() calls
     int64_t from_cache = 0;     // answered by the cache
+    int64_t from_context = 0;   // answered by the request's own tokens
     int64_t searched = 0;       // datastore searches made
     int64_t found = 0;          // ... that found a continuation
     int64_t skipped_token = 0;  // not searched: skip token
@@ -98,6 +103,7 @@ public:
 private:
     bool at_line_start(std::span<const llama_token> history) const;
     int32_t search_stores(std::span<const llama_token> history);
+    int32_t search_context(std::span<const llama_token> history);
 
     std::vector<const datastore *> repo_, common_;
     retrieval_cache own_cache_;
@@ -106,7 +112,7 @@ private:
     std::vector<uint8_t> blank_;     // token is blanks only
     std::unordered_set<uint64_t> missing_;
     std::mt19937 rng_;
-    retrieval_trie trie_, trie_repo_;
+    retrieval_trie trie_, trie_repo_, trie_ctx_;
     bool proposed_ = false;           // trie_ holds this pass's proposal: an accepted path goes into the cache
     token_vec recent_;                // the last committed tokens (contexts of cached sequences)
     token_vec prompt_;                // the request's context (its last 8,192 tokens), cached once

@@ -36,7 +36,8 @@ const std::vector<std::string> & method_drafter_names() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> v = {"lookup", "lookup-longest", "none", "reuse", "efficientedit", "sd",
                                        "copy", "copy-recent", "copy-tree", "copy-ext", "copyspec", "rest",
-                                       "fastcoder", "fastcoder-no-repo", "fastcoder-no-cache", "fastcoder-no-timing"};
+                                       "fastcoder", "fastcoder-no-repo", "fastcoder-no-cache", "fastcoder-no-timing",
+                                       "fastcoder-no-context"};
         for (const std::string & n : llama_common_drafter_names()) v.push_back(n);
         return v;
     }();
@@ -158,6 +159,7 @@ bool method_make_drafters(const method_spec & spec, const method_inputs & in,
             fp.use_repo = name != "fastcoder-no-repo";
             fp.use_cache = name != "fastcoder-no-cache";
             fp.use_timing = name != "fastcoder-no-timing";
+            fp.use_context = name != "fastcoder-no-context";
             out.push_back(std::make_unique<fastcoder_drafter>(*in.target, in.repo_datastores, in.datastores,
                                                               in.cache, fp));
         } else if (name == "sd") {

@@ -4,6 +4,7 @@
 // ref: seed 004 (CodeSwift) §4.1-4.4 and Algorithm 1; seed 002 (FastCoder) §III-A..D, the same method
 #include "editspec/fastcoder.h"
 #include "editspec/lookup.h"
+#include "editspec/match.h"
 
 #include <algorithm>
 #include <chrono>
@@ -148,6 +149,32 @@ int32_t fastcoder_drafter::search_stores(std::span<const llama_token> history) {
     return std::max(m_r, m_c);
 }
 
+// the history's own occurrences of its longest suffix (n_max .. n_min tokens; the most recent
+// max_occurrences of them) and their continuations, into trie_ctx_; returns the matched length
+int32_t fastcoder_drafter::search_context(std::span<const llama_token> history) {
+    const retrieval_params & rp = params.retrieval;
+    const int64_t L = (int64_t) history.size();
+    trie_ctx_.clear();
+    if (L < 2) return 0;
+    int64_t best = std::max(rp.n_min, 1) - 1;
+    std::vector<int64_t> at; // ends of the longest matches, most recent first
+    for (int64_t e = L - 1; e >= 1; e--) {
+        if (history[(size_t) e - 1] != history.back()) continue;
+        const int64_t k = match_suffix_len(history, e, history, rp.n_max);
+        if (k > best) {
+            best = k;
+            at.clear();
+        }
+        if (k == best && (int32_t) at.size() < rp.max_occurrences) at.push_back(e);
+    }
+    if (at.empty()) return 0;
+    for (int64_t e : at) {
+        const int64_t end = std::min(L, e + rp.depth);
+        trie_ctx_.add(history.subspan((size_t) e, (size_t) (end - e)), 1.0f);
+    }
+    return (int32_t) best;
+}
+
 void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
     proposed_ = false;
     if (budget <= 0 || history.empty()) return;
@@ -184,6 +211,18 @@ void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree
             match = search_stores(history);
             if (match > 0) stats.found++;
             else if (params.use_timing) missing_.insert(key);
+        }
+    }
+    // the request's own tokens, searched at every pass (cheap: a scan of the history): their longest
+    // suffix match wins over the stores' and the cache's when at least as long
+    if (params.use_context) {
+        const int32_t m_ctx = search_context(history);
+        if (m_ctx > 0 && m_ctx >= match) {
+            stats.from_context++;
+            for (const token_vec & path : trie_ctx_.top_paths(params.retrieval.n_paths, 0.0f)) {
+                tree.add_path(-1, path, DRAFT_SOURCE_LOOKUP, tree.size() + budget, {}, lookup_conf(m_ctx));
+            }
+            return;
         }
     }
     if (match == 0) return;

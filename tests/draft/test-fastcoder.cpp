@@ -122,6 +122,31 @@ TEST_F(fastcoder_fixture, repository_weight_timing_and_missing_table) {
     EXPECT_EQ(d.stats.skipped_missing, 1);
 }
 
+TEST_F(fastcoder_fixture, the_requests_own_tokens_win_with_the_longer_match) {
+    m = test::load_or_fail(test::tiny_model_q8_path(), true);
+    ASSERT_TRUE(m);
+    datastore common;
+    index("common", {"def area(w, h):\n    pass\n", "def area(w, h):\n    pass\n"}, common);
+    const datastore * c[] = {&common};
+    // the context wrote this function before, after the same line: a longer match than the store's
+    const token_vec history = m->tokenize("x = 1\ndef area(w, h):\n    return w * h\n\nx = 1\ndef area(w, h):\n", false, false);
+    for (const bool use_context : {true, false}) {
+        fastcoder_params fp;
+        fp.use_timing = false;
+        fp.use_context = use_context;
+        fastcoder_drafter d(*m, {}, c, nullptr, fp);
+        d.begin(history);
+        draft_tree tree;
+        d.propose(history, tree, 64);
+        ASSERT_FALSE(tree.empty());
+        const token_vec want = m->tokenize(use_context ? "    return w * h" : "    pass", false, false);
+        ASSERT_GE(tree.size(), (int32_t) want.size());
+        EXPECT_EQ(tree.path_to((int32_t) want.size() - 1), want) << m->detokenize(tree.path_to(tree.size() - 1));
+        EXPECT_EQ(tree.nodes[0].source, use_context ? DRAFT_SOURCE_LOOKUP : DRAFT_SOURCE_RETRIEVAL);
+        EXPECT_EQ(d.stats.from_context, use_context ? 1 : 0);
+    }
+}
+
 TEST_F(fastcoder_fixture, greedy_fastcoder_equals_ar_as_the_cache_fills) {
     m = test::load_or_fail(test::tiny_model_q8_path());
     ASSERT_TRUE(m);
