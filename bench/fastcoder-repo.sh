@@ -26,7 +26,7 @@ task="$out/task"
 if [ ! -f "$task/repo-task.jsonl" ] || [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"])' "$task/manifest.json")" != "$(realpath "$model")" ]; then
     python3 "$here/repo-task.py" --package "$pkg" -m "$model" --out "$task"
 fi
-methods=ar,rest,fastcoder,fastcoder-no-repo,fastcoder-no-cache,fastcoder-no-timing,llama-ngram-cache,lookup-longest
+methods=ar,rest,fastcoder,fastcoder-no-repo,fastcoder-no-cache,fastcoder-no-timing,fastcoder-no-context,llama-ngram-cache,lookup-longest
 "$editspec" bench -m "$model" --dataset "$task/repo-task.jsonl" --replay --datastore "$task/common.eds" \
     --methods "$methods" -t "$threads" --out "$out/run"
 echo "fastcoder-repo: report in $out/run/report.md" >&2
