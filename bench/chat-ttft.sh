@@ -13,7 +13,7 @@ history=${3:-2048}
 threads=${4:-2}
 es=$root/build/bin/editspec
 [ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
-dataset=${DATASET:-$root/../shared/datasets/canitedit/normalized.jsonl}
+dataset=${DATASET:-$root/datasets/canitedit/normalized.jsonl}
 [ -f "$dataset" ] || { echo "no dataset at $dataset (DATASET=...)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

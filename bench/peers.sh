@@ -7,7 +7,7 @@ threads=2
 peers=$("$root/scripts/setup-peers.sh" | tail -n 1)
 es=$root/build/bin/editspec
 [ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
-dataset=${DATASET:-$root/../shared/datasets/canitedit/normalized.jsonl}
+dataset=${DATASET:-$root/datasets/canitedit/normalized.jsonl}
 [ -f "$dataset" ] || { echo "no dataset at $dataset (DATASET=...)" >&2; exit 2; }
 work=$(mktemp -d)
 server_pid=

@@ -65,7 +65,7 @@ EOF
     echo "(report: $out/bench/report.md; 'exact' = the merged file equals the expected one)"
 fi
 
-datasets=${EDITSPEC_DATASETS:-$root/../shared/datasets}
+datasets=${EDITSPEC_DATASETS:-$root/datasets}
 if [ ! -d "$datasets/canitedit" ]; then
     echo "(no datasets at $datasets: set EDITSPEC_DATASETS to run the benchmark part)"
     exit 0

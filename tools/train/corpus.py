@@ -9,6 +9,9 @@ across the split). Licence: the Python Software Foundation License Version 2 (th
 it also lists the permissive licences of incorporated components), recorded in the manifest and the
 model card.
 
+Evaluation data is never training data: the project's datasets/ (CanItEdit's licence forbids training on
+it; HumanEval, EditEval and MT-Redundant are test sets) is refused as a corpus root (corpus_collect).
+
 Filters: UTF-8, parses with ast, 200 B .. 256 KB, not a data table (encodings/ codec tables, the
 pydoc topics dump, generated _sysconfigdata), no site-packages.
 
@@ -60,7 +63,13 @@ def corpus_group(rel: str) -> str:
     return name[:-3] if name.endswith(".py") else name
 
 
+DATASETS_DIR = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "datasets"))
+
+
 def corpus_collect(root: str) -> list[corpus_file]:
+    real = os.path.realpath(root)
+    if real == DATASETS_DIR or real.startswith(DATASETS_DIR + os.sep) or DATASETS_DIR.startswith(real + os.sep):
+        raise ValueError(f"{root}: holds the evaluation datasets (datasets/); they are never trained on")
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()

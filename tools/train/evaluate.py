@@ -111,7 +111,7 @@ def apply_eval(a, out, log):
     ev_dir = os.path.join(out, "eval")
     os.makedirs(ev_dir, exist_ok=True)
     target = os.path.join(out, a.target, "model.gguf")
-    cie = os.path.join(os.environ.get("EDITSPEC_DATASETS", os.path.join(ROOT, "..", "shared", "datasets")), "canitedit",
+    cie = os.path.join(os.environ.get("EDITSPEC_DATASETS", os.path.join(ROOT, "datasets")), "canitedit",
                        "normalized.jsonl")
     sets = [("heldout", os.path.join(out, "apply-data", "applies-heldout-bench.jsonl"))] + ([("canitedit", cie)] if os.path.exists(cie) else [])
     res = {"target": target}
