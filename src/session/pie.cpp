@@ -162,9 +162,11 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
         s.n_encoded = std::max(0, n_new - 1 - a);
         ok = recompute_from(a);
     } else {
-        // the cells of the changed span go; the later ones (old_end .. n_old-2) stay
-        const llama_pos span_p0 = pos_[a], span_p1 = pos_[old_end - 1] + 1;
-        ctx_.kv_rm(0, span_p0, span_p1);
+        // the cells of the changed span go (none for a pure insertion: old_end == a, which may be
+        // token 0 on a model without BOS); the later ones (old_end .. n_old-2) stay. b > 0, so a later
+        // token exists and later_p0 is its position.
+        const llama_pos later_p0 = pos_[old_end];
+        if (old_end > a) ctx_.kv_rm(0, pos_[a], pos_[old_end - 1] + 1);
         std::vector<llama_pos> pos(n_new);
         std::vector<uint8_t> stale(n_new);
         for (int32_t i = 0; i < a; i++) pos[i] = pos_[i], stale[i] = stale_[i];
@@ -172,7 +174,7 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
         const llama_pos delta = (llama_pos) (new_end - old_end);
         if (how == KV_PIE) {
             // RoPE re-rotates the later keys by delta at the next decode (llama.cpp's K-shift)
-            if (delta != 0) ctx_.kv_add(0, span_p1, -1, delta);
+            if (delta != 0) ctx_.kv_add(0, later_p0, -1, delta);
             for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta] + delta, stale[i] = 1;
         } else {
             for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta], stale[i] = 1;

@@ -14,6 +14,7 @@ namespace editspec::test {
 
 const char * tiny_model_path() { return EDITSPEC_TEST_MODEL; }
 const char * tiny_model_q8_path() { return EDITSPEC_TEST_MODEL_Q8; }
+const char * tiny_qwen2_path() { return EDITSPEC_TEST_MODEL_QWEN2; }
 
 std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only) {
     model_load_result r = model_load(path, vocab_only);

@@ -16,6 +16,7 @@ namespace editspec::test {
 // the tiny random-weight models made by the ctest fixture (make-test-models)
 const char * tiny_model_path();     // F32 weights
 const char * tiny_model_q8_path();  // Q8_0 weights
+const char * tiny_qwen2_path();     // Qwen2.5-Coder's vocabulary (no BOS), F32 weights
 
 // loads a model or fails the calling test with the loader's message
 std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only = false);

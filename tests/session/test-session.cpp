@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -227,4 +228,35 @@ TEST_F(session_test, drift_control_reencodes_the_stale_tokens) {
     doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
     ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
     EXPECT_EQ(s.predict_line(32), fresh.predict_line(32));
+}
+
+// A pure insertion before the first token, on a model without BOS (Qwen2.5-Coder's vocabulary): the
+// changed span is empty at token 0, so nothing is removed and every later cell moves by the inserted
+// count. (The span's end used to be read at pos_[-1]: the garbage became the end of a KV removal.)
+TEST(session_no_bos, pie_insertion_before_the_first_token) {
+    auto m = test::load_or_fail(test::tiny_qwen2_path());
+    ASSERT_TRUE(m);
+    ASSERT_FALSE(m->facts().add_bos);
+    auto ctx = session_context(*m), fresh_ctx = session_context(*m);
+    ASSERT_TRUE(ctx && fresh_ctx);
+    if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
+    doc_session s(*ctx, {KV_PIE});
+    std::string err;
+    ASSERT_TRUE(s.open(DOC, &err)) << err;
+    const size_t n_before = s.tokens().size();
+    edit_stats st;
+    ASSERT_TRUE(s.edit({0, 0, "# settings\n"}, &st, &err)) << err;
+    ASSERT_EQ(st.first, 0);      // the document's first token changed ...
+    ASSERT_EQ(st.n_removed, 0);  // ... and no old token did: a pure insertion at token 0
+    ASSERT_GT(st.n_inserted, 0);
+    ASSERT_EQ(s.tokens().size(), n_before + (size_t) st.n_inserted);
+    // every token but the last has exactly one cell, at positions 0 .. n-2
+    seq_cells cells = read_cells(*ctx);
+    std::sort(cells.pos.begin(), cells.pos.end());
+    ASSERT_EQ(cells.pos.size(), s.tokens().size() - 1);
+    for (size_t i = 0; i < cells.pos.size(); i++) ASSERT_EQ(cells.pos[i], (llama_pos) i);
+    // and its tokens are those of a session opened on the edited text
+    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
+    EXPECT_EQ(s.tokens(), fresh.tokens());
 }
