@@ -60,9 +60,10 @@ int32_t retrieval_search(const datastore & ds, std::span<const llama_token> hist
 // matched at least 8 tokens: the sizing learns acceptance per class.
 void retrieval_propose_best(const retrieval_trie & trie, int32_t match, draft_tree & tree, int32_t budget);
 
-// paths (a trie's top paths) into the tree, at most budget nodes, as a retrieval drafter's proposal
+// paths (a trie's top paths) into the tree, at most budget nodes in all, as a proposal of `source`
 // whose suffix matched `match` tokens
-void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget);
+void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget,
+                       uint8_t source = DRAFT_SOURCE_RETRIEVAL);
 
 class retrieval_drafter : public drafter_i {
 public:

@@ -219,9 +219,8 @@ void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree
         const int32_t m_ctx = search_context(history);
         if (m_ctx > 0 && m_ctx >= match) {
             stats.from_context++;
-            for (const token_vec & path : trie_ctx_.top_paths(params.retrieval.n_paths, 0.0f)) {
-                tree.add_path(-1, path, DRAFT_SOURCE_LOOKUP, tree.size() + budget, {}, lookup_conf(m_ctx));
-            }
+            // budget nodes in all, not per path
+            retrieval_propose(trie_ctx_.top_paths(params.retrieval.n_paths, 0.0f), m_ctx, tree, budget, DRAFT_SOURCE_LOOKUP);
             return;
         }
     }

@@ -116,10 +116,10 @@ void retrieval_propose_best(const retrieval_trie & trie, int32_t match, draft_tr
     }
 }
 
-void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget) {
+void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget, uint8_t source) {
     const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
     for (const token_vec & path : paths) {
-        tree.add_path(-1, path, DRAFT_SOURCE_RETRIEVAL, max_nodes, {}, lookup_conf(match));
+        tree.add_path(-1, path, source, max_nodes, {}, lookup_conf(match));
         if (tree.size() >= max_nodes) break;
     }
 }

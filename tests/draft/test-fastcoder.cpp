@@ -203,3 +203,24 @@ TEST_F(fastcoder_fixture, greedy_fastcoder_equals_ar_as_the_cache_fills) {
     in.repo_datastores = r;
     EXPECT_TRUE(method_make_drafters(ms, in, owned, &err)) << err;
 }
+
+// The budget bounds the whole proposal: the request's own tokens give several paths (the same line
+// followed by four different ones), and budget nodes in all reach the tree, not budget per path.
+TEST_F(fastcoder_fixture, the_budget_bounds_every_path_together) {
+    m = test::load_or_fail(test::tiny_model_q8_path(), true);
+    ASSERT_TRUE(m);
+    const token_vec history = m->tokenize("k = 1\nalpha = beta + gamma\nk = 1\ndelta = eps * zeta\n"
+                                          "k = 1\ntheta = iota - kappa\nk = 1\nlambda = mu / nu\nk = 1\n",
+                                          false, false);
+    fastcoder_params fp;
+    fp.use_timing = false;
+    fastcoder_drafter d(*m, {}, {}, nullptr, fp);
+    d.begin(history);
+    for (const int32_t budget : {1, 3, 5}) {
+        draft_tree tree;
+        d.propose(history, tree, budget);
+        ASSERT_EQ(d.stats.from_context, budget == 1 ? 1 : budget == 3 ? 2 : 3);
+        EXPECT_GT(tree.size(), 0);
+        EXPECT_LE(tree.size(), budget);
+    }
+}
