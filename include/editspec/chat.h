@@ -5,6 +5,8 @@
 //     std::string text = editspec::chat_render(model, msgs);   // ends where the assistant speaks
 #pragma once
 
+#include <cstdint>
+
 #include "editspec/engine.h"
 
 #include <span>
@@ -53,8 +55,10 @@ void chat_add(const model & m, chat_conversation & c, const chat_message & msg);
 void chat_add_answer(const model & m, chat_conversation & c, std::span<const llama_token> answer, const std::string & text);
 // a whole conversation given as text (a chat request's messages), the answers tokenized as text,
 // ending with the assistant's turn open: the same tokens as chat_add / chat_add_answer produce when
-// each answer's text tokenizes to the tokens the model wrote
-token_vec chat_tokens(const model & m, const std::vector<chat_message> & messages);
+// each answer's text tokenizes to the tokens the model wrote. Rendering turn by turn costs the
+// conversation's length once per message: it stops once more than n_max tokens are out (the caller's
+// context check then refuses them), so a long hostile conversation costs no more than a full context.
+token_vec chat_tokens(const model & m, const std::vector<chat_message> & messages, size_t n_max = SIZE_MAX);
 
 // true when the model has a chat template llama.cpp's built-in matcher knows (chat_render uses it,
 // and its special tokens must be parsed when the text is tokenized)

@@ -9,7 +9,11 @@
 //                               is an apply too, its code the prediction
 //   GET  /v1/models, /health, /metrics (Prometheus)
 //
-// N slots, each a context (KV cache) on the one loaded model; requests wait for a free slot.
+// N slots, each a context (KV cache) on the one loaded model; requests wait for a free slot in a
+// bounded FIFO (503 with Retry-After past it). /health and /metrics answer whatever the slots do.
+// Bodies are refused before they are read when chunked, compressed, unmeasured, over --max-body-mb or
+// not JSON; every client error is a 4xx in OpenAI's error schema. SIGTERM stops accepting, refuses the
+// queue, ends running generations at their next token and exits 0; a second signal exits at once.
 //
 //     editspec::server_params sp;
 //     sp.runner.model_path = "model.gguf";
@@ -24,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace editspec {
@@ -36,6 +41,7 @@ struct server_params {
     int32_t n_parallel = 1;            // slots
     std::string method = "lookup-longest"; // drafters for every request; `prediction` adds Reuse
     size_t max_body = 8u << 20;        // bytes
+    int32_t max_queue = 32;            // requests waiting for a slot; past them, 503 with Retry-After
     int32_t max_tokens = 4096;         // most tokens one request may ask for
     int32_t max_sessions = 4;          // /v1/sessions at once (each holds a KV cache of --ctx-size)
     double  session_idle_s = 600.0;    // a session idle this long may be evicted by a new one
@@ -87,17 +93,45 @@ struct api_request {
     bool constrain = false;              // /v1/apply "constrain": every merged line from the code or the update
 };
 
+// what one request may carry; past these a request is refused with 400 naming the field
+// (`editspec serve --help` lists them)
+constexpr int32_t API_JSON_DEPTH_MAX        = 64;        // nesting of arrays and objects in a body
+constexpr size_t  API_MESSAGES_MAX          = 1024;      // chat messages
+constexpr size_t  API_PREDICTION_BYTES_MAX  = 1u << 20;  // prediction.content
+constexpr size_t  API_STOP_MAX              = 16;        // stop strings
+constexpr size_t  API_STOP_BYTES_MAX        = 256;       // bytes of one stop string
+constexpr size_t  API_INPUT_EXTRA_MAX       = 256;       // /infill input_extra chunks
+constexpr size_t  API_EDITS_MAX             = 1024;      // edits in one /v1/sessions/ID/edits
+
+// what one connection may do
+constexpr size_t  SERVER_HEADERS_MAX        = 100;       // headers of a request (431 past them)
+constexpr size_t  SERVER_HEADER_BYTES_MAX   = 64u << 10; // their names and values together
+constexpr int     SERVER_READ_TIMEOUT_S     = 10;        // a client silent this long is dropped
+constexpr size_t  SERVER_THREADS_MAX        = 256;       // connections served at once
+
 // sets a 400 error on `param` (may be ""); returns false
 bool api_fail(api_error & err, const std::string & param, const std::string & message);
+
+// v as an integer in [lo, hi]; false for a non-integer or one out of range (2^64 - 1 included)
+bool api_json_int(const nlohmann::json & v, int64_t lo, int64_t hi, int64_t & out);
+
+// the deepest nesting of arrays and objects in JSON text (brackets inside strings not counted)
+int32_t api_json_depth(std::string_view text);
+
+// a request body as a JSON object, nesting at most API_JSON_DEPTH_MAX; false with a 400 in *err
+bool api_parse_json(const std::string & body, nlohmann::json & out, api_error & err);
 
 // parses a request body of `endpoint`; false with *err (status 400, the field named)
 bool api_parse(api_endpoint endpoint, const std::string & body, api_request & out, api_error & err);
 
-// the prompt's tokens on model m: the chat template for chat (a chat with a prediction on a model
-// without a chat template: edit_prompt of the prediction, the instruction being the last user
-// message without its fenced code, as `editspec edit` prompts), FIM tokens around prefix / suffix,
-// else the text with BOS; false with *err (e.g. fill-in-the-middle on a model without FIM tokens)
-bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err);
+// the prompt's tokens on model m: the chat template for chat (on a model without a chat template, a
+// last user message that holds fenced code is prompted as `editspec edit` prompts: edit_prompt of
+// its last fenced block, the instruction being the message without its fenced code); FIM tokens
+// around prefix / suffix; else the text with BOS. Never depends on the prediction. A chat may stop
+// rendering past n_max tokens (chat_tokens). False with *err (e.g. fill-in-the-middle on a model
+// without FIM tokens)
+bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,
+                       size_t n_max = SIZE_MAX);
 
 // {"error": {...}} in OpenAI's schema
 nlohmann::json api_error_json(const api_error & err);

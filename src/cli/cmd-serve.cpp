@@ -14,6 +14,7 @@ struct serve_opts {
     int32_t port = 8012;
     std::string api_key;
     int32_t parallel = 1;
+    int32_t queue = 32;
     int32_t max_tokens = 4096;
     size_t max_body_mb = 8;
     int32_t max_sessions = 4;
@@ -27,6 +28,12 @@ int run_serve(const serve_opts & o) {
     }
     if (o.parallel < 1 || o.parallel > 64) {
         return fail_input(cmd, "--parallel " + std::to_string(o.parallel) + " out of range [1, 64]");
+    }
+    if (o.queue < 0 || o.queue > 4096) {
+        return fail_input(cmd, "--queue " + std::to_string(o.queue) + " out of range [0, 4096]");
+    }
+    if (o.max_body_mb < 1 || o.max_body_mb > 1024) {
+        return fail_input(cmd, "--max-body-mb " + std::to_string(o.max_body_mb) + " out of range [1, 1024]");
     }
     if (o.max_tokens < 1) {
         return fail_input(cmd, "--max-tokens must be at least 1");
@@ -56,11 +63,25 @@ int run_serve(const serve_opts & o) {
         if (const char * env = std::getenv("EDITSPEC_API_KEY"); env && *env) sp.api_key = env;
     }
     sp.n_parallel = o.parallel;
+    sp.max_queue = o.queue;
     sp.max_sessions = o.max_sessions;
     sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
     sp.max_body = o.max_body_mb << 20;
     return server_run(sp);
+}
+
+// what one request may carry (server.h), for --help
+std::string limits_footer() {
+    return "Limits of one request (400 past them, naming the field): JSON nesting " + std::to_string(API_JSON_DEPTH_MAX) +
+           " levels; " + std::to_string(API_MESSAGES_MAX) + " chat messages; prediction " +
+           std::to_string(API_PREDICTION_BYTES_MAX >> 10) + " KiB; " + std::to_string(API_STOP_MAX) + " stop strings of " +
+           std::to_string(API_STOP_BYTES_MAX) + " bytes; " + std::to_string(API_INPUT_EXTRA_MAX) + " /infill input_extra chunks; " +
+           std::to_string(API_EDITS_MAX) + " edits per /v1/sessions/ID/edits; " + std::to_string(SERVER_HEADERS_MAX) +
+           " headers of " + std::to_string(SERVER_HEADER_BYTES_MAX >> 10) + " KiB in all (431). A POST body must be JSON "
+           "(415), sent whole with Content-Length (411). Clients silent for " + std::to_string(SERVER_READ_TIMEOUT_S) +
+           " s are dropped. SIGTERM/SIGINT: stop accepting, refuse the queue, end running generations, exit 0; "
+           "a second signal exits at once.";
 }
 
 } // namespace
@@ -78,12 +99,16 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $EDITSPEC_API_KEY, none)");
     sub->add_option("--parallel", o->parallel, "slots: requests decoded at once, each with its own KV cache")
         ->capture_default_str();
+    sub->add_option("--queue", o->queue, "requests that may wait for a busy slot, in order; past them 503 with Retry-After")
+        ->capture_default_str();
     sub->add_option("--max-tokens", o->max_tokens, "most tokens one request may generate")->capture_default_str();
     sub->add_option("--max-sessions", o->max_sessions, "document sessions (/v1/sessions) held at once, each with its own KV cache")
         ->capture_default_str();
     sub->add_option("--session-idle", o->session_idle_s, "seconds after which an idle session may be evicted by a new one")
         ->capture_default_str();
-    sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB")->capture_default_str();
+    sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
+                                                      "bodies are refused)")->capture_default_str();
+    sub->footer(limits_footer());
     return {sub, [o] { return run_serve(*o); }};
 }
 

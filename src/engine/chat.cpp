@@ -99,9 +99,10 @@ void chat_add_answer(const model & m, chat_conversation & c, std::span<const lla
     chat_extend(m, c, closed);
 }
 
-token_vec chat_tokens(const model & m, const std::vector<chat_message> & messages) {
+token_vec chat_tokens(const model & m, const std::vector<chat_message> & messages, size_t n_max) {
     chat_conversation c;
     for (const chat_message & msg : messages) {
+        if (c.tokens.size() > n_max) return c.tokens; // over the caller's limit already
         if (msg.role == "assistant") {
             chat_add_answer(m, c, m.tokenize(msg.content, false, false), msg.content);
         } else {

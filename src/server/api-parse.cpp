@@ -21,11 +21,10 @@ bool get_string(const json & j, const char * key, std::string & out, api_error &
 
 bool get_int(const json & j, const char * key, int32_t lo, int32_t hi, int32_t & out, api_error & err) {
     if (!j.contains(key) || j[key].is_null()) return true;
-    if (!j[key].is_number_integer()) return api_fail(err, key, std::string("'") + key + "' must be an integer");
-    const int64_t v = j[key].get<int64_t>();
-    if (v < lo || v > hi) {
-        return api_fail(err, key, std::string("'") + key + "' is " + std::to_string(v) + ", outside [" + std::to_string(lo) +
-                                  ", " + std::to_string(hi) + "]");
+    int64_t v = 0;
+    if (!api_json_int(j[key], lo, hi, v)) {
+        return api_fail(err, key, std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+                                  std::to_string(hi) + "]");
     }
     out = (int32_t) v;
     return true;
@@ -71,14 +70,15 @@ bool get_text(const json & v, const std::string & param, std::string & out, api_
 bool get_stop(const json & j, api_request & out, api_error & err) {
     if (!j.contains("stop") || j["stop"].is_null()) return true;
     const json & s = j["stop"];
-    if (s.is_string()) {
-        out.stop = {s.get<std::string>()};
-        return true;
-    }
-    if (!s.is_array() || s.size() > 16) return api_fail(err, "stop", "'stop' must be a string or an array of at most 16 strings");
-    for (const json & x : s) {
-        if (!x.is_string()) return api_fail(err, "stop", "'stop' must hold strings");
-        out.stop.push_back(x.get<std::string>());
+    const std::string what = "'stop' must be a string or an array of at most " + std::to_string(API_STOP_MAX) +
+                             " strings, each of 1 to " + std::to_string(API_STOP_BYTES_MAX) + " bytes";
+    const json list = s.is_string() ? json::array({s}) : s;
+    if (!list.is_array() || list.size() > API_STOP_MAX) return api_fail(err, "stop", what);
+    for (const json & x : list) {
+        if (!x.is_string()) return api_fail(err, "stop", what);
+        std::string text = x.get<std::string>();
+        if (text.size() > API_STOP_BYTES_MAX) return api_fail(err, "stop", what);
+        if (!text.empty()) out.stop.push_back(std::move(text)); // "" stops nothing (OpenAI ignores it too)
     }
     return true;
 }
@@ -100,8 +100,10 @@ bool get_sampling(const json & j, api_request & out, api_error & err) {
 }
 
 bool parse_chat(const json & j, api_request & out, api_error & err) {
-    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
-        return api_fail(err, "messages", "'messages' must be a non-empty array");
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty() ||
+        j["messages"].size() > API_MESSAGES_MAX) {
+        return api_fail(err, "messages", "'messages' must be a non-empty array of at most " + std::to_string(API_MESSAGES_MAX) +
+                                         " messages");
     }
     for (const json & m : j["messages"]) {
         api_message msg;
@@ -118,26 +120,32 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
         !get_int(j, "max_completion_tokens", 0, INT32_MAX, out.n_predict, err)) {
         return false;
     }
-    if (j.contains("stream_options") && j["stream_options"].is_object() &&
-        !get_bool(j["stream_options"], "include_usage", out.include_usage, err)) {
-        return false;
+    if (j.contains("stream_options") && !j["stream_options"].is_null()) {
+        if (!j["stream_options"].is_object()) return api_fail(err, "stream_options", "'stream_options' must be an object");
+        if (!get_bool(j["stream_options"], "include_usage", out.include_usage, err)) return false;
     }
     if (j.contains("prediction") && !j["prediction"].is_null()) {
         const json & p = j["prediction"];
-        if (!p.is_object() || p.value("type", "") != "content" || !p.contains("content")) {
+        if (!p.is_object() || !p.contains("type") || !p["type"].is_string() || p["type"] != "content" ||
+            !p.contains("content")) {
             return api_fail(err, "prediction", "'prediction' must be {\"type\": \"content\", \"content\": ...}");
         }
         if (!get_text(p["content"], "prediction.content", out.prediction, err)) return false;
+        if (out.prediction.size() > API_PREDICTION_BYTES_MAX) {
+            return api_fail(err, "prediction", "'prediction' is " + std::to_string(out.prediction.size()) +
+                                               " bytes, over the server's limit of " + std::to_string(API_PREDICTION_BYTES_MAX));
+        }
         out.has_prediction = true;
         // what OpenAI refuses with Predicted Outputs
         int32_t n = 1;
         double pres = 0.0, freq = 0.0;
+        bool logprobs = false;
         if (!get_int(j, "n", 1, 128, n, err) || !get_number(j, "presence_penalty", -2.0, 2.0, pres, err) ||
-            !get_number(j, "frequency_penalty", -2.0, 2.0, freq, err)) {
+            !get_number(j, "frequency_penalty", -2.0, 2.0, freq, err) || !get_bool(j, "logprobs", logprobs, err)) {
             return false;
         }
-        const char * refused = n > 1 ? "n" : j.value("logprobs", false) ? "logprobs" : pres > 0.0 ? "presence_penalty"
-                             : freq > 0.0 ? "frequency_penalty" : (j.contains("tools") && !j["tools"].empty()) ? "tools"
+        const char * refused = n > 1 ? "n" : logprobs ? "logprobs" : pres > 0.0 ? "presence_penalty"
+                             : freq > 0.0 ? "frequency_penalty" : (j.contains("tools") && j["tools"].is_array() && !j["tools"].empty()) ? "tools"
                                                                                                              : nullptr;
         if (refused) {
             err.code = "invalid_request_error";
@@ -202,8 +210,11 @@ bool parse_llama(const json & j, api_request & out, api_error & err) {
             out.prompt = p.get<std::string>();
         } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
             for (const json & t : p) {
-                if (!t.is_number_integer()) return api_fail(err, "prompt", "'prompt' tokens must be integers");
-                out.prompt_tokens.push_back((llama_token) t.get<int64_t>());
+                int64_t id = 0;
+                if (!api_json_int(t, 0, INT32_MAX, id)) {
+                    return api_fail(err, "prompt", "'prompt' tokens must be integers in [0, " + std::to_string(INT32_MAX) + "]");
+                }
+                out.prompt_tokens.push_back((llama_token) id);
             }
         } else if (out.endpoint == API_COMPLETION || !p.is_array()) {
             return api_fail(err, "prompt", "'prompt' must be a string or an array of token ids");
@@ -215,9 +226,14 @@ bool parse_llama(const json & j, api_request & out, api_error & err) {
         !get_number(j, "t_max_predict_ms", 0.0, 1e9, out.t_max_predict_ms, err)) {
         return false;
     }
-    if (j.contains("response_fields") && j["response_fields"].is_array()) {
-        for (const json & f : j["response_fields"]) {
-            if (f.is_string()) out.response_fields.push_back(f.get<std::string>());
+    if (j.contains("response_fields") && !j["response_fields"].is_null()) {
+        const json & fields = j["response_fields"];
+        if (!fields.is_array() || fields.size() > 64) {
+            return api_fail(err, "response_fields", "'response_fields' must be an array of at most 64 strings");
+        }
+        for (const json & f : fields) {
+            if (!f.is_string()) return api_fail(err, "response_fields", "'response_fields' must hold strings");
+            out.response_fields.push_back(f.get<std::string>());
         }
     }
     return get_sampling(j, out, err);
@@ -226,7 +242,10 @@ bool parse_llama(const json & j, api_request & out, api_error & err) {
 bool parse_infill(const json & j, api_request & out, api_error & err) {
     std::string extra;
     if (j.contains("input_extra") && !j["input_extra"].is_null()) {
-        if (!j["input_extra"].is_array()) return api_fail(err, "input_extra", "'input_extra' must be an array of {filename, text}");
+        if (!j["input_extra"].is_array() || j["input_extra"].size() > API_INPUT_EXTRA_MAX) {
+            return api_fail(err, "input_extra", "'input_extra' must be an array of at most " +
+                                                    std::to_string(API_INPUT_EXTRA_MAX) + " {filename, text} chunks");
+        }
         for (const json & c : j["input_extra"]) {
             if (!c.is_object() || (c.contains("text") && !c["text"].is_string()) ||
                 (c.contains("filename") && !c["filename"].is_string())) {
@@ -244,6 +263,51 @@ bool parse_infill(const json & j, api_request & out, api_error & err) {
 
 } // namespace
 
+bool api_json_int(const json & v, int64_t lo, int64_t hi, int64_t & out) {
+    if (v.is_number_unsigned()) {
+        const uint64_t u = v.get<uint64_t>();
+        if (u > (uint64_t) INT64_MAX) return false; // 2^64 - 1 is not -1
+        out = (int64_t) u;
+    } else if (v.is_number_integer()) {
+        out = v.get<int64_t>();
+    } else {
+        return false;
+    }
+    return out >= lo && out <= hi;
+}
+
+int32_t api_json_depth(std::string_view text) {
+    int32_t depth = 0, max_depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); i++) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') i++;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            max_depth = std::max(max_depth, ++depth);
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return max_depth;
+}
+
+bool api_parse_json(const std::string & body, json & out, api_error & err) {
+    // nesting is refused before the parser sees it: copying, dumping or destroying a value 600,000
+    // arrays deep recurses once per level and overflows a thread's stack
+    if (const int32_t depth = api_json_depth(body); depth > API_JSON_DEPTH_MAX) {
+        return api_fail(err, "", "the body nests " + std::to_string(depth) + " levels deep; at most " +
+                                     std::to_string(API_JSON_DEPTH_MAX) + " are accepted");
+    }
+    out = json::parse(body, nullptr, false);
+    if (out.is_discarded()) return api_fail(err, "", "the body is not valid JSON (or not valid UTF-8)");
+    if (!out.is_object()) return api_fail(err, "", "the body must be a JSON object");
+    return true;
+}
+
 bool api_fail(api_error & err, const std::string & param, const std::string & message) {
     err.status = 400;
     err.param = param;
@@ -254,9 +318,8 @@ bool api_fail(api_error & err, const std::string & param, const std::string & me
 bool api_parse(api_endpoint endpoint, const std::string & body, api_request & out, api_error & err) {
     out = api_request();
     out.endpoint = endpoint;
-    const json j = json::parse(body, nullptr, false);
-    if (j.is_discarded()) return api_fail(err, "", "the body is not valid JSON (or not valid UTF-8)");
-    if (!j.is_object()) return api_fail(err, "", "the body must be a JSON object");
+    json j;
+    if (!api_parse_json(body, j, err)) return false;
     switch (endpoint) {
         case API_CHAT:        return parse_chat(j, out, err);
         case API_COMPLETIONS: return parse_completions(j, out, err);

@@ -5,44 +5,65 @@
 
 namespace editspec {
 
-// the last user message without its fenced code blocks: the instruction of an edit
-static std::string edit_instruction(const std::vector<api_message> & messages) {
+// the last user message: its text outside fenced code blocks (the instruction of an edit) and the
+// last fenced block's lines (the code it edits; has_code false when it holds none)
+struct user_edit {
+    std::string instruction;
+    std::string code;
+    bool has_code = false;
+};
+
+static user_edit last_user_edit(const std::vector<api_message> & messages) {
     std::string text;
     for (const api_message & x : messages) {
         if (x.role == "user") text = x.content;
     }
-    std::string out;
+    user_edit out;
+    std::string outside, block;
     bool in_fence = false;
     size_t at = 0;
     while (at < text.size()) {
         size_t nl = text.find('\n', at);
         if (nl == std::string::npos) nl = text.size();
-        const std::string line = text.substr(at, nl - at);
-        if (line.rfind("```", 0) == 0) {
+        const std::string_view line = std::string_view(text).substr(at, nl - at);
+        if (line.substr(0, 3) == "```") {
+            if (in_fence) {
+                out.code = block;
+                out.has_code = true;
+            }
+            block.clear();
             in_fence = !in_fence;
-        } else if (!in_fence) {
-            out += line + "\n";
+        } else if (in_fence) {
+            block.append(line).append("\n");
+        } else {
+            outside.append(line).append("\n");
         }
         at = nl + 1;
     }
-    const size_t b = out.find_first_not_of(" \t\r\n"), e = out.find_last_not_of(" \t\r\n");
-    return b == std::string::npos ? "" : out.substr(b, e - b + 1);
+    const size_t b = outside.find_first_not_of(" \t\r\n"), e = outside.find_last_not_of(" \t\r\n");
+    out.instruction = b == std::string::npos ? "" : outside.substr(b, e - b + 1);
+    return out;
 }
 
-bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err) {
+bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,
+                       size_t n_max) {
     const model_facts & f = m.facts();
     out.clear();
+    // The prompt never depends on `prediction`: a prediction is a speed hint, and the same messages
+    // give the same greedy answer with or without one.
+    const user_edit ue = rq.endpoint == API_CHAT && !chat_template_known(m) ? last_user_edit(rq.messages) : user_edit();
     if (rq.endpoint == API_APPLY || (rq.endpoint == API_CHAT && rq.is_apply && !chat_template_known(m))) {
         out = m.tokenize(apply_prompt(m, rq.apply), true, apply_prompt_parse_special(m));
-    } else if (rq.endpoint == API_CHAT && rq.has_prediction && !chat_template_known(m)) {
-        // a model without a chat template (editspec's own) was trained on the edit template: the
-        // request is the edit of the prediction that the last user message asks for (editspec edit)
-        out = m.tokenize(edit_prompt(m, edit_instruction(rq.messages), rq.prediction), true, false);
+    } else if (ue.has_code) {
+        // a model without a chat template (editspec's own) was trained on the edit template: a last
+        // user message holding fenced code is the edit of that code that the rest of the message asks
+        // for, prompted as `editspec edit` prompts
+        out = m.tokenize(edit_prompt(m, ue.instruction, ue.code), true, false);
     } else if (rq.endpoint == API_CHAT) {
         // turn by turn (chat.h): a request that extends an earlier conversation extends its tokens
         std::vector<chat_message> msgs;
         for (const api_message & x : rq.messages) msgs.push_back({x.role, x.content});
-        out = chat_tokens(m, msgs);
+        out = chat_tokens(m, msgs, n_max);
     } else if (rq.has_suffix) {
         if (f.fim_pre == LLAMA_TOKEN_NULL || f.fim_suf == LLAMA_TOKEN_NULL || f.fim_mid == LLAMA_TOKEN_NULL) {
             return api_fail(err, "suffix", "this model has no fill-in-the-middle tokens (FIM_PRE, FIM_SUF, FIM_MID); "

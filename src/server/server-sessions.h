@@ -11,10 +11,12 @@
 
 #include "editspec/request.h"
 #include "editspec/server.h"
+#include "editspec/session.h"
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace editspec {
 
@@ -23,6 +25,27 @@ struct session_store_params {
     double  idle_s = 600.0;    // a session idle this long may be evicted by a new one
     int32_t drift_max = -1;    // default drift control (session.h)
 };
+
+constexpr int32_t SESSION_COMPLETE_MAX = 256; // tokens one /complete may decode
+
+// ----------------------------------------------------------------------------
+// request bodies (sessions-parse.cpp; pure, fuzzed). An empty body reads as {}. False with a 400 in
+// *err naming the field.
+
+struct session_create_request {
+    std::string text;       // the document
+    session_params params;  // strategy and drift_max, the store's defaults where absent
+};
+
+bool session_parse_create(const std::string & body, const session_store_params & defaults, session_create_request & out,
+                          api_error & err);
+// one edit {offset, delete?, insert?} or {"edits": [...]} (at most API_EDITS_MAX)
+bool session_parse_edits(const std::string & body, std::vector<text_edit> & out, api_error & err);
+// {"max_tokens"?} in [1, SESSION_COMPLETE_MAX], default 64
+bool session_parse_complete(const std::string & body, int32_t & n_max, api_error & err);
+
+// ----------------------------------------------------------------------------
+// the store
 
 class session_store {
 public:

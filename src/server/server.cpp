@@ -1,5 +1,8 @@
-// The HTTP side of `editspec serve`: routes, slots, streaming, metrics.
+// The HTTP side of `editspec serve`: routes, streaming, refusals on headers, connections, signals.
+// Slots and their queue are server-slots.h, metrics server-metrics.h, sessions server-sessions.h.
+#include "server-metrics.h"
 #include "server-sessions.h"
+#include "server-slots.h"
 #include "editspec/server.h"
 #include "editspec/edit.h"
 #include "editspec/log.h"
@@ -8,16 +11,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
-#include <deque>
-#include <future>
-#include <thread>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <filesystem>
-#include <map>
+#include <future>
 #include <mutex>
+#include <pthread.h>
+#include <thread>
+#include <unistd.h>
 
 namespace editspec {
 
@@ -27,196 +33,19 @@ using json = nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
 // ----------------------------------------------------------------------------
-// metrics (Prometheus text format)
-
-struct metrics {
-    static constexpr double bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
-    static constexpr int n_bounds = sizeof(bounds) / sizeof(bounds[0]);
-
-    std::mutex mu;
-    std::map<std::string, int64_t> requests; // "endpoint status" -> count
-    int64_t prompt_tokens = 0, generated_tokens = 0, target_passes = 0;
-    int64_t drafted[DRAFT_SOURCE_COUNT] = {}, accepted[DRAFT_SOURCE_COUNT] = {};
-    int64_t latency_le[n_bounds + 1] = {}; // cumulative at render time; here per bucket
-    double latency_sum = 0.0;
-    int64_t latency_n = 0;
-
-    void request(const std::string & path, int status, double seconds) {
-        std::lock_guard<std::mutex> lock(mu);
-        requests[path + " " + std::to_string(status)]++;
-        int b = 0;
-        while (b < n_bounds && seconds > bounds[b]) b++;
-        latency_le[b]++;
-        latency_sum += seconds;
-        latency_n++;
-    }
-
-    void generation(const generate_result & r) {
-        std::lock_guard<std::mutex> lock(mu);
-        prompt_tokens += r.prompt_tokens;
-        generated_tokens += (int64_t) r.tokens.size();
-        target_passes += r.target_passes;
-        for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
-            drafted[s] += r.by_source[s].n_drafted;
-            accepted[s] += r.by_source[s].n_accepted;
-        }
-    }
-
-    std::string render() {
-        std::lock_guard<std::mutex> lock(mu);
-        std::string o;
-        char buf[256];
-        o += "# HELP editspec_requests_total HTTP requests by path and status\n# TYPE editspec_requests_total counter\n";
-        for (const auto & [k, v] : requests) {
-            const size_t sp = k.find(' ');
-            snprintf(buf, sizeof(buf), "editspec_requests_total{path=\"%s\",status=\"%s\"} %lld\n", k.substr(0, sp).c_str(),
-                     k.substr(sp + 1).c_str(), (long long) v);
-            o += buf;
-        }
-        auto counter = [&](const char * name, const char * help, int64_t v) {
-            snprintf(buf, sizeof(buf), "# HELP %s %s\n# TYPE %s counter\n%s %lld\n", name, help, name, name, (long long) v);
-            o += buf;
-        };
-        counter("editspec_prompt_tokens_total", "prompt tokens processed", prompt_tokens);
-        counter("editspec_tokens_generated_total", "tokens generated", generated_tokens);
-        counter("editspec_target_passes_total", "target model passes while generating", target_passes);
-        o += "# HELP editspec_draft_tokens_total draft tokens verified by the target, by drafter source\n"
-             "# TYPE editspec_draft_tokens_total counter\n";
-        for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
-            snprintf(buf, sizeof(buf), "editspec_draft_tokens_total{source=\"%s\"} %lld\n", draft_source_name((uint8_t) s),
-                     (long long) drafted[s]);
-            o += buf;
-        }
-        o += "# HELP editspec_draft_tokens_accepted_total draft tokens accepted, by drafter source\n"
-             "# TYPE editspec_draft_tokens_accepted_total counter\n";
-        for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
-            snprintf(buf, sizeof(buf), "editspec_draft_tokens_accepted_total{source=\"%s\"} %lld\n",
-                     draft_source_name((uint8_t) s), (long long) accepted[s]);
-            o += buf;
-        }
-        o += "# HELP editspec_request_seconds request latency\n# TYPE editspec_request_seconds histogram\n";
-        int64_t cum = 0;
-        for (int b = 0; b <= n_bounds; b++) {
-            cum += latency_le[b];
-            if (b < n_bounds) snprintf(buf, sizeof(buf), "editspec_request_seconds_bucket{le=\"%g\"} %lld\n", bounds[b], (long long) cum);
-            else snprintf(buf, sizeof(buf), "editspec_request_seconds_bucket{le=\"+Inf\"} %lld\n", (long long) cum);
-            o += buf;
-        }
-        snprintf(buf, sizeof(buf), "editspec_request_seconds_sum %.6f\neditspec_request_seconds_count %lld\n", latency_sum,
-                 (long long) latency_n);
-        o += buf;
-        return o;
-    }
-};
-
-// ----------------------------------------------------------------------------
-// slots: one context and one thread each. Decoding always runs on the slot's own thread: ggml's
-// OpenMP team belongs to the thread that calls it, and teams of several HTTP threads spinning at
-// once would fight over the cores (3x slower measured on 2 cores).
-//
-// A request goes to the free slot whose KV cache its prompt extends (a chat that continues an earlier
-// conversation finds that conversation's slot and decodes only its new turn), else to the slot used
-// least recently: the N slots keep the N most recent conversations.
-
-struct slots {
-    using job = std::function<void(context &)>;
-    struct slot {
-        std::unique_ptr<context> ctx;
-        job pending;            // set by run(), taken by the slot's thread
-        bool busy = false;      // a job is assigned and not finished
-        uint64_t last_used = 0; // run() order
-    };
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<slot> sl;
-    std::vector<std::thread> threads;
-    uint64_t n_runs = 0;
-    bool stopping = false;
-
-    void add(std::unique_ptr<context> ctx) { sl.push_back(slot{std::move(ctx)}); }
-
-    void start() {
-        for (size_t i = 0; i < sl.size(); i++) {
-            threads.emplace_back([this, i] {
-                while (true) {
-                    job j;
-                    {
-                        std::unique_lock<std::mutex> lock(mu);
-                        cv.wait(lock, [&] { return stopping || sl[i].pending; });
-                        if (!sl[i].pending) return;
-                        j = std::move(sl[i].pending);
-                        sl[i].pending = nullptr;
-                    }
-                    j(*sl[i].ctx);
-                    {
-                        std::lock_guard<std::mutex> lock(mu);
-                        sl[i].busy = false;
-                    }
-                    cv.notify_all();
-                }
-            });
-        }
-    }
-
-    // the free slot for a prompt (mu held): the slot whose cached tokens the prompt mostly extends (its
-    // conversation; at least half of what it caches, so that two conversations sharing only an opening
-    // line or a system prompt do not evict each other), the longest such prefix first; else the least
-    // recently used slot. -1 = none free.
-    int32_t pick(std::span<const llama_token> prompt) const {
-        int32_t best = -1, lru = -1;
-        size_t best_common = 0;
-        for (size_t i = 0; i < sl.size(); i++) {
-            if (sl[i].busy) continue;
-            if (lru < 0 || sl[i].last_used < sl[lru].last_used) lru = (int32_t) i;
-            const token_vec & cached = sl[i].ctx->cached_prompt();
-            size_t common = 0;
-            while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) common++;
-            if (common > 0 && 2 * common >= cached.size() && common > best_common) {
-                best = (int32_t) i;
-                best_common = common;
-            }
-        }
-        return best >= 0 ? best : lru;
-    }
-
-    // runs j on the free slot that suits the prompt best and waits for it
-    void run(std::span<const llama_token> prompt, const job & j) {
-        std::promise<void> done;
-        {
-            std::unique_lock<std::mutex> lock(mu);
-            int32_t i = -1;
-            cv.wait(lock, [&] { return (i = pick(prompt)) >= 0; });
-            sl[i].busy = true;
-            sl[i].last_used = ++n_runs;
-            sl[i].pending = [&](context & c) {
-                j(c);
-                done.set_value();
-            };
-        }
-        cv.notify_all();
-        done.get_future().wait();
-    }
-
-    void stop() {
-        {
-            std::lock_guard<std::mutex> lock(mu);
-            stopping = true;
-        }
-        cv.notify_all();
-        for (std::thread & t : threads) t.join();
-    }
-};
+// state
 
 struct server_state {
     server_params params;
     runner rn;
     method_spec method;      // for requests without a prediction
     method_spec with_reuse;  // with one: Reuse first, then the method's drafters
-    slots sl;
-    metrics mx;
+    std::unique_ptr<slot_pool> slots;
+    server_metrics mx;
     std::string model_id;    // the model file's name
     std::atomic<int64_t> next_id{1};
     std::unique_ptr<session_store> sessions; // /v1/sessions
+    std::atomic<bool> stopping{false};       // SIGTERM: running generations end at their next token
 };
 
 std::string make_id(server_state & s, const char * prefix) {
@@ -233,26 +62,46 @@ void send_json(httplib::Response & res, int status, const json & j) {
 }
 
 void send_error(httplib::Response & res, const api_error & err) {
+    if (err.status == 503) res.set_header("Retry-After", "1");
     send_json(res, err.status, api_error_json(err));
+}
+
+api_error make_error(int status, const std::string & message, const char * type = nullptr) {
+    api_error err;
+    err.status = status;
+    err.message = message;
+    err.type = type ? type : status >= 500 ? "server_error" : "invalid_request_error";
+    return err;
 }
 
 // ----------------------------------------------------------------------------
 // one generation
+
+// text from the slot's thread to the HTTP thread that streams it: the slot never waits for a client
+struct text_channel {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string pending;      // written, not yet sent
+    bool finished = false;    // the job returned
+    bool reader_gone = false; // the client went away: the job stops at its next token
+};
 
 struct generation {
     api_request rq;
     request req;
     const method_spec * ms = nullptr;
     generate_result r;
-    int64_t n_prediction = 0; // tokens of the prediction
+    bool ok = false;
+    std::string error;
+    std::future<void> done;
 };
 
 // parses, tokenizes and checks a request; false with err
 bool prepare(server_state & s, api_endpoint ep, const std::string & body, generation & g, api_error & err) {
     if (!api_parse(ep, body, g.rq, err)) return false;
     const model & m = *s.rn.target.model;
-    if (!api_prompt_tokens(m, g.rq, g.req.prompt, err)) return false;
     const int32_t n_ctx = s.params.runner.n_ctx;
+    if (!api_prompt_tokens(m, g.rq, g.req.prompt, err, (size_t) n_ctx)) return false;
     if (const std::string over = request_over_context(g.req, n_ctx); !over.empty()) {
         err.param = "messages";
         err.code = "context_length_exceeded";
@@ -273,27 +122,68 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
     }
     if (g.rq.has_prediction) {
         g.req.original = m.tokenize(g.rq.prediction, false, false);
-        g.n_prediction = (int64_t) g.req.original.size();
         if (!g.req.original.empty()) g.ms = &s.with_reuse;
     }
     return true;
 }
 
-// runs it in a free slot; on_text (may be null) streams text and returns false to stop
-bool run(server_state & s, generation & g, std::function<bool(std::string_view)> on_text, api_error & err) {
+// starts g on a slot (waiting its turn in the queue); the generation's text goes to ch when given.
+// False with err: 503 when the queue is full or the server stops.
+bool start(server_state & s, const std::shared_ptr<generation> & g, const std::shared_ptr<text_channel> & ch, api_error & err) {
     const auto t0 = clock_type::now();
-    const double limit_ms = g.rq.t_max_predict_ms;
-    g.req.gen.on_text = [&, on_text](std::string_view text) {
-        if (on_text && !on_text(text)) return false;
+    const double limit_ms = g->rq.t_max_predict_ms;
+    server_state * sp = &s;
+    g->req.gen.on_text = [sp, ch, t0, limit_ms](std::string_view text) {
+        if (sp->stopping.load()) return false;
+        if (ch) {
+            {
+                std::lock_guard<std::mutex> lock(ch->mu);
+                if (ch->reader_gone) return false;
+                ch->pending.append(text);
+            }
+            ch->cv.notify_all();
+        }
         return limit_ms <= 0 || std::chrono::duration<double, std::milli>(clock_type::now() - t0).count() < limit_ms;
     };
-    std::string error;
-    bool ok = false;
-    s.sl.run(g.req.prompt, [&](context & ctx) { ok = runner_generate_in(s.rn, ctx, *g.ms, g.req, g.r, &error); });
-    if (!ok || g.r.stop == STOP_REASON_ERROR) {
-        err.status = 500;
-        err.type = "server_error";
-        err.message = ok ? g.r.error : error;
+    const slot_status st = s.slots->submit(g->req.prompt, [sp, g, ch](context & ctx) {
+        struct finish_on_exit { // the channel hears the end even when the job throws
+            std::shared_ptr<text_channel> ch;
+            ~finish_on_exit() {
+                if (!ch) return;
+                {
+                    std::lock_guard<std::mutex> lock(ch->mu);
+                    ch->finished = true;
+                }
+                ch->cv.notify_all();
+            }
+        } fin{ch};
+        g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
+    }, g->done);
+    if (st == SLOT_QUEUE_FULL) {
+        err = make_error(503, "every slot is busy and " + std::to_string(s.params.max_queue) +
+                                  " requests wait already (--queue); retry shortly", "server_error");
+        return false;
+    }
+    if (st == SLOT_STOPPING) {
+        err = make_error(503, "the server is stopping", "server_error");
+        return false;
+    }
+    return true;
+}
+
+// waits for a started generation; false with a 500 err when it failed or threw
+bool finish(server_state & s, generation & g, api_error & err) {
+    try {
+        g.done.get();
+    } catch (const std::exception & e) {
+        err = make_error(500, std::string("internal error while generating: ") + e.what());
+        return false;
+    } catch (...) {
+        err = make_error(500, "internal error while generating");
+        return false;
+    }
+    if (!g.ok || g.r.stop == STOP_REASON_ERROR) {
+        err = make_error(500, g.ok ? g.r.error : g.error);
         return false;
     }
     s.mx.generation(g.r);
@@ -419,42 +309,69 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
     }
     const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY ? "apply-" : "cmpl-");
     if (!g->rq.stream) {
-        if (!run(s, *g, nullptr, err)) {
+        if (!start(s, g, nullptr, err) || !finish(s, *g, err)) {
             send_error(res, err);
             return;
         }
         send_json(res, 200, response_json(s, *g, id));
         return;
     }
-    // streaming: the generation runs inside the content provider, writing each piece as it comes;
-    // a client that goes away stops it (the write fails)
+    // streaming: the slot writes text into a channel and this thread sends it, so a slow reader never
+    // holds a slot; a client that goes away stops the generation at its next token. Started before
+    // the status line is sent, so a full queue is still a 503.
+    auto ch = std::make_shared<text_channel>();
+    if (!start(s, g, ch, err)) {
+        send_error(res, err);
+        return;
+    }
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [&s, g, id](size_t, httplib::DataSink & sink) {
-        api_error err;
+    res.set_chunked_content_provider("text/event-stream", [&s, g, ch, id](size_t, httplib::DataSink & sink) {
         auto write = [&](const json & j) {
             const std::string ev = sse(j);
             return sink.is_writable() && sink.write(ev.data(), ev.size());
         };
-        const bool ok = run(s, *g, [&](std::string_view text) { return write(stream_chunk(s, *g, id, std::string(text), nullptr)); }, err);
-        if (!ok) {
-            write(api_error_json(err));
-        } else if (g->rq.endpoint == API_COMPLETION || g->rq.endpoint == API_INFILL) {
-            json last = response_json(s, *g, id);
-            if (last.contains("content")) last["content"] = "";
-            write(last);
-        } else {
-            write(stream_chunk(s, *g, id, "", api_finish_reason(g->r.stop)));
-            if (g->rq.include_usage) {
-                json u = stream_chunk(s, *g, id, "", nullptr);
-                u["choices"] = json::array();
-                u["usage"] = usage_json(*g);
-                write(u);
+        auto leave = [&] {
+            std::lock_guard<std::mutex> lock(ch->mu);
+            ch->reader_gone = true;
+            return false;
+        };
+        try {
+            while (true) {
+                std::string text;
+                bool finished = false;
+                {
+                    std::unique_lock<std::mutex> lock(ch->mu);
+                    ch->cv.wait(lock, [&] { return ch->finished || !ch->pending.empty(); });
+                    text.swap(ch->pending);
+                    finished = ch->finished;
+                }
+                if (!text.empty() && !write(stream_chunk(s, *g, id, text, nullptr))) return leave();
+                if (finished) break;
             }
-            const std::string done = "data: [DONE]\n\n";
-            if (sink.is_writable()) sink.write(done.data(), done.size());
+            api_error err;
+            if (!finish(s, *g, err)) {
+                write(api_error_json(err));
+            } else if (g->rq.endpoint == API_COMPLETION || g->rq.endpoint == API_INFILL) {
+                json last = response_json(s, *g, id);
+                if (last.contains("content")) last["content"] = "";
+                write(last);
+            } else {
+                write(stream_chunk(s, *g, id, "", api_finish_reason(g->r.stop)));
+                if (g->rq.include_usage) {
+                    json u = stream_chunk(s, *g, id, "", nullptr);
+                    u["choices"] = json::array();
+                    u["usage"] = usage_json(*g);
+                    write(u);
+                }
+                const std::string done = "data: [DONE]\n\n";
+                if (sink.is_writable()) sink.write(done.data(), done.size());
+            }
+            sink.done();
+            return true;
+        } catch (...) {
+            // the content provider runs outside httplib's exception handler: end this response only
+            return leave();
         }
-        sink.done();
-        return true;
     });
 }
 
@@ -464,11 +381,63 @@ bool authorized(const server_state & s, const httplib::Request & req) {
     return req.get_header_value("Authorization") == want;
 }
 
-std::atomic<httplib::Server *> g_server{nullptr};
-
-void on_signal(int) {
-    if (httplib::Server * svr = g_server.load()) svr->stop();
+// a request refused on its headers, before its body is read: chunked, compressed or unmeasured
+// bodies (httplib would read them past --max-body-mb), bodies over the limit, bodies that are not
+// JSON (a web page in the user's browser cannot post JSON to a loopback server without asking it
+// first), too many or too large headers. 0 = accepted.
+int refuse_on_headers(const server_state & s, const httplib::Request & req, std::string & why) {
+    size_t header_bytes = 0;
+    for (const auto & [k, v] : req.headers) header_bytes += k.size() + v.size();
+    if (req.headers.size() > SERVER_HEADERS_MAX || header_bytes > SERVER_HEADER_BYTES_MAX) {
+        why = "the request has " + std::to_string(req.headers.size()) + " headers of " + std::to_string(header_bytes) +
+              " bytes; at most " + std::to_string(SERVER_HEADERS_MAX) + " headers of " +
+              std::to_string(SERVER_HEADER_BYTES_MAX) + " bytes are accepted";
+        return 431;
+    }
+    if (req.has_header("Transfer-Encoding")) {
+        why = "a body sent with Transfer-Encoding is refused: send it whole, with Content-Length";
+        return 411;
+    }
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    if (!encoding.empty() && encoding != "identity") {
+        why = "a body with Content-Encoding '" + encoding + "' is refused: send it uncompressed";
+        return 415;
+    }
+    if (req.method != "POST" && req.method != "PUT" && req.method != "PATCH" && req.method != "DELETE") return 0;
+    if (!req.has_header("Content-Length")) {
+        if (req.method == "DELETE") return 0; // no body: nothing is read
+        why = "a POST needs a Content-Length header";
+        return 411;
+    }
+    const std::string len = req.get_header_value("Content-Length");
+    char * end = nullptr;
+    errno = 0;
+    const unsigned long long n = strtoull(len.c_str(), &end, 10);
+    if (len.empty() || *end != '\0' || errno == ERANGE || len[0] == '-') {
+        why = "Content-Length '" + len + "' is not a byte count";
+        return 400;
+    }
+    if (n > s.params.max_body) {
+        why = "the body is " + std::to_string(n) + " bytes, over the server's limit of " + std::to_string(s.params.max_body) +
+              " (--max-body-mb)";
+        return 413;
+    }
+    if (n > 0) {
+        std::string type = req.get_header_value("Content-Type");
+        type = type.substr(0, type.find(';'));
+        while (!type.empty() && type.back() == ' ') type.pop_back();
+        std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return (char) tolower(c); });
+        if (type != "application/json") {
+            why = "a body must be JSON: send 'Content-Type: application/json' (got '" + req.get_header_value("Content-Type") + "')";
+            return 415;
+        }
+    }
+    return 0;
 }
+
+// the request's start, for the latency metric: set when its headers are in (pre-routing), read when
+// its response is written (the logger), both on the connection's thread
+thread_local clock_type::time_point t_request_start{};
 
 bool open_state(const server_params & p, server_state & s) {
     std::string error;
@@ -496,16 +465,17 @@ bool open_state(const server_params & p, server_state & s) {
         fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
-    s.sl.add(std::move(s.rn.ctx));
+    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue);
+    s.slots->add(std::move(s.rn.ctx));
     for (int32_t i = 1; i < p.n_parallel; i++) {
         auto ctx = runner_new_context(s.rn, &error);
         if (!ctx) {
             fprintf(stderr, "editspec serve: error: slot %d: %s\n", i, error.c_str());
             return false;
         }
-        s.sl.add(std::move(ctx));
+        s.slots->add(std::move(ctx));
     }
-    s.sl.start();
+    s.slots->start();
     session_store_params ssp;
     ssp.max_sessions = p.max_sessions;
     ssp.idle_s = p.session_idle_s;
@@ -516,38 +486,47 @@ bool open_state(const server_params & p, server_state & s) {
 
 void add_routes(httplib::Server & svr, server_state & s) {
     svr.set_pre_routing_handler([&s](const httplib::Request & req, httplib::Response & res) {
+        t_request_start = clock_type::now();
+        std::string why;
+        if (const int status = refuse_on_headers(s, req, why); status != 0) {
+            send_error(res, make_error(status, why));
+            res.set_header("Connection", "close"); // its body, if any, is never read
+            return httplib::Server::HandlerResponse::Handled;
+        }
         if (req.path == "/health" || authorized(s, req)) return httplib::Server::HandlerResponse::Unhandled;
-        api_error err;
-        err.status = 401;
-        err.type = "authentication_error";
+        api_error err = make_error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error");
         err.code = "invalid_api_key";
-        err.message = "missing or wrong API key: send 'Authorization: Bearer <key>'";
         send_error(res, err);
         return httplib::Server::HandlerResponse::Handled;
     });
-    auto timed = [&s](api_endpoint ep) {
-        return [&s, ep](const httplib::Request & req, httplib::Response & res) {
-            const auto t0 = clock_type::now();
-            handle_generate(s, ep, req, res);
-            s.mx.request(req.path, res.status, std::chrono::duration<double>(clock_type::now() - t0).count());
-        };
+    // every response, once written: the metrics (all statuses and routes, streams when they end)
+    svr.set_logger([&s](const httplib::Request & req, const httplib::Response & res) {
+        const bool timed = t_request_start != clock_type::time_point{};
+        const double seconds = timed ? std::chrono::duration<double>(clock_type::now() - t_request_start).count() : 0.0;
+        t_request_start = clock_type::time_point{};
+        s.mx.request(server_route_label(req.path), res.status, seconds);
+    });
+    auto generate = [&s](api_endpoint ep) {
+        return [&s, ep](const httplib::Request & req, httplib::Response & res) { handle_generate(s, ep, req, res); };
     };
-    svr.Post("/v1/chat/completions", timed(API_CHAT));
-    svr.Post("/chat/completions", timed(API_CHAT));
-    svr.Post("/v1/completions", timed(API_COMPLETIONS));
-    svr.Post("/completions", timed(API_COMPLETIONS));
-    svr.Post("/completion", timed(API_COMPLETION));
-    svr.Post("/infill", timed(API_INFILL));
-    svr.Post("/v1/apply", timed(API_APPLY));
-    svr.Get("/health", [](const httplib::Request &, httplib::Response & res) { send_json(res, 200, {{"status", "ok"}}); });
+    svr.Post("/v1/chat/completions", generate(API_CHAT));
+    svr.Post("/chat/completions", generate(API_CHAT));
+    svr.Post("/v1/completions", generate(API_COMPLETIONS));
+    svr.Post("/completions", generate(API_COMPLETIONS));
+    svr.Post("/completion", generate(API_COMPLETION));
+    svr.Post("/infill", generate(API_INFILL));
+    svr.Post("/v1/apply", generate(API_APPLY));
+    svr.Get("/health", [&s](const httplib::Request &, httplib::Response & res) {
+        if (s.stopping.load()) send_json(res, 503, {{"status", "stopping"}});
+        else send_json(res, 200, {{"status", "ok"}});
+    });
     // document sessions (server-sessions.h)
-    auto session_route = [&s](std::function<int(const httplib::Request &, json &)> f) {
-        return [&s, f](const httplib::Request & req, httplib::Response & res) {
-            const auto t0 = clock_type::now();
+    auto session_route = [](std::function<int(const httplib::Request &, json &)> f) {
+        return [f](const httplib::Request & req, httplib::Response & res) {
             json out;
             const int status = f(req, out);
+            if (status == 503) res.set_header("Retry-After", "1");
             send_json(res, status, out);
-            s.mx.request("/v1/sessions", status, std::chrono::duration<double>(clock_type::now() - t0).count());
         };
     };
     svr.Post("/v1/sessions", session_route([&s](const httplib::Request & req, json & out) { return s.sessions->create(req.body, out); }));
@@ -572,54 +551,148 @@ void add_routes(httplib::Server & svr, server_state & s) {
     // every error status gets a JSON body (httplib's own 404 / 413 / 400 have none)
     svr.set_error_handler([](const httplib::Request & req, httplib::Response & res) {
         if (!res.body.empty()) return;
-        api_error err;
-        err.status = res.status;
-        err.message = res.status == 404 ? "no route " + req.method + " " + req.path
-                    : res.status == 413 ? "the request body is over the server's limit"
-                                        : "bad request (HTTP " + std::to_string(res.status) + ")";
-        send_error(res, err);
+        send_error(res, make_error(res.status, res.status == 404   ? "no route " + req.method + " " + req.path
+                                               : res.status == 413 ? "the request body is over the server's limit"
+                                                                   : "bad request (HTTP " + std::to_string(res.status) + ")"));
     });
-    svr.set_exception_handler([](const httplib::Request &, httplib::Response & res, std::exception_ptr) {
-        api_error err;
-        err.status = 500;
-        err.type = "server_error";
-        err.message = "internal error while handling the request";
-        send_error(res, err);
+    svr.set_exception_handler([](const httplib::Request &, httplib::Response & res, std::exception_ptr ep) {
+        std::string what = "internal error while handling the request";
+        try {
+            if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception & e) {
+            what += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        send_error(res, make_error(500, what));
     });
+}
+
+// ----------------------------------------------------------------------------
+// connections: a thread each, started as they come up to SERVER_THREADS_MAX, so /health and
+// /metrics answer while slow clients hold threads and generations wait for slots (httplib's own
+// pool has a fixed count of threads: 8 slow clients took /health down)
+
+class connection_pool : public httplib::TaskQueue {
+public:
+    explicit connection_pool(size_t max_threads) : max_threads_(max_threads) {}
+    ~connection_pool() override { shutdown(); }
+
+    void enqueue(std::function<void()> fn) override {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            jobs_.push_back(std::move(fn));
+            // every queued connection has an idle thread to take it, or gets a new one
+            if (jobs_.size() > n_idle_ && threads_.size() < max_threads_) threads_.emplace_back([this] { work(); });
+        }
+        cv_.notify_one();
+    }
+
+    void shutdown() override {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stopping_ = true;
+        }
+        cv_.notify_all();
+        for (std::thread & t : threads_) {
+            if (t.joinable()) t.join();
+        }
+    }
+
+private:
+    void work() {
+        while (true) {
+            std::function<void()> fn;
+            {
+                std::unique_lock<std::mutex> lock(mu_);
+                n_idle_++;
+                cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+                n_idle_--;
+                if (jobs_.empty()) return;
+                fn = std::move(jobs_.front());
+                jobs_.pop_front();
+            }
+            fn();
+        }
+    }
+
+    const size_t max_threads_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> jobs_;
+    std::vector<std::thread> threads_;
+    size_t n_idle_ = 0;
+    bool stopping_ = false;
+};
+
+// ----------------------------------------------------------------------------
+// signals, on a thread of their own (sigwait): the first SIGINT / SIGTERM stops accepting, refuses
+// the queue, ends running generations at their next token and leaves the process SHUTDOWN_GRACE_S to
+// exit on its own; a second signal exits at once.
+
+constexpr int SHUTDOWN_GRACE_S = 10;
+
+void signals_block(sigset_t & set) {
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr); // every thread started after this inherits the mask
+}
+
+void signals_watch(const sigset_t & set, server_state & s, httplib::Server & svr) {
+    std::thread([set, &s, &svr] {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0) return;
+        fprintf(stderr, "editspec serve: %s: stopping (a second signal exits at once)\n", strsignal(sig));
+        s.stopping = true;
+        s.slots->close();
+        svr.stop();
+        std::thread([] {
+            std::this_thread::sleep_for(std::chrono::seconds(SHUTDOWN_GRACE_S));
+            fprintf(stderr, "editspec serve: still busy %d s after the signal: exiting\n", SHUTDOWN_GRACE_S);
+            _exit(0);
+        }).detach();
+        if (sigwait(&set, &sig) != 0) return;
+        fprintf(stderr, "editspec serve: %s again: exiting now\n", strsignal(sig));
+        _exit(128 + sig);
+    }).detach();
 }
 
 } // namespace
 
 int server_run(const server_params & p) {
+    sigset_t sigs;
+    signals_block(sigs);
     server_state s;
-    if (!open_state(p, s)) {
-        s.sl.stop();
-        return 2;
-    }
+    if (!open_state(p, s)) return 2;
     httplib::Server svr;
     svr.set_payload_max_length(p.max_body);
+    svr.set_read_timeout(SERVER_READ_TIMEOUT_S, 0);
+    svr.set_write_timeout(SERVER_READ_TIMEOUT_S, 0);
     // a restarted server binds at once although the last one's connections are in TIME_WAIT
     svr.set_socket_options([](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     });
-    const size_t n_threads = std::max<size_t>(8, 4 * (size_t) p.n_parallel);
-    svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+    svr.new_task_queue = [] { return new connection_pool(SERVER_THREADS_MAX); };
     add_routes(svr, s);
     if (!svr.bind_to_port(p.host.c_str(), p.port)) {
         fprintf(stderr, "editspec serve: error: cannot listen on %s:%d (in use, or not an address of this machine)\n",
                 p.host.c_str(), p.port);
         return 1;
     }
-    g_server = &svr;
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    fprintf(stderr, "editspec serve: listening on http://%s:%d (%d slot%s, method %s; with a prediction %s)\n", p.host.c_str(),
-            p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", s.method.name.c_str(), s.with_reuse.name.c_str());
+    const bool loopback = p.host == "127.0.0.1" || p.host == "localhost" || p.host == "::1";
+    if (!loopback && p.api_key.empty()) {
+        fprintf(stderr, "editspec serve: warning: listening on %s without --api-key: anyone who can reach this address can "
+                        "use the model\n", p.host.c_str());
+    }
+    signals_watch(sigs, s, svr);
+    fprintf(stderr, "editspec serve: listening on http://%s:%d (%d slot%s, queue %d, method %s; with a prediction %s)\n",
+            p.host.c_str(), p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", p.max_queue, s.method.name.c_str(),
+            s.with_reuse.name.c_str());
     const bool ok = svr.listen_after_bind();
-    g_server = nullptr;
+    s.stopping = true;
+    s.slots->stop();
     s.sessions.reset();
-    s.sl.stop();
     return ok ? 0 : 1;
 }
 

@@ -1,16 +1,17 @@
 // /v1/sessions: document sessions (session.h) over HTTP. Each session owns a context (its KV cache
 // follows the document's edits); all their decoding runs on one worker thread (ggml's thread team
-// belongs to the thread that calls it, as the slots' do). Bounded in number and idle time: a new
-// session evicts the one idle longest when the idle limit has passed, else it is refused (429).
+// belongs to the thread that calls it, as the slots' do). Bounded in number, idle time and waiting
+// work: a new session evicts the one idle longest when the idle limit has passed, else it is refused
+// (429); past SESSION_QUEUE_MAX requests waiting for the worker, 503.
 #include "server-sessions.h"
-
-#include "editspec/session.h"
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <future>
 #include <map>
+#include <random>
 #include <thread>
 
 namespace editspec {
@@ -21,7 +22,9 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-json error_json(int status, const std::string & msg, const std::string & param = "") {
+constexpr size_t SESSION_QUEUE_MAX = 16; // requests waiting for the sessions' worker
+
+int fail(json & out, int status, const std::string & msg, const std::string & param = "") {
     api_error err;
     err.status = status;
     err.message = msg;
@@ -31,22 +34,24 @@ json error_json(int status, const std::string & msg, const std::string & param =
         err.type = "rate_limit_error";
         err.code = "too_many_sessions";
     }
-    return api_error_json(err);
+    if (status >= 500) err.type = "server_error";
+    out = api_error_json(err);
+    return status;
 }
 
-// the request body as a JSON object ("" = {}); false with the 400 error in out
-bool parse_body(const std::string & body, json & in, json & out) {
-    try {
-        in = body.empty() ? json::object() : json::parse(body);
-    } catch (const json::exception &) {
-        out = error_json(400, "the body is not JSON");
-        return false;
-    }
-    if (!in.is_object()) {
-        out = error_json(400, "the body must be a JSON object");
-        return false;
-    }
-    return true;
+int fail(json & out, const api_error & err) {
+    out = api_error_json(err);
+    return err.status;
+}
+
+// 128 random bits: a session id is a capability, not a counter another client can guess
+std::string session_new_id() {
+    static std::mutex mu;
+    static std::random_device rd;
+    std::lock_guard<std::mutex> lock(mu);
+    char buf[40];
+    snprintf(buf, sizeof(buf), "sess-%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+    return buf;
 }
 
 } // namespace
@@ -60,7 +65,6 @@ struct session_store::impl {
     const runner & rn;
     session_store_params params;
     std::map<std::string, entry> sessions; // touched on the worker only
-    int64_t next_id = 1;
 
     std::mutex mu;
     std::condition_variable cv;
@@ -97,30 +101,36 @@ struct session_store::impl {
     entry * find(const std::string & id, json & out) {
         auto it = sessions.find(id);
         if (it == sessions.end()) {
-            out = error_json(404, "no session '" + id + "' (closed, or evicted after idling)");
+            fail(out, 404, "no session '" + id + "' (closed, or evicted after idling)");
             return nullptr;
         }
         it->second.last_used = clock_type::now();
         return &it->second;
     }
 
-    // runs f on the worker and waits for it
-    int on_worker(const std::function<int()> & f) {
-        std::promise<int> done;
+    // runs f on the worker and waits for it; 503 when too many wait already or the server stops,
+    // 500 when f throws
+    int on_worker(json & out, const std::function<int()> & f) {
+        auto done = std::make_shared<std::promise<int>>();
+        auto result = done->get_future();
         {
             std::lock_guard<std::mutex> lock(mu);
-            jobs.push_back([&] {
+            if (stopping) return fail(out, 503, "the server is stopping");
+            if (jobs.size() >= SESSION_QUEUE_MAX) {
+                return fail(out, 503, "too many session requests are waiting; retry shortly");
+            }
+            jobs.push_back([&out, f, done] {
                 int st = 500;
                 try {
                     st = f();
-                } catch (const std::exception &) {
-                    st = 500;
+                } catch (const std::exception & e) {
+                    st = fail(out, 500, std::string("internal error: ") + e.what());
                 }
-                done.set_value(st);
+                done->set_value(st);
             });
         }
         cv.notify_all();
-        return done.get_future().get();
+        return result.get();
     }
 };
 
@@ -128,29 +138,18 @@ session_store::session_store(const runner & rn, const session_store_params & p) 
 session_store::~session_store() = default;
 
 int session_store::create(const std::string & body, json & out) {
-    json in;
-    if (!parse_body(body, in, out)) return 400;
-    if (!in.contains("text") || !in["text"].is_string()) {
-        out = error_json(400, "a session needs \"text\": the document (a string)", "text");
-        return 400;
+    session_create_request rq;
+    api_error err;
+    if (!session_parse_create(body, d_->params, rq, err)) return fail(out, err);
+    // validated before anything is evicted: a document that cannot open costs no one their session
+    const int32_t n_tokens = (int32_t) d_->rn.target.model->tokenize(rq.text, true, false).size();
+    if (n_tokens + 64 > d_->rn.params.n_ctx) {
+        return fail(out, 400, "the document is " + std::to_string(n_tokens) + " tokens; a session holds " +
+                                  std::to_string(d_->rn.params.n_ctx - 64) + " (the server's --ctx-size less 64 for a prediction)",
+                    "text");
     }
-    session_params sp;
-    const std::string strategy = in.value("strategy", std::string("pie"));
-    if (!kv_strategy_parse(strategy, sp.strategy)) {
-        out = error_json(400, "\"strategy\" must be \"recompute\", \"conflict\" or \"pie\"", "strategy");
-        return 400;
-    }
-    if (in.contains("drift_max") && !in["drift_max"].is_number_integer()) {
-        out = error_json(400, "\"drift_max\" must be an integer", "drift_max");
-        return 400;
-    }
-    sp.drift_max = in.value("drift_max", d_->params.drift_max);
-    const std::string text = in["text"].get<std::string>();
-    return d_->on_worker([&]() -> int {
-        if (d_->params.max_sessions <= 0) {
-            out = error_json(429, "this server holds no document sessions (--max-sessions 0)");
-            return 429;
-        }
+    return d_->on_worker(out, [&]() -> int {
+        if (d_->params.max_sessions <= 0) return fail(out, 429, "this server holds no document sessions (--max-sessions 0)");
         // bounded: evict the session idle longest once it has been idle past the limit
         if ((int32_t) d_->sessions.size() >= d_->params.max_sessions) {
             auto oldest = d_->sessions.end();
@@ -159,52 +158,31 @@ int session_store::create(const std::string & body, json & out) {
             }
             const double idle = std::chrono::duration<double>(clock_type::now() - oldest->second.last_used).count();
             if (idle < d_->params.idle_s) {
-                out = error_json(429, "the server holds " + std::to_string(d_->sessions.size()) +
+                return fail(out, 429, "the server holds " + std::to_string(d_->sessions.size()) +
                                           " sessions (its --max-sessions); close one (DELETE /v1/sessions/ID)");
-                return 429;
             }
             d_->sessions.erase(oldest);
         }
         std::string error;
         impl::entry e;
         e.ctx = runner_new_context(d_->rn, &error);
-        if (!e.ctx) {
-            out = error_json(500, "cannot create the session's context: " + error);
-            return 500;
-        }
-        e.doc = std::make_unique<doc_session>(*e.ctx, sp);
-        if (!e.doc->open(text, &error)) {
-            out = error_json(400, error, "text");
-            return 400;
-        }
+        if (!e.ctx) return fail(out, 500, "cannot create the session's context: " + error);
+        e.doc = std::make_unique<doc_session>(*e.ctx, rq.params);
+        if (!e.doc->open(rq.text, &error)) return fail(out, 400, error, "text");
         e.last_used = clock_type::now();
-        const std::string id = "sess-" + std::to_string(d_->next_id++);
+        const std::string id = session_new_id();
         out = {{"id", id}, {"object", "session"}, {"tokens", e.doc->tokens().size()},
-               {"strategy", kv_strategy_name(sp.strategy)}};
+               {"strategy", kv_strategy_name(rq.params.strategy)}};
         d_->sessions.emplace(id, std::move(e));
         return 200;
     });
 }
 
 int session_store::edit(const std::string & id, const std::string & body, json & out) {
-    json in;
-    if (!parse_body(body, in, out)) return 400;
-    // one edit, or {"edits": [...]}
     std::vector<text_edit> edits;
-    const json list = in.contains("edits") ? in["edits"] : json::array({in});
-    if (!list.is_array() || list.empty()) {
-        out = error_json(400, "\"edits\" must be a non-empty array", "edits");
-        return 400;
-    }
-    for (const json & e : list) {
-        if (!e.is_object() || !e.contains("offset") || !e["offset"].is_number_unsigned() ||
-            (e.contains("delete") && !e["delete"].is_number_unsigned()) || (e.contains("insert") && !e["insert"].is_string())) {
-            out = error_json(400, "an edit is {\"offset\": bytes, \"delete\": bytes, \"insert\": text}", "edits");
-            return 400;
-        }
-        edits.push_back({e["offset"].get<size_t>(), e.value("delete", (size_t) 0), e.value("insert", std::string())});
-    }
-    return d_->on_worker([&]() -> int {
+    api_error err;
+    if (!session_parse_edits(body, edits, err)) return fail(out, err);
+    return d_->on_worker(out, [&]() -> int {
         impl::entry * ent = d_->find(id, out);
         if (!ent) return 404;
         doc_session & doc = *ent->doc;
@@ -214,8 +192,7 @@ int session_store::edit(const std::string & id, const std::string & body, json &
             std::string error;
             if (!doc.edit(e, &st, &error)) {
                 if (doc.tokens().empty()) d_->sessions.erase(id); // a decode failure closed it
-                out = error_json(400, error, "edits");
-                return 400;
+                return fail(out, 400, error, "edits");
             }
             stats.push_back({{"first", st.first}, {"removed", st.n_removed}, {"inserted", st.n_inserted},
                              {"encoded", st.n_encoded}, {"stale", st.n_stale}, {"kv_ms", st.kv_ms}});
@@ -228,14 +205,10 @@ int session_store::edit(const std::string & id, const std::string & body, json &
 }
 
 int session_store::complete(const std::string & id, const std::string & body, json & out) {
-    json in;
-    if (!parse_body(body, in, out)) return 400;
-    if (in.contains("max_tokens") && !in["max_tokens"].is_number_unsigned()) {
-        out = error_json(400, "\"max_tokens\" must be a positive integer", "max_tokens");
-        return 400;
-    }
-    const int32_t n = std::min<int32_t>(in.value("max_tokens", 64), 256);
-    return d_->on_worker([&]() -> int {
+    int32_t n = 64;
+    api_error err;
+    if (!session_parse_complete(body, n, err)) return fail(out, err);
+    return d_->on_worker(out, [&]() -> int {
         impl::entry * ent = d_->find(id, out);
         if (!ent) return 404;
         out = {{"id", id}, {"line", ent->doc->predict_line(n)}};
@@ -244,11 +217,8 @@ int session_store::complete(const std::string & id, const std::string & body, js
 }
 
 int session_store::close(const std::string & id, json & out) {
-    return d_->on_worker([&]() -> int {
-        if (d_->sessions.erase(id) == 0) {
-            out = error_json(404, "no session '" + id + "'");
-            return 404;
-        }
+    return d_->on_worker(out, [&]() -> int {
+        if (d_->sessions.erase(id) == 0) return fail(out, 404, "no session '" + id + "'");
         out = {{"id", id}, {"deleted", true}};
         return 200;
     });

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the OpenAI Node SDK (package.json beside this script) from the npm registry into DIR
-# (default build/node), once; prints DIR. Used by tests/server/test-server.cpp.
+# (default build/node), once; prints DIR. Run by scripts/test.sh before the tests (which never reach the network).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-$here/../../build/node}

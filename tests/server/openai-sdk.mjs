@@ -1,8 +1,10 @@
 // The official OpenAI Node SDK against `editspec serve`: chat (whole and streamed), Predicted Outputs
-// with their usage fields, models.list, and OpenAI's refusal of `n` with a prediction.
+// with their usage fields, models.list, OpenAI's refusal of `n` with a prediction, and (given a
+// CanItEdit file) the same greedy answer with and without a prediction on its first 20 edits.
 //
-//   node tests/server/openai-sdk.mjs http://127.0.0.1:PORT/v1
+//   node tests/server/openai-sdk.mjs http://127.0.0.1:PORT/v1 [datasets/canitedit/normalized.jsonl]
 import OpenAI from "openai";
+import { readFileSync } from "node:fs";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: process.env.EDITSPEC_API_KEY || "none" });
 function check(ok, what) {
@@ -60,4 +62,23 @@ try {
 }
 check(refused instanceof OpenAI.BadRequestError && refused.status === 400 && refused.param === "n", "n=2 with prediction: " + refused);
 
-console.log(JSON.stringify({ ok: true, prediction_usage: again.usage.completion_tokens_details, answer_chars: answer.length }));
+// a prediction never changes the answer: CanItEdit's first 20 edits, as an editor sends them (the
+// instruction and the code fenced), greedy, with and without the code as the prediction
+let same = 0, accepted = 0;
+if (process.argv[3]) {
+  const items = readFileSync(process.argv[3], "utf8").split("\n").filter((l) => l.trim()).slice(0, 20).map((l) => JSON.parse(l));
+  for (const it of items) {
+    const msgs = [{ role: "user", content: it.instruction_descriptive + "\n\n```python\n" + it.code_before + "```\n" }];
+    const base = await client.chat.completions.create({ model: "x", messages: msgs, max_tokens: 160, temperature: 0 });
+    const hinted = await client.chat.completions.create({ model: "x", messages: msgs, max_tokens: 160, temperature: 0,
+                                                          prediction: { type: "content", content: it.code_before } });
+    check(hinted.choices[0].message.content === base.choices[0].message.content,
+          "prediction changed the answer on " + it.id + ": " + JSON.stringify([base.choices[0].message.content, hinted.choices[0].message.content]));
+    accepted += hinted.usage.completion_tokens_details.accepted_prediction_tokens;
+    same++;
+  }
+  check(accepted > 0, "no prediction token accepted over the CanItEdit edits");
+}
+
+console.log(JSON.stringify({ ok: true, prediction_usage: again.usage.completion_tokens_details, answer_chars: answer.length,
+                             canitedit_same_with_and_without_prediction: same, canitedit_accepted_prediction_tokens: accepted }));

@@ -2,6 +2,7 @@
 // llama.vim and OpenAI-compatible editor plugins send them, greedy equality with the CLI, a bounded
 // load test and the errors of bad requests. The server runs as its own process on loopback.
 #include "common/test-util.h"
+#include "server/server-process.h"
 #include "editspec/apply.h"
 #include "editspec/edit.h"
 
@@ -22,64 +23,11 @@
 
 using json = nlohmann::json;
 using namespace editspec;
-extern char ** environ;
+using test::k_target;
+using test::post;
+using test::server_process;
 
 namespace {
-
-const std::string k_target = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
-
-// `editspec serve` on a free port, stopped (SIGTERM) at scope exit
-struct server_process {
-    pid_t pid = -1;
-    int port = 0;
-
-    explicit server_process(std::vector<std::string> extra) {
-        std::mt19937 rng(std::random_device{}());
-        for (int attempt = 0; attempt < 5 && pid < 0; attempt++) {
-            port = 20000 + (int) (rng() % 20000);
-            std::vector<std::string> args = {EDITSPEC_BIN, "serve", "-m", k_target, "-t", "1", "--port", std::to_string(port)};
-            args.insert(args.end(), extra.begin(), extra.end());
-            std::vector<char *> argv;
-            for (std::string & a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) pid = -1;
-            if (pid > 0 && !wait_up()) stop();
-        }
-    }
-    ~server_process() { stop(); }
-    void stop() {
-        if (pid > 0) {
-            kill(pid, SIGTERM);
-            int st = 0;
-            waitpid(pid, &st, 0);
-            pid = -1;
-        }
-    }
-    bool wait_up() {
-        httplib::Client c("127.0.0.1", port);
-        for (int i = 0; i < 300; i++) {
-            if (auto r = c.Get("/health"); r && r->status == 200) return true;
-            int st = 0;
-            if (waitpid(pid, &st, WNOHANG) == pid) { pid = -1; return false; } // exited (port taken?)
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        return false;
-    }
-    httplib::Client client() const {
-        httplib::Client c("127.0.0.1", port);
-        c.set_read_timeout(120, 0);
-        return c;
-    }
-};
-
-json post(const server_process & s, const std::string & path, const std::string & body, int * status = nullptr,
-          const httplib::Headers & headers = {}) {
-    auto c = s.client();
-    auto r = c.Post(path.c_str(), headers, body, "application/json");
-    if (!r) return json{{"transport_error", httplib::to_string(r.error())}};
-    if (status) *status = r->status;
-    return json::parse(r->body, nullptr, false);
-}
 
 bool have_shipped() { return std::filesystem::exists(k_target); }
 
@@ -87,16 +35,20 @@ bool have_shipped() { return std::filesystem::exists(k_target); }
 
 TEST(server, openai_node_sdk) {
     if (!have_shipped()) GTEST_SKIP() << "no shipped model";
-    std::string dir;
-    ASSERT_EQ(test::run_command(std::string(EDITSPEC_SOURCE_DIR) + "/tests/server/install-sdk.sh " +
-                                    EDITSPEC_SOURCE_DIR + "/build/node 2>&1", &dir), 0) << dir;
-    dir.erase(dir.find_last_not_of("\n") + 1);
+    // installed by the set-up (scripts/test.sh runs tests/server/install-sdk.sh): no network here
+    const std::string dir = std::string(EDITSPEC_SOURCE_DIR) + "/build/node";
+    ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/openai"))
+        << dir << ": the OpenAI Node SDK is not installed; scripts/test.sh installs it (tests/server/install-sdk.sh)";
+    std::filesystem::copy_file(std::string(EDITSPEC_SOURCE_DIR) + "/tests/server/openai-sdk.mjs", dir + "/openai-sdk.mjs",
+                               std::filesystem::copy_options::overwrite_existing);
     server_process s({});
     ASSERT_GT(s.pid, 0);
     std::string out;
-    const int rc = test::run_command("node " + dir + "/openai-sdk.mjs http://127.0.0.1:" + std::to_string(s.port) + "/v1 2>&1", &out);
+    const int rc = test::run_command("node " + dir + "/openai-sdk.mjs http://127.0.0.1:" + std::to_string(s.port) + "/v1 " +
+                                         EDITSPEC_DATASETS + "/canitedit/normalized.jsonl 2>&1", &out);
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("\"ok\":true"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"canitedit_same_with_and_without_prediction\":20"), std::string::npos) << out;
 }
 
 TEST(server, editor_shaped_requests_and_greedy_equality) {
@@ -138,14 +90,19 @@ TEST(server, editor_shaped_requests_and_greedy_equality) {
     ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " complete -m " + k_target + " -f " + (tmp.path / "p.txt").string() +
                                     " -n 40 -t 1 --method lookup-longest --json", &out), 0) << out;
     EXPECT_EQ(r["content"], json::parse(out)["text"]);
-    // and the chat endpoint with a prediction is `editspec edit`'s answer
+    // and the chat endpoint, given the code fenced in the message as editors send it, is `editspec
+    // edit`'s answer, with or without the code as a prediction (a prediction is a speed hint)
     std::ofstream(tmp.path / "f.py") << "def f(x):\n    return x * 2\n";
     ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " edit -m " + k_target + " -f " + (tmp.path / "f.py").string() +
                                     " -i 'Rename x to n.' -t 1 --json", &out), 0) << out;
-    r = post(s, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "Rename x to n."}}}},
-                                             {"prediction", {{"type", "content"}, {"content", "def f(x):\n    return x * 2\n"}}}}.dump(), &status);
-    ASSERT_EQ(status, 200) << r.dump();
-    EXPECT_EQ(r["choices"][0]["message"]["content"], json::parse(out)["text"]);
+    const json messages = {{{"role", "user"}, {"content", "Rename x to n.\n\n```python\ndef f(x):\n    return x * 2\n```\n"}}};
+    for (const bool with_prediction : {true, false}) {
+        json body = {{"messages", messages}};
+        if (with_prediction) body["prediction"] = {{"type", "content"}, {"content", "def f(x):\n    return x * 2\n"}};
+        r = post(s, "/v1/chat/completions", body.dump(), &status);
+        ASSERT_EQ(status, 200) << r.dump();
+        EXPECT_EQ(r["choices"][0]["message"]["content"], json::parse(out)["text"]) << "with prediction: " << with_prediction;
+    }
 }
 
 // fast apply: /v1/apply and a chat message in the <code>/<update> format give `editspec apply`'s code,

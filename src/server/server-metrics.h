@@ -1,0 +1,40 @@
+// Prometheus metrics of `editspec serve`: requests by route and status (counted once the response
+// is written, every status and route), latency, tokens and drafts by source. Thread-safe.
+#pragma once
+
+#include "editspec/draft.h"
+#include "editspec/generate.h"
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace editspec {
+
+struct server_metrics {
+    static constexpr double bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+    static constexpr int n_bounds = sizeof(bounds) / sizeof(bounds[0]);
+
+    // one answered request; route is a route's pattern (server_route_label), never a raw path, so a
+    // client cannot grow the label set
+    void request(const std::string & route, int status, double seconds);
+    // one finished generation
+    void generation(const generate_result & r);
+    // the text exposition format
+    std::string render();
+
+private:
+    std::mutex mu;
+    std::map<std::string, int64_t> requests; // "route status" -> count
+    int64_t prompt_tokens = 0, generated_tokens = 0, target_passes = 0;
+    int64_t drafted[DRAFT_SOURCE_COUNT] = {}, accepted[DRAFT_SOURCE_COUNT] = {};
+    int64_t latency_le[n_bounds + 1] = {}; // per bucket; cumulated at render time
+    double latency_sum = 0.0;
+    int64_t latency_n = 0;
+};
+
+// the route a path belongs to, as metrics label it ("/v1/sessions/{id}/edits", "other")
+std::string server_route_label(const std::string & path);
+
+} // namespace editspec

@@ -1,0 +1,106 @@
+// Slots and their FIFO (server-slots.h).
+#include "server-slots.h"
+
+namespace editspec {
+
+void slot_pool::add(std::unique_ptr<context> ctx) {
+    slots_.push_back(slot{std::move(ctx)});
+}
+
+void slot_pool::start() {
+    for (size_t i = 0; i < slots_.size(); i++) {
+        threads_.emplace_back([this, i] {
+            while (true) {
+                std::function<void()> j;
+                {
+                    std::unique_lock<std::mutex> lock(mu_);
+                    cv_.wait(lock, [&] { return stopping_ || slots_[i].pending; });
+                    if (!slots_[i].pending) return;
+                    j = std::move(slots_[i].pending);
+                    slots_[i].pending = nullptr;
+                }
+                j();
+                {
+                    std::lock_guard<std::mutex> lock(mu_);
+                    slots_[i].busy = false;
+                }
+                cv_.notify_all();
+            }
+        });
+    }
+}
+
+// the free slot for a prompt: the slot whose cached tokens the prompt mostly extends (its
+// conversation; at least half of what it caches, so that two conversations sharing only an opening
+// line or a system prompt do not evict each other), the longest such prefix first; else the least
+// recently used slot
+int32_t slot_pool::pick(std::span<const llama_token> prompt) const {
+    int32_t best = -1, lru = -1;
+    size_t best_common = 0;
+    for (size_t i = 0; i < slots_.size(); i++) {
+        if (slots_[i].busy) continue;
+        if (lru < 0 || slots_[i].last_used < slots_[lru].last_used) lru = (int32_t) i;
+        const token_vec & cached = slots_[i].ctx->cached_prompt();
+        size_t common = 0;
+        while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) common++;
+        if (common > 0 && 2 * common >= cached.size() && common > best_common) {
+            best = (int32_t) i;
+            best_common = common;
+        }
+    }
+    return best >= 0 ? best : lru;
+}
+
+slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::future<void> & done) {
+    auto promise = std::make_shared<std::promise<void>>();
+    done = promise->get_future();
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (closed_) return SLOT_STOPPING;
+        if (next_ticket_ - serving_ >= max_waiting_ + slots_.size()) return SLOT_QUEUE_FULL;
+        const uint64_t ticket = next_ticket_++;
+        int32_t i = -1;
+        cv_.wait(lock, [&] { return closed_ || (ticket == serving_ && (i = pick(prompt)) >= 0); });
+        if (closed_) return SLOT_STOPPING;
+        serving_++;
+        slot & sl = slots_[i];
+        sl.busy = true;
+        sl.last_used = ++n_runs_;
+        context * ctx = sl.ctx.get();
+        sl.pending = [ctx, promise, j = std::move(j)] {
+            try {
+                j(*ctx);
+                promise->set_value();
+            } catch (...) {
+                ctx->kv_clear();
+                ctx->set_cached_prompt({});
+                promise->set_exception(std::current_exception());
+            }
+        };
+    }
+    cv_.notify_all();
+    return SLOT_OK;
+}
+
+void slot_pool::close() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        closed_ = true;
+    }
+    cv_.notify_all();
+}
+
+void slot_pool::stop() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        closed_ = true;
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread & t : threads_) {
+        if (t.joinable()) t.join();
+    }
+    threads_.clear();
+}
+
+} // namespace editspec

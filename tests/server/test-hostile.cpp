@@ -1,0 +1,335 @@
+// An adversarial client against a live `editspec serve` (shipped model, loopback): malformed,
+// oversized, wrongly typed, slow and concurrent requests to every endpoint. After every case /health
+// answers within 5 s; a client error is a 4xx JSON body in OpenAI's schema, never a 5xx and never a
+// 200; the greedy answer is the same after the battery as before it; SIGTERM exits 0.
+#include "common/test-util.h"
+#include "server/server-process.h"
+#include "editspec/server.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+using json = nlohmann::json;
+using namespace editspec;
+using test::server_process;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// a connected TCP socket to the server (-1 on failure), reads and writes time out after 10 s
+int connect_to(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t) port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (sockaddr *) &a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+bool send_all(int fd, const std::string & data) {
+    size_t at = 0;
+    while (at < data.size()) {
+        const ssize_t n = send(fd, data.data() + at, data.size() - at, MSG_NOSIGNAL);
+        if (n <= 0) return false;
+        at += (size_t) n;
+    }
+    return true;
+}
+
+// sends raw bytes, reads the response's status line: the status, 0 when the connection closed first
+int raw_status(int port, const std::string & request, std::string * response = nullptr) {
+    const int fd = connect_to(port);
+    if (fd < 0) return -1;
+    send_all(fd, request); // the server may answer and close before it has read everything
+    std::string got;
+    char buf[4096];
+    while (got.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        got.append(buf, (size_t) n);
+    }
+    close(fd);
+    if (response) *response = got;
+    if (got.rfind("HTTP/1.1 ", 0) != 0 || got.size() < 12) return 0;
+    return std::stoi(got.substr(9, 3));
+}
+
+std::string raw_post(const std::string & path, const std::string & body, const std::string & extra_headers = "",
+                     const std::string & type = "application/json") {
+    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + type + "\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;
+}
+
+// /health answers 200 within 5 s
+::testing::AssertionResult health_ok(const server_process & s) {
+    httplib::Client c("127.0.0.1", s.port);
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(5, 0);
+    const auto t0 = clock_type::now();
+    auto r = c.Get("/health");
+    const double dt = seconds_since(t0);
+    if (!r) return ::testing::AssertionFailure() << "/health: " << httplib::to_string(r.error());
+    if (r->status != 200 || dt > 5.0) return ::testing::AssertionFailure() << "/health: " << r->status << " after " << dt << " s";
+    return ::testing::AssertionSuccess();
+}
+
+// a client error: the status asked for (or any 4xx when want == 0), with an OpenAI error body
+::testing::AssertionResult client_error(int status, const std::string & body, int want = 0) {
+    if (status < 400 || status > 499 || (want != 0 && status != want)) {
+        return ::testing::AssertionFailure() << "status " << status << " (want " << (want ? std::to_string(want) : "4xx")
+                                             << "): " << body.substr(0, 300);
+    }
+    const json j = json::parse(body, nullptr, false);
+    if (!j.is_object() || !j.contains("error") || !j["error"].contains("message") || !j["error"]["message"].is_string()) {
+        return ::testing::AssertionFailure() << "status " << status << " without an OpenAI error body: " << body.substr(0, 300);
+    }
+    return ::testing::AssertionSuccess();
+}
+
+std::string nested(size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+}
+
+json chat(const std::string & content) {
+    return {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 4}};
+}
+
+const std::string k_greedy = R"({"prompt": "def add(a, b):\n", "n_predict": 24})";
+
+} // namespace
+
+TEST(hostile, every_endpoint_survives_and_answers_client_errors_with_4xx) {
+    server_process s({"--max-sessions", "1", "--session-idle", "1", "--parallel", "1", "--queue", "2", "--ctx-size", "1024"});
+    ASSERT_GT(s.pid, 0);
+    int status = 0;
+    const json before = test::post(s, "/completion", k_greedy, &status);
+    ASSERT_EQ(status, 200) << before.dump();
+
+    // bodies that are JSON but wrong: each endpoint, each a 4xx naming the problem
+    struct bad_case {
+        const char * path;
+        std::string body;
+    };
+    const std::string big_prediction(API_PREDICTION_BYTES_MAX + 1, 'x');
+    json many_messages = chat("x");
+    for (int i = 0; i < 1100; i++) many_messages["messages"].push_back({{"role", "user"}, {"content", "x"}});
+    json many_stops = chat("x");
+    many_stops["stop"] = json::array();
+    for (int i = 0; i < 17; i++) many_stops["stop"].push_back("s" + std::to_string(i));
+    const std::vector<bad_case> cases = {
+        // not JSON, not an object, nested past the limit (a recursive copy used to overflow the stack)
+        {"/v1/chat/completions", "{"}, {"/v1/chat/completions", "[1, 2]"}, {"/completion", "\"x\""},
+        {"/v1/sessions/x/edits", "{\"edits\": " + nested(600000) + "}"},
+        {"/v1/chat/completions", "{\"messages\": " + nested(100000) + "}"}, {"/v1/apply", nested(70)},
+        {"/v1/sessions", nested(65)},
+        // wrong types (nlohmann type errors used to be 500s)
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "prediction": {"type": 5, "content": "x"}})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "prediction": {"type": "content", "content": "x"}, "logprobs": "yes"})"},
+        {"/v1/chat/completions", R"({"messages": "hello"})"}, {"/v1/chat/completions", R"({"messages": []})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": 1, "content": "x"}]})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": 5}]})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "10"})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "stop": 7})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "stream_options": "yes"})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "temperature": -1})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_p": 0})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"},
+        {"/v1/completions", R"({"prompt": 5})"}, {"/v1/completions", R"({"prompt": "x", "suffix": 3})"},
+        // numbers out of range, never truncated (2^64 - 1 used to read as -1, 2^32 as token 0)
+        {"/completion", R"({"prompt": "x", "n_predict": 18446744073709551615})"},
+        {"/completion", R"({"prompt": [4294967296]})"}, {"/completion", R"({"prompt": [100000000]})"},
+        {"/completion", R"({"prompt": [-1]})"}, {"/completion", R"({"prompt": "x", "seed": 1e300})"},
+        {"/completion", R"({"prompt": "x", "response_fields": 3})"}, {"/completion", R"({})"},
+        {"/infill", R"({"input_prefix": "x", "input_extra": "y"})"},
+        {"/infill", R"({"input_prefix": "x", "input_suffix": "y"})"}, // the shipped model has no FIM tokens
+        {"/v1/apply", R"({"code": 5, "update": "x"})"}, {"/v1/apply", R"({"code": "x"})"},
+        {"/v1/apply", R"({"code": "x", "update": "y", "stream": true})"},
+        {"/v1/apply", R"({"code": "x", "update": "y", "constrain": true, "temperature": 0.5})"},
+        // sessions
+        {"/v1/sessions", R"({"text": 5})"}, {"/v1/sessions", R"({"text": "x", "strategy": 5})"},
+        {"/v1/sessions", R"({"text": "x", "strategy": "fast"})"}, {"/v1/sessions", R"({"text": "x", "drift_max": "x"})"},
+        {"/v1/sessions", R"({"text": "x", "drift_max": 18446744073709551615})"},
+        {"/v1/sessions/none/edits", R"({"offset": -1})"}, {"/v1/sessions/none/edits", R"({"edits": "x"})"},
+        {"/v1/sessions/none/edits", R"({"edits": []})"}, {"/v1/sessions/none/complete", R"({"max_tokens": 1099511627776})"},
+        {"/v1/sessions/none/complete", R"({"max_tokens": 0})"}, {"/v1/sessions/none/complete", "{}"},
+        // oversized within the body limit
+        {"/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                      {"prediction", {{"type", "content"}, {"content", big_prediction}}}}.dump()},
+        {"/v1/chat/completions", many_messages.dump()}, {"/v1/chat/completions", many_stops.dump()},
+        {"/completion", json{{"prompt", std::string(3 << 20, 'x')}}.dump()}, // over the context
+    };
+    for (const bad_case & c : cases) {
+        SCOPED_TRACE(std::string(c.path) + " " + c.body.substr(0, 120));
+        auto cl = s.client();
+        auto r = cl.Post(c.path, c.body, "application/json");
+        ASSERT_TRUE(r) << httplib::to_string(r.error());
+        EXPECT_TRUE(client_error(r->status, r->body));
+        ASSERT_TRUE(health_ok(s));
+    }
+
+    // refused on their headers, before the body is read
+    const std::string body = chat("x").dump();
+    struct raw_case {
+        std::string request;
+        int want;
+    };
+    std::string many_headers;
+    for (int i = 0; i < 200; i++) many_headers += "X-H" + std::to_string(i) + ": v\r\n";
+    const std::vector<raw_case> raw = {
+        // chunked: httplib checked only Content-Length against --max-body-mb
+        {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+             std::string("1000\r\n") + std::string(4096, ' ') + "\r\n", 411},
+        // compressed: 8 MB of gzip inflates to gigabytes
+        {raw_post("/v1/chat/completions", body, "Content-Encoding: gzip\r\n"), 415},
+        {raw_post("/v1/chat/completions", body, "Content-Encoding: br\r\n"), 415},
+        // no length: read until the client closes
+        {"POST /v1/apply HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n{\"code\": \"", 411},
+        {raw_post("/v1/chat/completions", body, "", "text/plain"), 415},  // a web page's simple POST
+        {raw_post("/v1/sessions", body, "", "application/x-www-form-urlencoded"), 415},
+        {"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 999999999999\r\n\r\n{", 413},
+        {"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -5\r\n\r\n{", 400},
+        {raw_post("/completion", k_greedy, many_headers), 431},
+        {"GET /v1/nowhere HTTP/1.1\r\nHost: x\r\n\r\n", 404},
+        {"BREW /health HTTP/1.1\r\nHost: x\r\n\r\n", 0},
+        {"GET /" + std::string(20000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414},
+        {"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n", 0}, // TLS to a plain port
+    };
+    for (const raw_case & c : raw) {
+        SCOPED_TRACE(c.request.substr(0, 100));
+        std::string resp;
+        const int st = raw_status(s.port, c.request, &resp);
+        if (c.want != 0) EXPECT_EQ(st, c.want) << resp.substr(0, 300);
+        else EXPECT_TRUE(st == 0 || (st >= 400 && st <= 499)) << resp.substr(0, 300);
+        ASSERT_TRUE(health_ok(s));
+    }
+    // an oversized body with its length: refused, the connection closed rather than read
+    {
+        std::string resp;
+        const int st = raw_status(s.port, raw_post("/v1/chat/completions", std::string(9 << 20, ' ')), &resp);
+        EXPECT_TRUE(st == 413 || st == 0) << resp.substr(0, 300);
+        ASSERT_TRUE(health_ok(s));
+    }
+
+    // a document session that cannot open evicts nobody; ids are unguessable
+    json sess = test::post(s, "/v1/sessions", json{{"text", "x = 1\n"}}.dump(), &status);
+    ASSERT_EQ(status, 200) << sess.dump();
+    const std::string id = sess["id"];
+    EXPECT_GE(id.size(), 32u + 5u) << id; // "sess-" and 128 bits in hex
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200)); // past --session-idle 1
+    json r = test::post(s, "/v1/sessions", json{{"text", std::string(20000, 'y') + " z\n"}}.dump(), &status);
+    EXPECT_TRUE(client_error(status, r.dump(), 400));
+    r = test::post(s, "/v1/sessions/" + id + "/edits", json{{"offset", 0}, {"delete", 0}, {"insert", "# a\n"}}.dump(), &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    // an edit outside the document, a pure insertion at 0 (no BOS needed here) and a delete of it all
+    r = test::post(s, "/v1/sessions/" + id + "/edits", json{{"offset", 1000000}, {"delete", 1}}.dump(), &status);
+    EXPECT_TRUE(client_error(status, r.dump(), 400));
+    auto cl = s.client();
+    auto del = cl.Delete(("/v1/sessions/" + id).c_str());
+    ASSERT_TRUE(del);
+    EXPECT_EQ(del->status, 200);
+    ASSERT_TRUE(health_ok(s));
+
+    // slow clients: 40 connections trickle headers; /health answers within 1 s throughout
+    {
+        std::vector<int> fds;
+        for (int i = 0; i < 40; i++) {
+            const int fd = connect_to(s.port);
+            ASSERT_GE(fd, 0);
+            send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n");
+            fds.push_back(fd);
+        }
+        double worst = 0.0;
+        for (int round = 0; round < 4; round++) {
+            for (int fd : fds) send_all(fd, "X-Slow: 1\r\n");
+            const auto t0 = clock_type::now();
+            EXPECT_TRUE(health_ok(s));
+            worst = std::max(worst, seconds_since(t0));
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+        EXPECT_LT(worst, 1.0);
+        RecordProperty("health_worst_ms_under_40_slow_clients", std::to_string((int) (worst * 1000)));
+        for (int fd : fds) close(fd);
+    }
+
+    // concurrent: 24 clients at once on one slot and a queue of 2: each is answered 200 or 503 with
+    // Retry-After, never 500, and /health answers meanwhile; a streaming client that leaves early
+    // frees the slot
+    {
+        std::atomic<int> ok{0}, busy{0}, other{0};
+        std::vector<std::thread> th;
+        for (int i = 0; i < 24; i++) {
+            th.emplace_back([&, i] {
+                auto c = s.client();
+                json b = {{"prompt", "def f" + std::to_string(i) + "(x):\n"}, {"n_predict", 48}};
+                auto res = c.Post("/completion", b.dump(), "application/json");
+                if (res && res->status == 200) ok++;
+                else if (res && res->status == 503 && res->has_header("Retry-After") &&
+                         json::parse(res->body, nullptr, false).contains("error")) busy++;
+                else other++;
+            });
+        }
+        EXPECT_TRUE(health_ok(s));
+        for (std::thread & t : th) t.join();
+        EXPECT_EQ(other.load(), 0);
+        EXPECT_GE(ok.load(), 3);
+        RecordProperty("concurrent_200", std::to_string(ok.load()));
+        RecordProperty("concurrent_503", std::to_string(busy.load()));
+        const int fd = connect_to(s.port);
+        send_all(fd, raw_post("/completion", R"({"prompt": "def g(x):\n", "n_predict": 400, "stream": true})"));
+        char buf[64];
+        EXPECT_GT(recv(fd, buf, sizeof(buf), 0), 0);
+        close(fd);
+        ASSERT_TRUE(health_ok(s));
+    }
+
+    // after all of it: the same greedy answer, and every response counted in /metrics
+    const json after = test::post(s, "/completion", k_greedy, &status);
+    ASSERT_EQ(status, 200) << after.dump();
+    EXPECT_EQ(after["content"], before["content"]);
+    auto m = cl.Get("/metrics");
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->body.find("path=\"/v1/chat/completions\",status=\"415\""), std::string::npos) << m->body;
+    EXPECT_NE(m->body.find("path=\"/completion\",status=\"200\""), std::string::npos) << m->body;
+
+    // SIGTERM while a generation streams: it ends, and the process exits 0 within the bound
+    const int fd = connect_to(s.port);
+    send_all(fd, raw_post("/completion", R"({"prompt": "def h(x):\n", "n_predict": 900, "stream": true})"));
+    char buf[64];
+    EXPECT_GT(recv(fd, buf, sizeof(buf), 0), 0);
+    const auto t0 = clock_type::now();
+    const int st = s.stop();
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st;
+    EXPECT_LT(seconds_since(t0), 12.0);
+    close(fd);
+}
+
+// A port in use: exit 1 with a message, not an abort
+TEST(hostile, a_port_in_use_exits_1) {
+    server_process s({});
+    ASSERT_GT(s.pid, 0);
+    std::string out;
+    const int rc = test::run_command(std::string(EDITSPEC_BIN) + " serve -m " + test::k_target + " -t 1 --port " +
+                                         std::to_string(s.port) + " 2>&1", &out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
+}
