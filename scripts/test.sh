@@ -1,21 +1,47 @@
 #!/usr/bin/env bash
-# Build editspec and run the whole test suite (ctest). The README's test command; .ci/run calls it.
+# Build editspec and run its tests (ctest). The README's test command; .ci/run calls it.
+#
+#   scripts/test.sh            the default tier, plain and under ASan + UBSan (CI; about 15 minutes on
+#                              2 cores once llama.cpp is cached): every drafter family lossless against
+#                              ar on every weight type we claim, 1 and 2 threads, adversarial drafts;
+#                              the server and a hostile client; the parsers
+#   scripts/test.sh --long     and the long tier (tests named *.long_*): every CanItEdit item x every
+#                              method, every weight type to the end, the training pipeline. Run it
+#                              before resolving an issue that touches decoding, drafting or verification.
+#   scripts/test.sh [--long] ARGS...   ARGS go to both ctest runs (e.g. -R server)
+#   SANITIZE=0 scripts/test.sh         without the sanitizer run
+#
+# Set-up (Debian packages, the pinned llama.cpp, the OpenAI Node SDK from the npm registry) happens
+# here, before the tests; the tests themselves never reach the network.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
-# the training pipeline's test (tools/train/test_pipeline.py) runs torch from Debian's packages
-"$root/scripts/deb-install.sh" python3-numpy python3-torch libopenblas0-pthread
-"$root/scripts/build.sh"
+long=0
+if [ "${1:-}" = "--long" ]; then
+    long=1
+    shift
+fi
 jobs=$(nproc 2>/dev/null || echo 2)
-(cd "$build_dir" && ctest --output-on-failure -j "$jobs" "$@")
+start=$(date +%s)
+say() { echo "test: $* ($(( $(date +%s) - start )) s)" >&2; }
 
-# the unit suite again with AddressSanitizer and UBSan (build-asan/; SANITIZE=0 skips it). Left out
-# there: the long model sweeps (every CanItEdit item, every weight type, the training pipeline, the
-# constrained-apply sweep over methods, threads and weight types: 19 minutes under the sanitizers, near
-# its time limit) and the draft-model test, which the plain run above covers.
+# the training pipeline's test (tools/train/test_pipeline.py, long tier) runs torch from Debian's packages
+[ "$long" = 1 ] && "$root/scripts/deb-install.sh" python3-numpy python3-torch libopenblas0-pthread
+"$root/scripts/build.sh"
+# the server test's client: the OpenAI Node SDK, from the npm registry, once (cached in build/node)
+"$root/tests/server/install-sdk.sh" "$root/build/node" >/dev/null
+say "built; the default tier$([ "$long" = 1 ] && echo " and the long tier")"
+tier=()
+[ "$long" = 1 ] || tier=(-E '\.long_')
+(cd "$build_dir" && ctest --output-on-failure -j "$jobs" "${tier[@]}" "$@")
+
+# the same under AddressSanitizer and UBSan (build-asan/), less the kernel and whole-model sweeps:
+# their time goes to ggml, which is not instrumented, and the plain run above covers them
 if [ "${SANITIZE:-1}" != 0 ]; then
     asan_dir=${ASAN_BUILD_DIR:-$root/build-asan}
-    echo "test: the unit suite under ASan + UBSan ($asan_dir)" >&2
+    say "the default tier under ASan + UBSan ($asan_dir)"
     CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" BUILD_DIR=$asan_dir "$root/scripts/build.sh"
-    (cd "$asan_dir" && ctest --output-on-failure -j "$jobs" -E 'test-bench-lossless|test-batch-exact|train-pipeline|test-model$|test-apply-constraint')
+    (cd "$asan_dir" && ctest --output-on-failure -j "$jobs" \
+        -E '^(test-batch-exact|test-bench-lossless|test-model|test-apply-constraint|test-speculative):|\.long_' "$@")
 fi
+say "passed"

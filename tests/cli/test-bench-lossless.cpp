@@ -1,7 +1,8 @@
-// The lossless promise end to end, as a user meets it: `editspec bench` on all 105 CanItEdit items,
-// every greedy method's output identical to `ar`'s token for token, with the models we ship (target
-// and draft) and with a K-quant (Q4_K_M) model, the type most users download. A greedy method that
-// differs from ar on any item fails here with the item named in results.json.
+// The lossless promise end to end, as a user meets it: `editspec bench` on CanItEdit items, every
+// greedy method's output identical to `ar`'s token for token, with the models we ship (target and
+// draft) and with a K-quant (Q4_K_M) model, the type most users download. A greedy method that
+// differs from ar on any item fails here with the item named in results.json. The default tier runs
+// every method on a sample of items; the long tier (scripts/test.sh --long) on every item.
 #include "common/test-util.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +29,7 @@ nlohmann::json bench_all_items(const std::string & model_args, const std::string
     return nlohmann::json::parse(f);
 }
 
-void expect_identical(const nlohmann::json & j, const std::vector<std::string> & methods, int items = 105) {
+void expect_identical(const nlohmann::json & j, const std::vector<std::string> & methods, int items) {
     ASSERT_TRUE(j.contains("methods")) << j.dump();
     for (const std::string & m : methods) {
         const auto & s = j["methods"][m];
@@ -43,36 +44,49 @@ void expect_identical(const nlohmann::json & j, const std::vector<std::string> &
     }
 }
 
-} // namespace
+const std::string k_shipped = std::string(" -m ") + EDITSPEC_MODELS + "/editspec-target.gguf --draft-model " +
+                              EDITSPEC_MODELS + "/editspec-draft.gguf";
 
-TEST(bench_lossless, shipped_models_every_canitedit_item) {
-    const std::string models = std::string(" -m ") + EDITSPEC_MODELS + "/editspec-target.gguf --draft-model " +
-                               EDITSPEC_MODELS + "/editspec-draft.gguf";
+// every greedy edit method, every drafter family: lookup, Reuse, the draft model, llama.cpp's, CopySpec
+void edit_methods(int limit) {
     const std::vector<std::string> greedy = {"lookup", "lookup-longest", "reuse", "reuse+lookup", "sd", "reuse+sd",
                                              "lookup-longest@16", "llama-ngram-cache", "copy", "copy-ext", "copyspec"};
     std::string list = "ar";
     for (const std::string & m : greedy) list += "," + m;
-    expect_identical(bench_all_items(models, list, 48), greedy);
+    const std::string data = k_canitedit + " --task edit" + (limit > 0 ? " --limit " + std::to_string(limit) : "");
+    expect_identical(bench_all_items(k_shipped, list, 48, data), greedy, limit > 0 ? limit : 105);
 }
 
-TEST(bench_lossless, q4_k_m_every_canitedit_item) {
+void q4_k_m_methods(int limit) {
     const std::vector<std::string> greedy = {"lookup", "lookup-longest", "reuse+lookup"};
     std::string list = "ar";
     for (const std::string & m : greedy) list += "," + m;
-    expect_identical(bench_all_items(" -m " + editspec::test::typed_model_path("q4_k_m"), list, 32), greedy);
+    const std::string data = k_canitedit + " --task edit" + (limit > 0 ? " --limit " + std::to_string(limit) : "");
+    expect_identical(bench_all_items(" -m " + editspec::test::typed_model_path("q4_k_m"), list, 32, data), greedy,
+                     limit > 0 ? limit : 105);
 }
 
-// chat: every turn of MT-Redundant's conversations (all 80, two turns) and of HumanEval's refinement
-// loop (three turns), each conversation going on from ar's answers, the copy methods identical to ar
-TEST(bench_lossless, shipped_models_every_chat_turn) {
-    const std::string models = std::string(" -m ") + EDITSPEC_MODELS + "/editspec-target.gguf --draft-model " +
-                               EDITSPEC_MODELS + "/editspec-draft.gguf";
+// chat: turns of MT-Redundant's conversations (two turns) and of HumanEval's refinement loop (three
+// turns), each conversation going on from ar's answers, the copy methods identical to ar
+void chat_methods(int mt_limit, int he_limit) {
     const std::vector<std::string> greedy = {"copy", "copy-recent", "copy-tree", "copy-ext", "copyspec", "copy+sd",
                                              "copy+lookup-longest"};
     std::string list = "ar";
     for (const std::string & m : greedy) list += "," + m;
-    const std::string mt = std::string(EDITSPEC_DATASETS) + "/mt-redundant/question_redundant.jsonl --task chat";
-    expect_identical(bench_all_items(models, list, 64, mt), greedy, 160);
-    const std::string he = std::string(EDITSPEC_DATASETS) + "/humaneval/normalized.jsonl --task chat --limit 20";
-    expect_identical(bench_all_items(models, list, 64, he), greedy, 60);
+    const std::string mt = std::string(EDITSPEC_DATASETS) + "/mt-redundant/question_redundant.jsonl --task chat" +
+                           (mt_limit > 0 ? " --limit " + std::to_string(mt_limit) : "");
+    expect_identical(bench_all_items(k_shipped, list, 64, mt), greedy, 2 * (mt_limit > 0 ? mt_limit : 80));
+    const std::string he = std::string(EDITSPEC_DATASETS) + "/humaneval/normalized.jsonl --task chat --limit " +
+                           std::to_string(he_limit);
+    expect_identical(bench_all_items(k_shipped, list, 64, he), greedy, 3 * he_limit);
 }
+
+} // namespace
+
+TEST(bench_lossless, shipped_models_canitedit_sample) { edit_methods(10); }
+TEST(bench_lossless, q4_k_m_canitedit_sample) { q4_k_m_methods(10); }
+TEST(bench_lossless, shipped_models_chat_sample) { chat_methods(6, 3); }
+
+TEST(bench_lossless, long_shipped_models_every_canitedit_item) { edit_methods(0); }
+TEST(bench_lossless, long_q4_k_m_every_canitedit_item) { q4_k_m_methods(0); }
+TEST(bench_lossless, long_shipped_models_every_chat_turn) { chat_methods(0, 20); }

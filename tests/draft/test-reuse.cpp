@@ -432,50 +432,6 @@ replay_totals replay_reuse(const std::vector<item_tokens> & items, const reuse_p
 // (start 48, at most 48), and clairvoyant sizing. "rlen 0" rows draft m_max tokens after a re-sync
 // too; the others resync_len 4. Last column: re-sync proposals whose first token was committed /
 // re-sync proposals made.
-TEST_F(reuse_oracle, rule_table) {
-    ASSERT_EQ(canitedit.size(), 105u);
-    struct sizing_t { const char * name; replay_params p; };
-    std::vector<sizing_t> sizings;
-    replay_params p;
-    sizings.push_back({"m256", p});
-    p.cap = 8;
-    sizings.push_back({"cap8", p});
-    p.cap = 48;
-    sizings.push_back({"cap48", p});
-    p = {};
-    p.sizing = REPLAY_SIZING_GROW_SHRINK;
-    sizings.push_back({"grow", p});
-    p = {};
-    p.sizing = REPLAY_SIZING_CLAIRVOYANT;
-    sizings.push_back({"clairv", p});
-
-    printf("CanItEdit oracle replay, 105 items\n");
-    printf("%-32s %8s %7s %7s %7s %7s %7s   re-syncs ok/made\n", "drafters", "tok/pass", "m256", "cap8", "cap48",
-           "grow", "clairv");
-    for (bool with_lookup : {false, true}) {
-        for (int32_t rlen : {0, 4}) {
-            for (reuse_sync rs : {REUSE_SYNC_PAPER, REUSE_SYNC_K_DOWN, REUSE_SYNC_LONGEST, REUSE_SYNC_NEAREST,
-                                  REUSE_SYNC_BRANCHES}) {
-                reuse_params rp = reuse_params_for(rs);
-                rp.resync_len = rlen;
-                std::string row;
-                replay_totals first;
-                for (size_t s = 0; s < sizings.size(); s++) {
-                    const replay_totals t = replay_reuse(canitedit, rp, with_lookup, sizings[s].p);
-                    if (s == 0) first = t;
-                    char buf[32];
-                    snprintf(buf, sizeof(buf), " %6.2fx", t.r.speedup());
-                    row += buf;
-                }
-                const std::string name = std::string(with_lookup ? "reuse+lookup " : "reuse ") + reuse_sync_name(rs) +
-                                         " rlen " + std::to_string(rlen);
-                printf("%-32s %8.2f%s   %lld/%lld\n", name.c_str(), first.r.tokens_per_pass(), row.c_str(),
-                       (long long) first.resync_ok, (long long) first.resyncs);
-            }
-        }
-    }
-}
-
 // The bar and design.md §4's oracle figures, loosely (measured: see reuse.h)
 TEST_F(reuse_oracle, default_rule_figures) {
     ASSERT_EQ(canitedit.size(), 105u);

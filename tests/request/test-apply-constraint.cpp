@@ -228,7 +228,8 @@ TEST(apply_constraint, unterminated_last_line) {
 
 // speculative decoding under the constraint equals constrained autoregressive decoding, and every
 // output line is a line of the file or of the snippet
-static void lossless_on(const std::string & model_path, int32_t threads) {
+// n_max: the most tokens generated (-1: twice the file and 64; random models never stop on their own)
+static void lossless_on(const std::string & model_path, int32_t threads, int32_t n_max = -1) {
     runner_params rp;
     rp.model_path = model_path;
     rp.n_ctx = 2048;
@@ -245,7 +246,7 @@ static void lossless_on(const std::string & model_path, int32_t threads) {
     for (const apply_input & in : inputs) {
         request rq;
         request_apply_tokens(m, in, rq, true);
-        rq.gen.n_predict = 2 * (int32_t) rq.original.size() + 64;
+        rq.gen.n_predict = n_max > 0 ? n_max : 2 * (int32_t) rq.original.size() + 64;
         generate_result ar;
         method_spec ms_ar;
         ASSERT_TRUE(method_parse("ar", ms_ar, &err)) << err;
@@ -273,7 +274,12 @@ TEST(apply_constraint, lossless_shipped_model_one_and_two_threads) {
     lossless_on(k_shipped, 2);
 }
 
-TEST(apply_constraint, lossless_quantized_random_models) {
+// a K-quant, the type most users download, to 160 tokens; the long tier runs every type to the end
+TEST(apply_constraint, lossless_q4_k_m_random_model) {
+    lossless_on(test::typed_model_path("q4_k_m"), 1, 160);
+}
+
+TEST(apply_constraint, long_lossless_quantized_random_models) {
     for (const char * type : {"q4_k_m", "q8_0", "f16"}) lossless_on(test::typed_model_path(type), 1);
 }
 
