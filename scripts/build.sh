@@ -5,6 +5,7 @@
 #   scripts/build.sh            Release build into build/
 #   BUILD_DIR=... scripts/build.sh
 #   CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON" BUILD_DIR=build-asan scripts/build.sh   extra CMake options
+#   BUILD_TARGETS="editspec test-server" scripts/build.sh                       only these targets
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
@@ -28,7 +29,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # shellcheck disable=SC2086 # CMAKE_ARGS is a list of options
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DEDITSPEC_LLAMA_PREFIX="$prefix" ${CMAKE_ARGS:-} >/dev/null
 log "compiling editspec ($jobs jobs)"
-if ! cmake --build "$build_dir" -j "$jobs" >"$build_dir/build.log" 2>&1; then
+# shellcheck disable=SC2086 # BUILD_TARGETS is a list of targets
+if ! cmake --build "$build_dir" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$build_dir/build.log" 2>&1; then
     grep -E "error" "$build_dir/build.log" | head -40 >&2 || tail -40 "$build_dir/build.log" >&2
     log "error: build failed; full log in $build_dir/build.log"
     exit 1

@@ -627,27 +627,36 @@ private:
 };
 
 // ----------------------------------------------------------------------------
-// signals, on a thread of their own (sigwait): the first SIGINT / SIGTERM stops accepting, refuses
-// the queue, ends running generations at their next token and leaves the process SHUTDOWN_GRACE_S to
-// exit on its own; a second signal exits at once.
+// signals, on a thread of their own (sigwait), watched from the start: a signal while the model
+// loads exits at once; once serving, the first SIGINT / SIGTERM stops accepting, refuses the queue,
+// ends running generations at their next token and leaves the process SHUTDOWN_GRACE_S to exit on
+// its own; a second signal exits at once.
 
 constexpr int SHUTDOWN_GRACE_S = 10;
 
-void signals_block(sigset_t & set) {
+// what the signal thread stops; set while serving (the thread outlives server_run's locals)
+std::atomic<server_state *> g_state{nullptr};
+std::atomic<httplib::Server *> g_server{nullptr};
+
+void signals_watch() {
+    static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr); // every thread started after this inherits the mask
-}
-
-void signals_watch(const sigset_t & set, server_state & s, httplib::Server & svr) {
-    std::thread([set, &s, &svr] {
+    std::thread([] {
         int sig = 0;
         if (sigwait(&set, &sig) != 0) return;
+        server_state * s = g_state.load();
+        httplib::Server * svr = g_server.load();
+        if (!s || !svr) {
+            fprintf(stderr, "editspec serve: %s before serving: exiting\n", strsignal(sig));
+            _exit(0);
+        }
         fprintf(stderr, "editspec serve: %s: stopping (a second signal exits at once)\n", strsignal(sig));
-        s.stopping = true;
-        s.slots->close();
-        svr.stop();
+        s->stopping = true;
+        s->slots->close();
+        svr->stop();
         std::thread([] {
             std::this_thread::sleep_for(std::chrono::seconds(SHUTDOWN_GRACE_S));
             fprintf(stderr, "editspec serve: still busy %d s after the signal: exiting\n", SHUTDOWN_GRACE_S);
@@ -662,8 +671,7 @@ void signals_watch(const sigset_t & set, server_state & s, httplib::Server & svr
 } // namespace
 
 int server_run(const server_params & p) {
-    sigset_t sigs;
-    signals_block(sigs);
+    signals_watch();
     server_state s;
     if (!open_state(p, s)) return 2;
     httplib::Server svr;
@@ -687,7 +695,8 @@ int server_run(const server_params & p) {
         fprintf(stderr, "editspec serve: warning: listening on %s without --api-key: anyone who can reach this address can "
                         "use the model\n", p.host.c_str());
     }
-    signals_watch(sigs, s, svr);
+    g_state = &s;
+    g_server = &svr;
     fprintf(stderr, "editspec serve: listening on http://%s:%d (%d slot%s, queue %d, method %s; with a prediction %s)\n",
             p.host.c_str(), p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", p.max_queue, s.method.name.c_str(),
             s.with_reuse.name.c_str());
@@ -695,6 +704,9 @@ int server_run(const server_params & p) {
     s.stopping = true;
     s.slots->stop();
     s.sessions.reset();
+    // a signal from here on finds nothing to stop: the process is leaving
+    g_server = nullptr;
+    g_state = nullptr;
     return ok ? 0 : 1;
 }
 
