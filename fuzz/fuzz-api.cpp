@@ -4,10 +4,11 @@
 // -DEDITSPEC_FUZZ=ON (clang); run: scripts/fuzz.sh 1000000 fuzz-api
 #include "editspec/server.h"
 
+#include "fuzz-guard.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 
 static void check(const uint8_t * data, size_t size) {
@@ -37,11 +38,5 @@ static void check(const uint8_t * data, size_t size) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
-    try {
-        check(data, size);
-    } catch (const std::exception & e) {
-        fprintf(stderr, "fuzz-api: an exception escaped: %s\n", e.what());
-        abort();
-    }
-    return 0;
+    return fuzz_guard("fuzz-api", [&] { check(data, size); });
 }

@@ -7,10 +7,11 @@
 #include "editspec/constraint.h"
 #include "editspec/engine.h"
 
+#include "fuzz-guard.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <memory>
 #include <string>
 
@@ -51,11 +52,5 @@ static void check(const uint8_t * data, size_t size) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
-    try {
-        check(data, size);
-    } catch (const std::exception & e) {
-        fprintf(stderr, "fuzz-apply: an exception escaped: %s\n", e.what());
-        abort();
-    }
-    return 0;
+    return fuzz_guard("fuzz-apply", [&] { check(data, size); });
 }

@@ -3,10 +3,11 @@
 // complete); the rest is the body. Run: scripts/fuzz.sh 1000000 fuzz-sessions
 #include "server-sessions.h"
 
+#include "fuzz-guard.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 
 static void check(const uint8_t * data, size_t size) {
@@ -41,11 +42,5 @@ static void check(const uint8_t * data, size_t size) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
-    try {
-        check(data, size);
-    } catch (const std::exception & e) {
-        fprintf(stderr, "fuzz-sessions: an exception escaped: %s\n", e.what());
-        abort();
-    }
-    return 0;
+    return fuzz_guard("fuzz-sessions", [&] { check(data, size); });
 }

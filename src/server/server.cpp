@@ -678,10 +678,15 @@ int server_run(const server_params & p) {
     svr.set_payload_max_length(p.max_body);
     svr.set_read_timeout(SERVER_READ_TIMEOUT_S, 0);
     svr.set_write_timeout(SERVER_READ_TIMEOUT_S, 0);
+    // how long a connection's first (or next) request may take to arrive: httplib's 5 s dropped
+    // clients of a busy machine without an answer
+    svr.set_keep_alive_timeout(SERVER_READ_TIMEOUT_S);
     // a restarted server binds at once although the last one's connections are in TIME_WAIT
-    svr.set_socket_options([](socket_t sock) {
+    socket_t listen_sock = INVALID_SOCKET;
+    svr.set_socket_options([&listen_sock](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        listen_sock = sock;
     });
     svr.new_task_queue = [] { return new connection_pool(SERVER_THREADS_MAX); };
     add_routes(svr, s);
@@ -690,6 +695,9 @@ int server_run(const server_params & p) {
                 p.host.c_str(), p.port);
         return 1;
     }
+    // httplib listens with a backlog of 5: a burst of clients on a busy machine found it full and were
+    // dropped unanswered; a listening socket takes a new backlog from a second listen()
+    if (listen_sock != INVALID_SOCKET) listen(listen_sock, SOMAXCONN);
     const bool loopback = p.host == "127.0.0.1" || p.host == "localhost" || p.host == "::1";
     if (!loopback && p.api_key.empty()) {
         fprintf(stderr, "editspec serve: warning: listening on %s without --api-key: anyone who can reach this address can "
