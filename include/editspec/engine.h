@@ -165,10 +165,14 @@ public:
     const model & owner() const { return model_; }
     llama_context * get() const { return ctx_; }
 
-    // the prompt whose KV sequence 0 holds at positions 0 .. n-1 (context_prefill_cached); every KV
-    // operation and decode that touches those cells shortens it
+    // the prompt whose KV sequence 0 holds at positions 0 .. n-1 (context_prefill_cached, in
+    // prompt-cache.h); every KV operation and decode that touches those cells shortens it
     const token_vec & cached_prompt() const { return cached_; }
-    void set_cached_prompt(std::span<const llama_token> t) { cached_.assign(t.begin(), t.end()); }
+    // per cached token: 1 = its KV was computed against another text before it (PIE reuse)
+    const std::vector<uint8_t> & cached_stale() const { return stale_; }
+    // stale: one mark per token; empty = the marks of the tokens t shares with the cached prompt
+    // (a prefix), 0 after them
+    void set_cached_prompt(std::span<const llama_token> t, std::span<const uint8_t> stale = {});
 
 private:
     void cache_cut(llama_seq_id seq, llama_pos p0);
@@ -180,6 +184,7 @@ private:
     int32_t n_vocab_ = 0;
     context_params params_;
     token_vec cached_;
+    std::vector<uint8_t> stale_; // cached_.size() marks
 };
 
 // null on failure with *error set
@@ -191,12 +196,6 @@ void engine_init();
 // decode tokens [0, n) of `tokens` into sequence `seq` starting at position `pos0`, in chunks of
 // the context's n_batch; logits are kept for the last token only. False on decode failure.
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq);
-
-// decodes `tokens` into sequence 0 from position 0, reusing the longest prefix the cache already
-// holds from an earlier call (a token's KV is the same whatever batch it was decoded in: our kernels
-// are batch-invariant, docs/exactness.md); every sequence is cut to that prefix. Returns the number
-// of reused tokens, -1 on a decode failure (the cache is then empty).
-int32_t context_prefill_cached(context & ctx, batch & b, std::span<const llama_token> tokens);
 
 // ----------------------------------------------------------------------------
 // One speculative pass over a token tree (n = tokens of sequence 0 in the KV cache, L = leaves):

@@ -5,12 +5,13 @@
 //     gp.on_text = [](std::string_view s) { fwrite(s.data(), 1, s.size(), stdout); return true; };
 //     editspec::generate_result r = editspec::generate_ar(*ctx, prompt_tokens, gp);
 //
-// Sequence 0 keeps the longest prefix of the prompt that an earlier request left in the context
-// (context_prefill_cached); everything else in the KV cache goes.
+// Sequence 0 keeps what generate_params::prompt_cache says of the prompt an earlier request left in
+// the context (prompt-cache.h: the longest common prefix, exact, by default); everything else goes.
 #pragma once
 
 #include "editspec/constraint.h"
 #include "editspec/engine.h"
+#include "editspec/prompt-cache.h"
 #include "editspec/sampling.h"
 
 #include <functional>
@@ -42,6 +43,8 @@ struct generate_params {
     // constrained greedy decoding (constraint.h): each token is the likeliest the constraint allows;
     // temperature 0 only (a sampled request with a constraint is an error). Not owned.
     token_constraint * constraint = nullptr;
+    // what the prompt reuses of the context's KV cache (prefix: exact; pie: lossy, opt-in)
+    prompt_cache_params prompt_cache;
 };
 
 // per-drafter counters (vLLM / common_speculative style)
@@ -57,6 +60,9 @@ struct generate_result {
     std::string text;               // detokenized tokens, cut at a stop string
     int32_t     prompt_tokens = 0;
     int32_t     prompt_cached = 0;   // of those, tokens whose KV an earlier request left in the context
+                                     // (in place or, prompt_shifted of them, moved)
+    int32_t     prompt_shifted = 0;  // of those, tokens it left at another position (PIE reuse)
+    int32_t     prompt_stale  = 0;   // prompt tokens whose KV was computed against another text (PIE)
     double      prompt_ms     = 0.0; // prefill wall time
     double      gen_ms        = 0.0; // generation wall time (after the prompt)
     int32_t     target_passes = 0;   // target passes that yielded tokens, the prompt pass included

@@ -22,6 +22,7 @@
 
 #include "editspec/apply.h"
 #include "editspec/engine.h"
+#include "editspec/prompt-cache.h"
 #include "editspec/request.h"
 #include "editspec/sampling.h"
 
@@ -45,6 +46,7 @@ struct server_params {
     int32_t max_tokens = 4096;         // most tokens one request may ask for
     int32_t max_sessions = 4;          // /v1/sessions at once (each holds a KV cache of --ctx-size)
     double  session_idle_s = 600.0;    // a session idle this long may be evicted by a new one
+    prompt_cache_params prompt_cache;  // what a request reuses of its slot's KV cache (--kv-reuse)
 };
 
 // ----------------------------------------------------------------------------

@@ -19,6 +19,9 @@ struct serve_opts {
     size_t max_body_mb = 8;
     int32_t max_sessions = 4;
     double session_idle_s = 600.0;
+    std::string kv_reuse = "prefix";
+    int32_t reuse_min = 32;
+    int32_t drift_max = -1;
 };
 
 int run_serve(const serve_opts & o) {
@@ -41,6 +44,18 @@ int run_serve(const serve_opts & o) {
     if (o.max_sessions < 0 || o.max_sessions > 64) {
         return fail_input(cmd, "--max-sessions " + std::to_string(o.max_sessions) + " out of range [0, 64]");
     }
+    prompt_cache_params pc;
+    if (!kv_reuse_parse(o.kv_reuse, pc.mode)) {
+        return fail_input(cmd, "--kv-reuse '" + o.kv_reuse + "' is not one of: prefix, pie");
+    }
+    if (o.reuse_min < 8 || o.reuse_min > 4096) {
+        return fail_input(cmd, "--reuse-min " + std::to_string(o.reuse_min) + " out of range [8, 4096]");
+    }
+    if (o.drift_max < -1) {
+        return fail_input(cmd, "--drift-max " + std::to_string(o.drift_max) + " must be -1 (no limit) or more");
+    }
+    pc.min_block = o.reuse_min;
+    pc.drift_max = o.drift_max;
     // the models as every request command resolves them (the method is checked by server_run)
     const request_opts & ro = o.req;
     server_params sp;
@@ -67,6 +82,7 @@ int run_serve(const serve_opts & o) {
     sp.max_sessions = o.max_sessions;
     sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
+    sp.prompt_cache = pc;
     sp.max_body = o.max_body_mb << 20;
     return server_run(sp);
 }
@@ -105,6 +121,17 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--max-sessions", o->max_sessions, "document sessions (/v1/sessions) held at once, each with its own KV cache")
         ->capture_default_str();
     sub->add_option("--session-idle", o->session_idle_s, "seconds after which an idle session may be evicted by a new one")
+        ->capture_default_str();
+    sub->add_option("--kv-reuse", o->kv_reuse,
+                    "what a request reuses of its slot's KV cache: 'prefix' (the common prefix; exact, the answer "
+                    "equals a cold request's) or 'pie' (also every span after an edit, shifted into place as PIE "
+                    "does: only the changed tokens are encoded; lossy, usage.prompt_tokens_details reports "
+                    "cached, shifted, encoded and stale tokens)")
+        ->capture_default_str();
+    sub->add_option("--reuse-min", o->reuse_min, "pie: the shortest span of a cached prompt worth shifting, tokens")
+        ->capture_default_str();
+    sub->add_option("--drift-max", o->drift_max, "pie: most stale tokens (KV computed against an older text) a prompt may "
+                                                 "keep; past them it is encoded again from the first (-1 = no limit)")
         ->capture_default_str();
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
                                                       "bodies are refused)")->capture_default_str();

@@ -222,8 +222,12 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     // prefill all but the last prompt token, which is the first pass's root: the first output token
     // is drafted like any other (generate_ar also decodes it in its first pass)
     const auto t0 = clock_type::now();
-    r.prompt_cached = context_prefill_cached(ctx, s.b, prompt.first(prompt.size() - 1));
-    if (r.prompt_cached < 0) {
+    prefill_stats pst;
+    const bool prefilled = context_prefill_cached(ctx, s.b, prompt.first(prompt.size() - 1), gp.prompt_cache, &pst);
+    r.prompt_cached = pst.cached + pst.shifted;
+    r.prompt_shifted = pst.shifted;
+    r.prompt_stale = pst.stale;
+    if (!prefilled) {
         r.stop = STOP_REASON_ERROR;
         r.error = "prompt decode failed";
         return r;

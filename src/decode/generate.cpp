@@ -160,8 +160,12 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
     // the prompt but its last token is prefill; every pass after it yields one token (the
     // speculative decoder does the same, so both count and time the same passes)
     auto t0 = clock_type::now();
-    r.prompt_cached = context_prefill_cached(ctx, b, prompt.first(prompt.size() - 1));
-    if (r.prompt_cached < 0) {
+    prefill_stats pst;
+    const bool prefilled = context_prefill_cached(ctx, b, prompt.first(prompt.size() - 1), p.prompt_cache, &pst);
+    r.prompt_cached = pst.cached + pst.shifted;
+    r.prompt_shifted = pst.shifted;
+    r.prompt_stale = pst.stale;
+    if (!prefilled) {
         r.stop = STOP_REASON_ERROR;
         r.error = "prompt decode failed";
         return r;

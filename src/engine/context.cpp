@@ -101,7 +101,10 @@ bool context::decode(const batch & b) {
     const llama_batch & lb = b.get();
     for (int32_t i = 0; i < lb.n_tokens && !cached_.empty(); i++) {
         for (int32_t k = 0; k < lb.n_seq_id[i]; k++) {
-            if (lb.seq_id[i][k] == 0 && lb.pos[i] < (llama_pos) cached_.size()) cached_.resize(lb.pos[i]);
+            if (lb.seq_id[i][k] == 0 && lb.pos[i] < (llama_pos) cached_.size()) {
+                cached_.resize(lb.pos[i]);
+                stale_.resize(lb.pos[i]);
+            }
         }
     }
     const int32_t ret = llama_decode(ctx_, b.get());
@@ -119,7 +122,22 @@ const float * context::logits(int32_t i) const {
 
 // the cached prompt (sequence 0, positions 0 .. n-1) loses what an operation on sequence 0 touches
 void context::cache_cut(llama_seq_id seq, llama_pos p0) {
-    if (seq == 0 || seq < 0) cached_.resize(std::min(cached_.size(), (size_t) std::max<llama_pos>(p0, 0)));
+    if (seq == 0 || seq < 0) {
+        cached_.resize(std::min(cached_.size(), (size_t) std::max<llama_pos>(p0, 0)));
+        stale_.resize(cached_.size());
+    }
+}
+
+void context::set_cached_prompt(std::span<const llama_token> t, std::span<const uint8_t> stale) {
+    if (stale.size() == t.size()) {
+        stale_.assign(stale.begin(), stale.end());
+    } else {
+        size_t common = 0;
+        while (common < cached_.size() && common < t.size() && cached_[common] == t[common]) common++;
+        stale_.resize(common);
+        stale_.resize(t.size(), 0);
+    }
+    cached_.assign(t.begin(), t.end());
 }
 
 bool context::kv_rm(llama_seq_id seq, llama_pos p0, llama_pos p1) {
@@ -138,12 +156,13 @@ void context::kv_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos 
 }
 
 void context::kv_keep(llama_seq_id seq) {
-    if (seq != 0) cached_.clear();
+    if (seq != 0) cached_.clear(), stale_.clear();
     llama_memory_seq_keep(llama_get_memory(ctx_), seq);
 }
 
 void context::kv_clear() {
     cached_.clear();
+    stale_.clear();
     llama_memory_clear(llama_get_memory(ctx_), true);
 }
 
@@ -159,20 +178,6 @@ int32_t context::n_ctx() const { return (int32_t) llama_n_ctx(ctx_); }
 int32_t context::n_batch() const { return (int32_t) llama_n_batch(ctx_); }
 int32_t context::n_seq_max() const { return (int32_t) llama_n_seq_max(ctx_); }
 int32_t context::n_threads() const { return llama_n_threads(ctx_); }
-
-int32_t context_prefill_cached(context & ctx, batch & b, std::span<const llama_token> tokens) {
-    const token_vec & cached = ctx.cached_prompt();
-    size_t common = 0;
-    while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) common++;
-    // every sequence ends at the common prefix (paths of an earlier tree are gone already)
-    ctx.kv_rm(-1, (llama_pos) common, -1);
-    if (!context_prefill(ctx, b, tokens.subspan(common), (llama_pos) common, 0)) {
-        ctx.kv_clear();
-        return -1;
-    }
-    ctx.set_cached_prompt(tokens);
-    return (int32_t) common;
-}
 
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq) {
     const int32_t n = (int32_t) tokens.size();

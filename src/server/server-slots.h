@@ -3,21 +3,27 @@
 // thread that calls it, and teams of several HTTP threads spinning at once would fight over the cores
 // (3x slower measured on 2 cores).
 //
-// A request goes to the free slot whose KV cache its prompt extends (a chat that continues an earlier
-// conversation finds that conversation's slot and decodes only its new turn), else to the slot used
-// least recently: the N slots keep the N most recent conversations. Requests are served in the order
-// they came; past max_waiting waiting ones a new request is refused at once.
+// A request goes to the free slot whose KV cache holds most of its prompt (prompt-cache.h: the common
+// prefix, and with KV_REUSE_PIE the spans after an edit too) when that is at least half the prompt:
+// a chat that continues an earlier conversation, or a file sent again, finds its slot and decodes
+// only what is new. Else it goes to the slot used least recently: the N slots keep the N most recent
+// conversations and files. Requests are served in the order they came; past max_waiting waiting ones
+// a new request is refused at once. A slot's memory (the sizing's acceptance statistics, FastCoder's
+// cache of verified drafts) lives as long as its context, so later requests draft better.
 //
-//     slot_pool pool(32);
+//     slot_pool pool(32, prompt_cache_params{});
 //     pool.add(std::move(ctx));  pool.start();
 //     std::future<void> done;
-//     if (pool.submit(prompt, [&](context & c) { ... }, done) == SLOT_OK) done.get(); // rethrows the job's exception
+//     if (pool.submit(prompt, [&](context & c, slot_memory & m) { ... }, done) == SLOT_OK) done.get(); // rethrows the job's exception
 //     pool.stop();
 //
 // Thread-safe: submit from any number of threads.
 #pragma once
 
 #include "editspec/engine.h"
+#include "editspec/fastcoder.h"
+#include "editspec/prompt-cache.h"
+#include "editspec/sizing.h"
 
 #include <condition_variable>
 #include <functional>
@@ -36,11 +42,18 @@ enum slot_status {
     SLOT_STOPPING,   // the server is stopping: answer 503
 };
 
+// what a slot keeps across requests beside its KV cache (cleared with it)
+struct slot_memory {
+    accept_stats stats;    // draft acceptance by source and depth: the cost model's sizing
+    retrieval_cache cache; // FastCoder: verified retrievals and outputs
+    static constexpr int64_t CACHE_TOKENS_MAX = 1 << 20; // past this the cache starts again
+};
+
 class slot_pool {
 public:
-    using job = std::function<void(context &)>;
+    using job = std::function<void(context &, slot_memory &)>;
 
-    explicit slot_pool(size_t max_waiting) : max_waiting_(max_waiting) {}
+    slot_pool(size_t max_waiting, const prompt_cache_params & pc) : max_waiting_(max_waiting), pc_(pc) {}
     ~slot_pool() { stop(); }
 
     // before start()
@@ -63,6 +76,7 @@ public:
 private:
     struct slot {
         std::unique_ptr<context> ctx;
+        std::unique_ptr<slot_memory> memory;
         std::function<void()> pending; // set by submit(), taken by the slot's thread
         bool busy = false;             // a job is assigned and not finished
         uint64_t last_used = 0;        // submit() order
@@ -71,6 +85,7 @@ private:
     int32_t pick(std::span<const llama_token> prompt) const; // mu_ held; -1 = none free
 
     const size_t max_waiting_;
+    const prompt_cache_params pc_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::vector<slot> slots_;

@@ -113,6 +113,7 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
     g.req.gen.n_predict = std::min({want, room, s.params.max_tokens});
     g.req.gen.sampling = g.rq.sampling;
     g.req.gen.stop = g.rq.stop;
+    g.req.gen.prompt_cache = s.params.prompt_cache;
     g.ms = &s.method;
     if (g.rq.constrain) {
         if (g.rq.sampling.temp > 0.0f) {
@@ -145,7 +146,7 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
         }
         return limit_ms <= 0 || std::chrono::duration<double, std::milli>(clock_type::now() - t0).count() < limit_ms;
     };
-    const slot_status st = s.slots->submit(g->req.prompt, [sp, g, ch](context & ctx) {
+    const slot_status st = s.slots->submit(g->req.prompt, [sp, g, ch](context & ctx, slot_memory & mem) {
         struct finish_on_exit { // the channel hears the end even when the job throws
             std::shared_ptr<text_channel> ch;
             ~finish_on_exit() {
@@ -157,6 +158,8 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
                 ch->cv.notify_all();
             }
         } fin{ch};
+        g->req.stats = &mem.stats;
+        g->req.cache = &mem.cache;
         g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
     }, g->done);
     if (st == SLOT_QUEUE_FULL) {
@@ -193,7 +196,12 @@ bool finish(server_state & s, generation & g, api_error & err) {
 json usage_json(const generation & g) {
     const source_stats & reuse = g.r.by_source[DRAFT_SOURCE_REUSE];
     json u = {{"prompt_tokens", g.r.prompt_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", g.r.prompt_cached}}},
+              // cached: kept in place (exact); shifted: kept from an earlier request at another
+              // position (--kv-reuse pie); encoded: decoded for this request
+              {"prompt_tokens_details", {{"cached_tokens", g.r.prompt_cached - g.r.prompt_shifted},
+                                         {"shifted_tokens", g.r.prompt_shifted},
+                                         {"encoded_tokens", g.r.prompt_tokens - g.r.prompt_cached},
+                                         {"stale_tokens", g.r.prompt_stale}}},
               {"completion_tokens", (int64_t) g.r.tokens.size()},
               {"total_tokens", g.r.prompt_tokens + (int64_t) g.r.tokens.size()}};
     if (g.rq.has_prediction) {
@@ -467,7 +475,7 @@ bool open_state(const server_params & p, server_state & s) {
         fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
-    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue);
+    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache);
     s.slots->add(std::move(s.rn.ctx));
     for (int32_t i = 1; i < p.n_parallel; i++) {
         auto ctx = runner_new_context(s.rn, &error);

@@ -4,7 +4,7 @@
 namespace editspec {
 
 void slot_pool::add(std::unique_ptr<context> ctx) {
-    slots_.push_back(slot{std::move(ctx)});
+    slots_.push_back(slot{std::move(ctx), std::make_unique<slot_memory>()});
 }
 
 void slot_pool::start() {
@@ -30,22 +30,21 @@ void slot_pool::start() {
     }
 }
 
-// the free slot for a prompt: the slot whose cached tokens the prompt mostly extends (its
-// conversation; at least half of what it caches, so that two conversations sharing only an opening
-// line or a system prompt do not evict each other), the longest such prefix first; else the least
-// recently used slot
+// the free slot for a prompt: the one that reuses most of it, when that is at least half of it (so
+// that two conversations sharing only a system prompt or an opening line do not evict each other);
+// else the least recently used
 int32_t slot_pool::pick(std::span<const llama_token> prompt) const {
     int32_t best = -1, lru = -1;
-    size_t best_common = 0;
+    int32_t best_reuse = 0;
     for (size_t i = 0; i < slots_.size(); i++) {
         if (slots_[i].busy) continue;
         if (lru < 0 || slots_[i].last_used < slots_[lru].last_used) lru = (int32_t) i;
-        const token_vec & cached = slots_[i].ctx->cached_prompt();
-        size_t common = 0;
-        while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) common++;
-        if (common > 0 && 2 * common >= cached.size() && common > best_common) {
+        const context & c = *slots_[i].ctx;
+        const prompt_reuse_plan plan = prompt_reuse_plan_make(c.cached_prompt(), c.cached_stale(), prompt, pc_);
+        const int32_t reuse = plan.n_prefix + plan.n_shifted();
+        if (reuse > 0 && 2 * (size_t) reuse >= prompt.size() && reuse > best_reuse) {
             best = (int32_t) i;
-            best_common = common;
+            best_reuse = reuse;
         }
     }
     return best >= 0 ? best : lru;
@@ -67,13 +66,15 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
         sl.busy = true;
         sl.last_used = ++n_runs_;
         context * ctx = sl.ctx.get();
-        sl.pending = [ctx, promise, j = std::move(j)] {
+        slot_memory * mem = sl.memory.get();
+        sl.pending = [ctx, mem, promise, j = std::move(j)] {
             try {
-                j(*ctx);
+                if (mem->cache.n_tokens() > slot_memory::CACHE_TOKENS_MAX) mem->cache.clear();
+                j(*ctx, *mem);
                 promise->set_value();
             } catch (...) {
                 ctx->kv_clear();
-                ctx->set_cached_prompt({});
+                *mem = slot_memory();
                 promise->set_exception(std::current_exception());
             }
         };

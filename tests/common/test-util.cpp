@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <sys/wait.h>
@@ -49,6 +50,56 @@ token_vec random_code_prompt(const model & m, std::mt19937 & rng) {
     const int n = 1 + rng() % 30;
     for (int i = 0; i < n; i++) s += words[rng() % 20];
     return m.tokenize(s, true, false);
+}
+
+kv_cells read_kv_cells(context & ctx) {
+    kv_cells out;
+    std::vector<uint8_t> buf(llama_state_seq_get_size(ctx.get(), 0));
+    buf.resize(llama_state_seq_get_data(ctx.get(), buf.data(), buf.size(), 0));
+    size_t at = 0;
+    auto rd = [&](void * dst, size_t n) {
+        EXPECT_LE(at + n, buf.size());
+        if (at + n <= buf.size()) memcpy(dst, buf.data() + at, n);
+        at += n;
+    };
+    uint32_t magic = 0, n_stream = 0, n_cells = 0, v_trans = 0, n_layer = 0;
+    int32_t seq = 0;
+    rd(&magic, 4);
+    rd(&seq, 4);
+    rd(&n_stream, 4);
+    EXPECT_EQ(n_stream, 1u);
+    rd(&n_cells, 4);
+    for (uint32_t i = 0; i < n_cells; i++) {
+        llama_pos p = 0;
+        uint32_t n_seq = 0;
+        rd(&p, 4);
+        rd(&n_seq, 4);
+        at += 4 * n_seq;
+        out.pos.push_back(p);
+    }
+    rd(&v_trans, 4);
+    rd(&n_layer, 4);
+    out.k.resize(n_layer);
+    for (uint32_t l = 0; l < n_layer; l++) {
+        uint64_t row = 0;
+        rd(&out.k_type, 4);
+        rd(&row, 8);
+        for (uint32_t i = 0; i < n_cells; i++) {
+            out.k[l].emplace_back(buf.begin() + (ptrdiff_t) at, buf.begin() + (ptrdiff_t) (at + row));
+            at += row;
+        }
+    }
+    return out;
+}
+
+std::vector<float> f16_row(const std::vector<uint8_t> & row) {
+    std::vector<float> out(row.size() / 2);
+    for (size_t i = 0; i < out.size(); i++) {
+        uint16_t h;
+        memcpy(&h, row.data() + 2 * i, 2);
+        out[i] = ggml_fp16_to_fp32(h);
+    }
+    return out;
 }
 
 std::string read_text(const std::filesystem::path & path) {

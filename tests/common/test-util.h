@@ -59,6 +59,18 @@ std::vector<ar_case> ar_cases(context & ctx, std::mt19937 & rng, int32_t n, int3
 bool index_texts(const model & m, const std::filesystem::path & dir, const std::string & name,
                  const std::vector<std::string> & texts, datastore & ds, std::string * error);
 
+// sequence 0's cells as llama_state_seq_get_data writes them (one stream, no cell extension):
+// positions in cell order, and every layer's key row per cell
+struct kv_cells {
+    std::vector<llama_pos> pos;
+    std::vector<std::vector<std::vector<uint8_t>>> k; // [layer][cell] row bytes
+    int32_t k_type = -1;
+};
+kv_cells read_kv_cells(context & ctx);
+
+// F16 bytes -> floats
+std::vector<float> f16_row(const std::vector<uint8_t> & row);
+
 // a file's bytes ("" when it cannot be read)
 std::string read_text(const std::filesystem::path & path);
 

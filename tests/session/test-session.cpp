@@ -15,65 +15,6 @@ using namespace editspec;
 
 namespace {
 
-// sequence 0's cells as llama_state_seq_get_data writes them (one stream, no cell extension):
-// positions, and every layer's key row per cell
-struct seq_cells {
-    std::vector<llama_pos> pos;
-    std::vector<std::vector<std::vector<uint8_t>>> k; // [layer][cell] row bytes
-    int32_t k_type = -1;
-};
-
-seq_cells read_cells(context & ctx) {
-    seq_cells out;
-    std::vector<uint8_t> buf(llama_state_seq_get_size(ctx.get(), 0));
-    buf.resize(llama_state_seq_get_data(ctx.get(), buf.data(), buf.size(), 0));
-    size_t at = 0;
-    auto rd = [&](void * dst, size_t n) {
-        EXPECT_LE(at + n, buf.size());
-        if (at + n <= buf.size()) memcpy(dst, buf.data() + at, n);
-        at += n;
-    };
-    uint32_t magic = 0, n_stream = 0, n_cells = 0, v_trans = 0, n_layer = 0;
-    int32_t seq = 0;
-    rd(&magic, 4);
-    rd(&seq, 4);
-    rd(&n_stream, 4);
-    EXPECT_EQ(n_stream, 1u);
-    rd(&n_cells, 4);
-    for (uint32_t i = 0; i < n_cells; i++) {
-        llama_pos p = 0;
-        uint32_t n_seq = 0;
-        rd(&p, 4);
-        rd(&n_seq, 4);
-        at += 4 * n_seq;
-        out.pos.push_back(p);
-    }
-    rd(&v_trans, 4);
-    rd(&n_layer, 4);
-    out.k.resize(n_layer);
-    for (uint32_t l = 0; l < n_layer; l++) {
-        uint64_t row = 0;
-        rd(&out.k_type, 4);
-        rd(&row, 8);
-        for (uint32_t i = 0; i < n_cells; i++) {
-            out.k[l].emplace_back(buf.begin() + (ptrdiff_t) at, buf.begin() + (ptrdiff_t) (at + row));
-            at += row;
-        }
-    }
-    return out;
-}
-
-// F16 bytes -> floats
-std::vector<float> f16_row(const std::vector<uint8_t> & row) {
-    std::vector<float> out(row.size() / 2);
-    for (size_t i = 0; i < out.size(); i++) {
-        uint16_t h;
-        memcpy(&h, row.data() + 2 * i, 2);
-        out[i] = ggml_fp16_to_fp32(h);
-    }
-    return out;
-}
-
 std::unique_ptr<context> session_context(const model & m) {
     context_params cp;
     cp.n_ctx = 512;
@@ -145,7 +86,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
     doc_session s(*ctx, {KV_PIE});
     std::string err;
     ASSERT_TRUE(s.open(DOC, &err)) << err;
-    const seq_cells before = read_cells(*ctx);
+    const test::kv_cells before = test::read_kv_cells(*ctx);
     ASSERT_EQ(before.k_type, (int32_t) GGML_TYPE_F16);
     // a line inserted in the middle: the later tokens move by the inserted tokens' count
     const size_t at = DOC.find("    values = {}");
@@ -156,7 +97,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
     EXPECT_GT(st.n_stale, 0);
     EXPECT_EQ(st.n_encoded, st.n_inserted);
     // read after a decode (llama.cpp applies the shift at the next decode: the edit's own encoding)
-    const seq_cells after = read_cells(*ctx);
+    const test::kv_cells after = test::read_kv_cells(*ctx);
     ASSERT_EQ(after.pos.size(), s.tokens().size() - 1);
     // the cells before the edit: untouched, every layer, byte for byte
     for (size_t l = 0; l < before.k.size(); l++) {
@@ -168,7 +109,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
     // the later cells: their layer-0 keys are those of the same tokens encoded at the new positions
     doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
     ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
-    const seq_cells want = read_cells(*fresh_ctx);
+    const test::kv_cells want = test::read_kv_cells(*fresh_ctx);
     ASSERT_EQ(want.pos.size(), after.pos.size());
     const int32_t from = st.first + st.n_inserted;
     int32_t checked = 0;
@@ -179,7 +120,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
         size_t j = 0;
         while (j < want.pos.size() && want.pos[j] != after.pos[i]) j++;
         ASSERT_LT(j, want.pos.size());
-        const auto a = f16_row(after.k[0][i]), b = f16_row(want.k[0][j]);
+        const auto a = test::f16_row(after.k[0][i]), b = test::f16_row(want.k[0][j]);
         for (size_t e = 0; e < a.size(); e++) {
             // one F16 rounding of the stored key and one of the rotation's result
             const double tol = 2.0 * std::ldexp(std::max(std::fabs(a[e]), std::fabs(b[e])), -10) + 1e-3;
@@ -197,7 +138,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
     ASSERT_TRUE(c.open(DOC, &err)) << err;
     ASSERT_TRUE(c.edit({at, 0, "    # parse every line as key=value\n"}, &st, &err)) << err;
     EXPECT_EQ(c.text(), s.text());
-    const seq_cells kept = read_cells(*conflict_ctx);
+    const test::kv_cells kept = test::read_kv_cells(*conflict_ctx);
     int32_t same = 0;
     for (size_t i = 0; i < before.pos.size(); i++) {
         if (before.pos[i] < st.first + st.n_removed) continue;
@@ -251,7 +192,7 @@ TEST(session_no_bos, pie_insertion_before_the_first_token) {
     ASSERT_GT(st.n_inserted, 0);
     ASSERT_EQ(s.tokens().size(), n_before + (size_t) st.n_inserted);
     // every token but the last has exactly one cell, at positions 0 .. n-2
-    seq_cells cells = read_cells(*ctx);
+    test::kv_cells cells = test::read_kv_cells(*ctx);
     std::sort(cells.pos.begin(), cells.pos.end());
     ASSERT_EQ(cells.pos.size(), s.tokens().size() - 1);
     for (size_t i = 0; i < cells.pos.size(); i++) ASSERT_EQ(cells.pos[i], (llama_pos) i);

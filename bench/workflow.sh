@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The workflow benchmark: a real file's editing history replayed by one client (bench/workflow.py:
+# per step a chat edit with the file as the prediction, an apply of the commit's hunks, a completion
+# at the changed line), against each server configuration in turn on the same model, in one run:
+#
+#   cold          editspec, every request from an empty cache (the slot's cache replaced by a
+#                 one-token request of another text before each)
+#   prefix        editspec --kv-reuse prefix (the default: the common prefix, exact)
+#   pie           editspec --kv-reuse pie (PIE: spans after an edit shifted into place; lossy)
+#   old           another editspec binary (EDITSPEC_OLD=path, e.g. a build of main d69fef1), its defaults
+#   llama-server  llama.cpp's own server at the pinned commit, --cache-reuse 256, cache_prompt
+#
+#   bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
+#
+# Rows (JSON lines) go to stdout and $OUT/rows.jsonl when OUT is set; bench/workflow-report.py
+# turns them into the tables. 2 threads, one slot, n_ctx 8192, flash attention off for both.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+model=${1:?model}
+history=${2:?history}
+steps=${3:-0}
+max_tokens=${4:-32}
+configs=${5:-"prefix pie llama-server"}
+threads=${THREADS:-2}
+es=$root/build/bin/editspec
+[ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+port=$((20000 + RANDOM % 20000))
+url=http://127.0.0.1:$port
+out=${OUT:-$work}
+mkdir -p "$out"
+
+wait_up() {
+    for _ in $(seq 1 600); do curl -sf "$url/health" >/dev/null 2>&1 && return 0; sleep 0.2; done
+    echo "server did not come up:" >&2; tail -n 5 "$work/server.log" >&2; return 1
+}
+stop() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=; }
+
+for cfg in $configs; do
+    kind=editspec
+    case $cfg in
+        prefix|cold) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" --kv-reuse prefix >"$work/server.log" 2>&1 & ;;
+        pie) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" --kv-reuse pie ${DRIFT_MAX:+--drift-max $DRIFT_MAX} >"$work/server.log" 2>&1 & ;;
+        old) "${EDITSPEC_OLD:?EDITSPEC_OLD=path of the older editspec}" serve -m "$model" -t "$threads" -c 8192 --port "$port" >"$work/server.log" 2>&1 & ;;
+        llama-server)
+            kind=llama-server
+            peers=$("$root/scripts/setup-peers.sh" | tail -n 1)
+            "$peers/llama-server" -m "$model" -t "$threads" -c 8192 -np 1 -fa off --host 127.0.0.1 --port "$port" \
+                --cache-reuse 256 ${LLAMA_SPEC:+--spec-type $LLAMA_SPEC} >"$work/server.log" 2>&1 & ;;
+        *) echo "unknown configuration '$cfg'" >&2; exit 2 ;;
+    esac
+    server_pid=$!
+    wait_up
+    cold=; [ "$cfg" = cold ] && cold=--cold
+    python3 "$root/bench/workflow.py" --url "$url" --server "$kind" --label "$cfg" --history "$history" \
+        --steps "$steps" --max-tokens "$max_tokens" $cold | tee -a "$out/rows.jsonl"
+    stop
+done

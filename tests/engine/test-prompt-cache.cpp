@@ -1,0 +1,258 @@
+// The prompt cache (src/engine/prompt-cache.cpp): the plan over cached and new tokens; PIE reuse in
+// the request path read back from llama.cpp's cells (every cell at its new position, its layer-0 key
+// that of the same token encoded there: layer 0's keys depend on the token and its position only);
+// and the lossless mode, greedy output equal to a cold request's at every step of a real editing
+// history (datasets/edit-histories).
+#include "common/test-util.h"
+#include "editspec/prompt-cache.h"
+#include "editspec/request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <numeric>
+
+using namespace editspec;
+
+namespace {
+
+token_vec iota_tokens(int32_t from, int32_t n) {
+    token_vec t(n);
+    std::iota(t.begin(), t.end(), from);
+    return t;
+}
+
+token_vec cat(std::initializer_list<token_vec> parts) {
+    token_vec out;
+    for (const token_vec & p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+}
+
+prompt_cache_params pie(int32_t min_block = 32, int32_t drift_max = -1) {
+    prompt_cache_params p;
+    p.mode = KV_REUSE_PIE;
+    p.min_block = min_block;
+    p.drift_max = drift_max;
+    return p;
+}
+
+// the versions of one file in datasets/edit-histories, oldest first
+std::vector<std::string> history(const std::string & name) {
+    std::vector<std::string> out;
+    std::ifstream f(std::string(EDITSPEC_DATASETS) + "/edit-histories/" + name + ".jsonl");
+    for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line)["text"].get<std::string>());
+    return out;
+}
+
+} // namespace
+
+TEST(prompt_cache_plan, prefix_mode_keeps_the_common_prefix_only) {
+    const token_vec a = iota_tokens(100, 200);
+    token_vec b = a;
+    b[50] = 7;
+    const prompt_reuse_plan plan = prompt_reuse_plan_make(a, {}, b, {});
+    EXPECT_EQ(plan.n_prefix, 50);
+    EXPECT_TRUE(plan.blocks.empty());
+    // a prompt that extends the cache keeps it all; an empty cache keeps nothing
+    EXPECT_EQ(prompt_reuse_plan_make(a, {}, cat({a, iota_tokens(1, 5)}), {}).n_prefix, 200);
+    EXPECT_EQ(prompt_reuse_plan_make({}, {}, a, pie()).n_prefix, 0);
+}
+
+TEST(prompt_cache_plan, pie_finds_the_spans_around_insertions_deletions_and_replacements) {
+    const token_vec head = iota_tokens(1000, 40), mid = iota_tokens(2000, 100), tail = iota_tokens(3000, 60);
+    const token_vec cached = cat({head, iota_tokens(5000, 10), mid, tail, iota_tokens(6000, 20)});
+    // replaced 10 tokens by 3, inserted 5 between mid and tail, a new instruction at the end
+    const token_vec prompt = cat({head, iota_tokens(7000, 3), mid, iota_tokens(8000, 5), tail, iota_tokens(9000, 12)});
+    const prompt_reuse_plan plan = prompt_reuse_plan_make(cached, {}, prompt, pie());
+    EXPECT_EQ(plan.n_prefix, 40);
+    ASSERT_EQ(plan.blocks.size(), 2u);
+    EXPECT_EQ(plan.blocks[0].from, 50);
+    EXPECT_EQ(plan.blocks[0].to, 43);
+    EXPECT_EQ(plan.blocks[0].n, 100);
+    EXPECT_EQ(plan.blocks[1].from, 150);
+    EXPECT_EQ(plan.blocks[1].to, 148);
+    EXPECT_EQ(plan.blocks[1].n, 60);
+    EXPECT_EQ(plan.n_shifted(), 160);
+    // spans shorter than min_block stay encoded
+    EXPECT_EQ(prompt_reuse_plan_make(cached, {}, prompt, pie(80)).n_shifted(), 100);
+    // moved code is not reordered: the spans keep their order in both
+    const token_vec swapped = cat({head, tail, mid});
+    const prompt_reuse_plan sw = prompt_reuse_plan_make(cat({head, mid, tail}), {}, swapped, pie());
+    ASSERT_EQ(sw.blocks.size(), 1u);
+    EXPECT_EQ(sw.blocks[0].to, 40);
+}
+
+TEST(prompt_cache_plan, drift_max_drops_the_spans_then_cuts_the_prefix_at_its_first_stale_token) {
+    const token_vec head = iota_tokens(1000, 40), mid = iota_tokens(2000, 100);
+    const token_vec cached = cat({head, iota_tokens(5000, 10), mid});
+    const token_vec prompt = cat({head, iota_tokens(7000, 3), mid});
+    EXPECT_EQ(prompt_reuse_plan_make(cached, {}, prompt, pie(32, 100)).n_shifted(), 100);
+    EXPECT_EQ(prompt_reuse_plan_make(cached, {}, prompt, pie(32, 99)).n_shifted(), 0);
+    std::vector<uint8_t> stale(cached.size(), 0);
+    stale[30] = stale[31] = 1;
+    const prompt_reuse_plan p1 = prompt_reuse_plan_make(cached, stale, prompt, pie(32, 1));
+    EXPECT_EQ(p1.n_shifted(), 0);
+    EXPECT_EQ(p1.n_prefix, 30);
+    EXPECT_EQ(prompt_reuse_plan_make(cached, stale, prompt, pie(32, 2)).n_prefix, 40);
+}
+
+namespace {
+
+std::unique_ptr<context> small_context(const model & m) {
+    context_params cp;
+    cp.n_ctx = 1024;
+    cp.n_seq_max = 2;
+    cp.n_threads = 1;
+    std::string err;
+    auto ctx = context_create(m, cp, &err);
+    EXPECT_TRUE(ctx) << err;
+    return ctx;
+}
+
+// every cell of sequence 0 holds one position of 0 .. n-1 and the layer-0 key of the token there
+// encoded cold (within two F16 roundings)
+void expect_cells_match_cold(context & ctx, context & cold, int32_t n) {
+    const test::kv_cells got = test::read_kv_cells(ctx), want = test::read_kv_cells(cold);
+    ASSERT_EQ((int32_t) got.pos.size(), n);
+    ASSERT_EQ((int32_t) want.pos.size(), n);
+    std::vector<int32_t> at(n, -1);
+    for (size_t j = 0; j < want.pos.size(); j++) at[want.pos[j]] = (int32_t) j;
+    std::vector<int32_t> seen(n, 0);
+    for (size_t i = 0; i < got.pos.size(); i++) {
+        ASSERT_GE(got.pos[i], 0);
+        ASSERT_LT(got.pos[i], n);
+        seen[got.pos[i]]++;
+        const auto a = test::f16_row(got.k[0][i]), b = test::f16_row(want.k[0][at[got.pos[i]]]);
+        for (size_t e = 0; e < a.size(); e++) {
+            const double tol = 2.0 * std::ldexp(std::max(std::fabs(a[e]), std::fabs(b[e])), -10) + 1e-3;
+            ASSERT_LE(std::fabs(a[e] - b[e]), tol) << "cell at position " << got.pos[i] << ", element " << e;
+        }
+    }
+    for (int32_t p = 0; p < n; p++) ASSERT_EQ(seen[p], 1) << "position " << p;
+}
+
+const std::string FILE_V1 =
+    "import os\n\n"
+    "def read_config(path):\n"
+    "    with open(path) as f:\n"
+    "        text = f.read()\n"
+    "    values = {}\n"
+    "    for line in text.splitlines():\n"
+    "        key, _, value = line.partition('=')\n"
+    "        values[key.strip()] = value.strip()\n"
+    "    return values\n\n"
+    "def write_config(path, values):\n"
+    "    with open(path, 'w') as f:\n"
+    "        for key, value in sorted(values.items()):\n"
+    "            f.write(f'{key}={value}\\n')\n\n"
+    "def main():\n"
+    "    config = read_config(os.environ['CONFIG'])\n"
+    "    print(config)\n";
+
+} // namespace
+
+TEST(prompt_cache, pie_reuse_puts_every_cell_at_its_new_position_and_encodes_only_the_changes) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    auto ctx = small_context(*m), cold = small_context(*m);
+    ASSERT_TRUE(ctx && cold);
+    if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
+    // version 2: a line replaced early, a line deleted, a comment inserted; a different request text last
+    std::string v2 = FILE_V1;
+    v2.replace(v2.find("    values = {}"), 15, "    values: dict[str, str] = {}");
+    v2.erase(v2.find("    print(config)\n"), 18);
+    v2.insert(v2.find("def write_config"), "# the inverse of read_config\n");
+    const token_vec p1 = m->tokenize(FILE_V1 + "\n### Task: add type hints\n", true, false);
+    const token_vec p2 = m->tokenize(v2 + "\n### Task: write a docstring for main\n", true, false);
+    batch b(512, 1);
+    prefill_stats st;
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p1, pie(16), &st));
+    EXPECT_EQ(st.encoded, (int32_t) p1.size());
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p2, pie(16), &st));
+    EXPECT_GT(st.cached, 10);
+    EXPECT_GT(st.shifted, (int32_t) p2.size() / 2);
+    EXPECT_EQ(st.cached + st.shifted + st.encoded, (int32_t) p2.size());
+    EXPECT_LT(st.encoded, (int32_t) p2.size() / 3);
+    EXPECT_EQ(st.stale, st.shifted);
+    EXPECT_EQ(ctx->cached_prompt(), p2);
+    EXPECT_EQ(std::count(ctx->cached_stale().begin(), ctx->cached_stale().end(), 1), st.stale);
+    ASSERT_TRUE(context_prefill_cached(*cold, b, p2, {}, nullptr));
+    // llama.cpp applies the shift at the next decode: decode one more token in both
+    const token_vec one = m->tokenize("x", false, false);
+    const token_vec p3 = cat({p2, one});
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p3, pie(16), &st));
+    EXPECT_EQ(st.encoded, 1);
+    ASSERT_TRUE(context_prefill_cached(*cold, b, p3, {}, nullptr));
+    expect_cells_match_cold(*ctx, *cold, (int32_t) p3.size());
+    // drift control: a limit below the stale count encodes from the first stale token again
+    prompt_cache_params strict = pie(16, 0);
+    const token_vec p4 = cat({p3, one});
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p4, strict, &st));
+    EXPECT_EQ(st.stale, 0);
+    EXPECT_EQ(st.shifted, 0);
+    EXPECT_LT(st.cached, (int32_t) p2.size() / 2);
+}
+
+TEST(prompt_cache, a_context_without_a_spare_sequence_falls_back_to_the_prefix) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    context_params cp;
+    cp.n_ctx = 1024;
+    cp.n_threads = 1;
+    std::string err;
+    auto ctx = context_create(*m, cp, &err);
+    ASSERT_TRUE(ctx) << err;
+    const token_vec p1 = m->tokenize(FILE_V1 + "\n# one\n", true, false);
+    std::string v2 = FILE_V1;
+    v2.insert(v2.find("def main"), "# a comment\n");
+    const token_vec p2 = m->tokenize(v2 + "\n# two\n", true, false);
+    batch b(512, 1);
+    prefill_stats st;
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p1, pie(16), &st));
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p2, pie(16), &st));
+    EXPECT_EQ(st.shifted, 0);
+    EXPECT_EQ(st.cached + st.encoded, (int32_t) p2.size());
+}
+
+// every step of a real history (each version edited into the next, as an edit request with the
+// file as the prediction), in one context that keeps its cache between requests, answers as a cold
+// context does: token for token, autoregressive and speculative
+TEST(prompt_cache, prefix_mode_is_lossless_over_a_real_editing_history) {
+    runner rn;
+    runner_params rp;
+    rp.model_path = test::tiny_model_q8_path();
+    rp.n_ctx = 2048;
+    rp.n_threads = 1;
+    std::string err;
+    ASSERT_TRUE(runner_open(rp, rn, &err)) << err;
+    auto cold = runner_new_context(rn, &err);
+    ASSERT_TRUE(cold) << err;
+    int32_t steps = 0, reused = 0;
+    for (const char * name : {"json", "encoding"}) {
+        const std::vector<std::string> versions = history(name);
+        ASSERT_GE(versions.size(), 5u) << name;
+        for (size_t k = 1; k < versions.size(); k++) {
+            for (const char * method : {"ar", "reuse+lookup-longest@16"}) {
+                method_spec ms;
+                ASSERT_TRUE(method_parse(method, ms, &err)) << err;
+                request rq;
+                // the same instruction every step: the file is what changes
+                request_edit_tokens(*rn.target.model, "Apply the next commit.", versions[k - 1], rq);
+                rq.gen.n_predict = 24;
+                generate_result warm, fresh;
+                ASSERT_TRUE(runner_generate_in(rn, *rn.ctx, ms, rq, warm, &err)) << err;
+                cold->kv_clear();
+                ASSERT_TRUE(runner_generate_in(rn, *cold, ms, rq, fresh, &err)) << err;
+                ASSERT_EQ(warm.tokens, fresh.tokens) << name << " step " << k << " " << method;
+                EXPECT_EQ(fresh.prompt_cached, 0);
+                reused += warm.prompt_cached;
+                steps++;
+            }
+        }
+    }
+    EXPECT_GT(steps, 10);
+    EXPECT_GT(reused, 0); // the common prefix (the instruction and the file's unchanged start) was kept
+}
