@@ -33,12 +33,17 @@ import urllib.parse
 ELIDE = "# ... existing code ..."
 
 
+FILE_FIRST = False  # --file-first: editspec serve --file-first's layout (include/editspec/edit.h)
+
+
 def edit_prompt(instruction, code):
+    if FILE_FIRST:
+        return "### Original code:\n" + code + "\n### Instruction:\n" + instruction + "\n### Edited code:\n"
     return "### Instruction:\n" + instruction + "\n### Original code:\n" + code + "\n### Edited code:\n"
 
 
 def apply_prompt(update, code):
-    return edit_prompt("Apply the update to the code.\n### Update:\n" + update, code)
+    return edit_prompt("Apply the update to the code.\n### Update:\n" + update.rstrip("\n"), code)
 
 
 def update_snippet(old, new, context=2):
@@ -148,9 +153,12 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="steps to replay (0 = to the last version)")
     ap.add_argument("--max-tokens", type=int, default=32, help="most tokens an edit or apply answer may have")
     ap.add_argument("--complete-tokens", type=int, default=16, help="most tokens of a completion")
+    ap.add_argument("--file-first", action="store_true", help="llama-server: the file-first prompt layout (serve --file-first)")
     ap.add_argument("--cold", action="store_true", help="before each request, one of another text (nothing to reuse)")
     ap.add_argument("--timeout", type=float, default=1800.0)
     a = ap.parse_args()
+    global FILE_FIRST
+    FILE_FIRST = a.file_first
     versions = [json.loads(l) for l in open(a.history)]
     last = len(versions) if a.steps <= 0 else min(len(versions), a.first + a.steps)
     no_fim = False

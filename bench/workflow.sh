@@ -10,10 +10,11 @@
 #   old           another editspec binary (EDITSPEC_OLD=path, e.g. a build of main d69fef1), its defaults
 #   llama-server  llama.cpp's own server at the pinned commit, --cache-reuse 256, cache_prompt
 #
-#   bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
+#   [FIRST=1] [FILE_FIRST=1] [DRIFT_MAX=N] [PARALLEL=1] bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
 #
 # Rows (JSON lines) go to stdout and $OUT/rows.jsonl when OUT is set; bench/workflow-report.py
-# turns them into the tables. 2 threads, one slot, n_ctx 8192, flash attention off for both.
+# turns them into the tables. 2 threads, PARALLEL slots (1) of 8192 tokens each, flash attention off
+# for both servers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=${1:?model}
@@ -21,6 +22,8 @@ history=${2:?history}
 steps=${3:-0}
 max_tokens=${4:-32}
 configs=${5:-"prefix pie llama-server"}
+ff=; [ -n "${FILE_FIRST:-}" ] && ff=--file-first
+np=${PARALLEL:-1}
 threads=${THREADS:-2}
 es=$root/build/bin/editspec
 [ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
@@ -45,13 +48,14 @@ stop() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 for cfg in $configs; do
     kind=editspec
     case $cfg in
-        prefix|cold) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" --kv-reuse prefix >"$work/server.log" 2>&1 & ;;
-        pie) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" --kv-reuse pie ${DRIFT_MAX:+--drift-max $DRIFT_MAX} >"$work/server.log" 2>&1 & ;;
-        old) "${EDITSPEC_OLD:?EDITSPEC_OLD=path of the older editspec}" serve -m "$model" -t "$threads" -c 8192 --port "$port" >"$work/server.log" 2>&1 & ;;
+        prefix) "$es" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" --kv-reuse prefix $ff >"$work/server.log" 2>&1 & ;;
+        cold) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" $ff >"$work/server.log" 2>&1 & ;;
+        pie) "$es" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" --kv-reuse pie $ff ${DRIFT_MAX:+--drift-max $DRIFT_MAX} >"$work/server.log" 2>&1 & ;;
+        old) "${EDITSPEC_OLD:?EDITSPEC_OLD=path of the older editspec}" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" >"$work/server.log" 2>&1 & ;;
         llama-server)
             kind=llama-server
             peers=$("$root/scripts/setup-peers.sh" | tail -n 1)
-            "$peers/llama-server" -m "$model" -t "$threads" -c 8192 -np 1 -fa off --host 127.0.0.1 --port "$port" \
+            "$peers/llama-server" -m "$model" -t "$threads" -c $((8192 * np)) -np "$np" -fa off --host 127.0.0.1 --port "$port" \
                 --cache-reuse 256 ${LLAMA_SPEC:+--spec-type $LLAMA_SPEC} >"$work/server.log" 2>&1 & ;;
         *) echo "unknown configuration '$cfg'" >&2; exit 2 ;;
     esac
@@ -59,6 +63,6 @@ for cfg in $configs; do
     wait_up
     cold=; [ "$cfg" = cold ] && cold=--cold
     python3 "$root/bench/workflow.py" --url "$url" --server "$kind" --label "$cfg" --history "$history" \
-        --steps "$steps" --max-tokens "$max_tokens" $cold | tee -a "$out/rows.jsonl"
+        --first "${FIRST:-1}" --steps "$steps" --max-tokens "$max_tokens" $cold $ff | tee -a "$out/rows.jsonl"
     stop
 done

@@ -19,10 +19,17 @@
 //       + "\n### Original code:\n" + CODE + "\n### Edited code:\n"
 //     followed in training data by the merged file and EOS.
 //
+//   PROMPT_LAYOUT_FILE_FIRST (edit.h): the code first, so that an apply after a chat about the file
+//   reuses the file's KV: the message "<code>" + CODE + "</code>\n" + ["<instruction>" + INSTRUCTION
+//   + "</instruction>\n"] + "<update>" + UPDATE + "</update>"; the plain template
+//       "### Original code:\n" + CODE + "\n### Instruction:\n" + (INSTRUCTION or "Apply the update to
+//       the code.") + "\n### Update:\n" + UPDATE + "\n### Edited code:\n"
+//
 // Pure functions; thread-safe.
 #pragma once
 
 #include "editspec/constraint.h"
+#include "editspec/edit.h"
 #include "editspec/engine.h"
 
 #include <map>
@@ -38,13 +45,13 @@ struct apply_input {
 };
 
 // the user message in the <code>/<update> format
-std::string apply_message(const apply_input & in);
+std::string apply_message(const apply_input & in, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
 // reads a message in that format (the instruction optional); false when it has no <code> or <update>
 bool apply_message_parse(const std::string & text, apply_input & out);
 
 // the prompt for this model (see above)
-std::string apply_prompt(const model & m, const apply_input & in);
+std::string apply_prompt(const model & m, const apply_input & in, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
 // true when apply_prompt(m, ...) used a chat template, whose special tokens must be parsed
 bool apply_prompt_parse_special(const model & m);

@@ -19,6 +19,13 @@
 //     any, stays, so a file ending in "\n" gives a blank line before "### Edited code:").
 //     The prompt is tokenized with BOS (add_special) and without parsing special tokens.
 //
+// PROMPT_LAYOUT_FILE_FIRST puts the code first, so that requests about one file share its tokens
+// as a prefix and a second request reuses the whole file's KV exactly (prompt-cache.h):
+//       plain: "### Original code:\n" + CODE + "\n### Instruction:\n" + INSTRUCTION + "\n### Edited code:\n"
+//       chat:  U = "```\n" + CODE + ["\n" unless CODE ends in "\n"] + "```\n\n" + INSTRUCTION
+// The shipped models were trained on the instruction first (docs/results/issue37-workflow has what
+// the other layout costs them).
+//
 // Pure functions; thread-safe.
 #pragma once
 
@@ -29,11 +36,18 @@
 
 namespace editspec {
 
+enum prompt_layout {
+    PROMPT_LAYOUT_INSTRUCTION_FIRST = 0, // as the shipped models were trained
+    PROMPT_LAYOUT_FILE_FIRST        = 1, // the file a prefix of every request about it
+};
+
 // the plain template above, independent of any model
-std::string edit_prompt_plain(const std::string & instruction, const std::string & code);
+std::string edit_prompt_plain(const std::string & instruction, const std::string & code,
+                              prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
 // the prompt for this model: its chat template when it has one, else edit_prompt_plain
-std::string edit_prompt(const model & m, const std::string & instruction, const std::string & code);
+std::string edit_prompt(const model & m, const std::string & instruction, const std::string & code,
+                        prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
 // true when edit_prompt(m, ...) used a chat template, whose special tokens must be parsed
 bool edit_prompt_parse_special(const model & m);

@@ -82,11 +82,13 @@ struct request {
 
 // edit requests: the prompt (the model's chat template, else the plain edit template; edit.h) and
 // the original code's tokens
-void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq);
+void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq,
+                         prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
 // apply requests (apply.h): the prompt and the original code's tokens, as for an edit; with
 // constrain, an apply_constraint on the output
-void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain = false);
+void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain = false,
+                          prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
 // "" when the prompt leaves room for a token in a context of n_ctx; else the error saying both sizes
 std::string request_over_context(const request & rq, int32_t n_ctx);

@@ -47,6 +47,7 @@ struct server_params {
     int32_t max_sessions = 4;          // /v1/sessions at once (each holds a KV cache of --ctx-size)
     double  session_idle_s = 600.0;    // a session idle this long may be evicted by a new one
     prompt_cache_params prompt_cache;  // what a request reuses of its slot's KV cache (--kv-reuse)
+    prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST; // edit and apply prompts (--file-first)
 };
 
 // ----------------------------------------------------------------------------
@@ -93,6 +94,7 @@ struct api_request {
     bool is_apply = false;               // /v1/apply, or a chat message in the apply format
     apply_input apply;                   // its code, update and instruction (the code is the prediction)
     bool constrain = false;              // /v1/apply "constrain": every merged line from the code or the update
+    std::string session;                 // a document session (/v1/sessions) whose KV the request starts from
 };
 
 // what one request may carry; past these a request is refused with 400 naming the field
@@ -130,10 +132,10 @@ bool api_parse(api_endpoint endpoint, const std::string & body, api_request & ou
 // last user message that holds fenced code is prompted as `editspec edit` prompts: edit_prompt of
 // its last fenced block, the instruction being the message without its fenced code); FIM tokens
 // around prefix / suffix; else the text with BOS. Never depends on the prediction. A chat may stop
-// rendering past n_max tokens (chat_tokens). False with *err (e.g. fill-in-the-middle on a model
-// without FIM tokens)
+// rendering past n_max tokens (chat_tokens). Edit and apply prompts are laid out as `layout` says
+// (edit.h). False with *err (e.g. fill-in-the-middle on a model without FIM tokens)
 bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,
-                       size_t n_max = SIZE_MAX);
+                       size_t n_max = SIZE_MAX, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
 // {"error": {...}} in OpenAI's schema
 nlohmann::json api_error_json(const api_error & err);

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "editspec/engine.h"
+#include "editspec/prompt-cache.h"
 
 #include <cstdint>
 #include <string>
@@ -76,6 +77,17 @@ public:
     // greedy continuation of the document, at most n_max tokens, cut after its first line that is
     // neither blank nor a comment; that line, stripped ("" when none). The KV is left as it was.
     std::string predict_line(int32_t n_max);
+
+    // A request on the document (an apply, a chat about it) runs on the session's context and starts
+    // from the document's KV: lend() makes the document the context's cached prompt, with its stale
+    // marks, and says how the request may reuse it (KV_PIE: the document's spans shifted into the
+    // prompt; else its exact prefix). False for a KV_CONFLICT session (its cells are not at their
+    // tokens' positions).
+    bool lend(prompt_cache_params & reuse);
+    // after the request: the document's KV again, rebuilt from what the request left (its spans
+    // shifted back, the rest encoded, prompt-cache.h). False on a decode failure: the session is
+    // then closed.
+    bool take_back(prefill_stats * st);
 
     const std::string & text() const { return text_; }
     const token_vec & tokens() const { return tokens_; }

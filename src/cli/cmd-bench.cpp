@@ -172,6 +172,9 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_flag("--constrain", o->p.constrain,
                   "--task apply: constrained decoding for every method (each merged line a line of the file or the snippet; "
                   "lossy against the model's free greedy output, lossless between methods)");
+    sub->add_flag("--file-first", o->p.file_first,
+                  "edit and apply prompts with the file before the instruction and the snippet (the layout that lets "
+                  "requests about one file share it as a prefix)");
     sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
     sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();
     sub->add_flag("--fit-train-ctx", o->p.fit_train_ctx,

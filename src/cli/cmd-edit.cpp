@@ -44,6 +44,7 @@ struct edit_opts {
     bool in_place = false;
     bool json = false;
     bool constrain = false; // apply: every merged line from the file or the snippet (apply_constraint)
+    bool file_first = false; // the file before the instruction and the update (edit.h)
 };
 
 bool read_all(const std::string & path, std::string & out, std::string & error) {
@@ -166,10 +167,11 @@ int run_edit(const edit_opts & o) {
         return status;
     }
     request rq;
+    const prompt_layout layout = o.file_first ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST;
     if (apply) {
-        request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain);
+        request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain, layout);
     } else {
-        request_edit_tokens(*rn.target.model, o.instruction, code, rq);
+        request_edit_tokens(*rn.target.model, o.instruction, code, rq, layout);
     }
     // an edit's answer is about as long as the code
     warn_past_train_ctx(cmd, *rn.target.model, (int32_t) rq.prompt.size(), (int32_t) rq.original.size());
@@ -222,6 +224,9 @@ void add_edit_options(CLI::App * sub, edit_opts & o, const char * what) {
     sub->add_flag("--diff", o.diff, "print a unified diff instead of the new code");
     sub->add_flag("--in-place", o.in_place, "rewrite FILE atomically, keeping the original as FILE.orig");
     sub->add_flag("--json", o.json, "print one JSON object with the code and statistics");
+    sub->add_flag("--file-first", o.file_first,
+                  "prompt with the file before the instruction (and the snippet): requests about one file then share it "
+                  "as a prefix; the shipped models were trained with the instruction first");
 }
 
 } // namespace

@@ -22,6 +22,7 @@ struct serve_opts {
     std::string kv_reuse = "prefix";
     int32_t reuse_min = 32;
     int32_t drift_max = -1;
+    bool file_first = false;
 };
 
 int run_serve(const serve_opts & o) {
@@ -83,6 +84,7 @@ int run_serve(const serve_opts & o) {
     sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
     sp.prompt_cache = pc;
+    sp.layout = o.file_first ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST;
     sp.max_body = o.max_body_mb << 20;
     return server_run(sp);
 }
@@ -133,6 +135,9 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--drift-max", o->drift_max, "pie: most stale tokens (KV computed against an older text) a prompt may "
                                                  "keep; past them it is encoded again from the first (-1 = no limit)")
         ->capture_default_str();
+    sub->add_flag("--file-first", o->file_first,
+                  "edit and apply prompts put the file before the instruction and the update, so that requests about "
+                  "one file share it as a prefix (exact reuse; the shipped models were trained with the instruction first)");
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
                                                       "bodies are refused)")->capture_default_str();
     sub->footer(limits_footer());

@@ -32,8 +32,10 @@ namespace {
 
 // spans are found by a K-token key, then extended as far as they match
 constexpr int32_t KEY = 8;
-// candidate positions tried per key: repeated lines (blank lines, "return None") share keys
+// cached positions tried per key: repeated lines (blank lines, "return None") share keys
 constexpr int32_t MAX_CANDIDATES = 16;
+// candidates chained (quadratic in their count): past this many the shortest go
+constexpr size_t MAX_SPANS = 2048;
 
 uint64_t key_hash(const llama_token * t) {
     uint64_t h = 1469598103934665603ull;
@@ -41,37 +43,72 @@ uint64_t key_hash(const llama_token * t) {
     return h;
 }
 
-// The monotone spans of at least min_block tokens shared by cached[p..) and prompt[p..), greedily
-// left to right: at each prompt position the earliest cached occurrence after the previous span
-// that matches for min_block tokens or more.
+// The spans of at least min_block tokens shared by cached[p..) and prompt[p..) that keep their order
+// in both and cover the most tokens. Candidates are the maximal matches found through K-token keys;
+// the best chain of them is a longest-path over candidates sorted by prompt position. (A greedy walk
+// would take an apply's snippet, whose lines also occur in the cached file, and lose the file after it.)
 std::vector<prompt_reuse_block> match_spans(std::span<const llama_token> cached, std::span<const llama_token> prompt,
                                             int32_t p, int32_t min_block) {
-    std::vector<prompt_reuse_block> out;
+    std::vector<prompt_reuse_block> cands;
     const int32_t nc = (int32_t) cached.size(), np = (int32_t) prompt.size();
-    if (nc - p < min_block || np - p < min_block) return out;
+    if (nc - p < min_block || np - p < min_block) return {};
     std::unordered_map<uint64_t, std::vector<int32_t>> at; // key -> cached positions, ascending
     for (int32_t c = p; c + KEY <= nc; c++) at[key_hash(&cached[c])].push_back(c);
-    int32_t head_c = p;
-    for (int32_t t = p; t + min_block <= np;) {
-        int32_t best_c = -1, best_n = 0;
+    for (int32_t t = p; t + min_block <= np; t++) {
         auto it = at.find(key_hash(&prompt[t]));
-        if (it != at.end()) {
-            const std::vector<int32_t> & cs = it->second;
-            int32_t tried = 0;
-            for (auto c = std::lower_bound(cs.begin(), cs.end(), head_c); c != cs.end() && tried < MAX_CANDIDATES; ++c, tried++) {
-                int32_t n = 0;
-                while (*c + n < nc && t + n < np && cached[*c + n] == prompt[t + n]) n++;
-                if (n > best_n) best_c = *c, best_n = n;
-            }
-        }
-        if (best_n >= min_block) {
-            out.push_back({best_c, t, best_n});
-            head_c = best_c + best_n;
-            t += best_n;
-        } else {
-            t++;
+        if (it == at.end()) continue;
+        int32_t tried = 0;
+        for (int32_t c : it->second) {
+            if (tried++ >= MAX_CANDIDATES) break;
+            // only maximal matches: one that continues the match at t - 1 was found there
+            if (t > p && c > p && cached[c - 1] == prompt[t - 1]) continue;
+            int32_t n = 0;
+            while (c + n < nc && t + n < np && cached[c + n] == prompt[t + n]) n++;
+            if (n >= min_block) cands.push_back({c, t, n});
         }
     }
+    if (cands.empty()) return {};
+    if (cands.size() > MAX_SPANS) {
+        std::nth_element(cands.begin(), cands.begin() + MAX_SPANS, cands.end(),
+                         [](const prompt_reuse_block & a, const prompt_reuse_block & b) { return a.n > b.n; });
+        cands.resize(MAX_SPANS);
+    }
+    // best[i]: the most tokens a chain ending with candidate i covers (candidates ordered by prompt
+    // position; a chain's spans are disjoint and ascending in both)
+    std::sort(cands.begin(), cands.end(), [](const prompt_reuse_block & a, const prompt_reuse_block & b) {
+        return a.to != b.to ? a.to < b.to : a.from < b.from;
+    });
+    // a chain may cut the head off a span that overlaps the one before it (in either sequence), as long
+    // as min_block tokens remain; the span's end, which is what later spans see, stays
+    const size_t n = cands.size();
+    std::vector<int64_t> best(n);
+    std::vector<int32_t> prev(n, -1), cut(n, 0);
+    size_t top = 0;
+    for (size_t i = 0; i < n; i++) {
+        const prompt_reuse_block & ci = cands[i];
+        best[i] = ci.n;
+        for (size_t j = 0; j < i; j++) {
+            const prompt_reuse_block & cj = cands[j];
+            if (cj.to >= ci.to || cj.from >= ci.from) continue; // j must start before i in both
+            const int32_t d = std::max({0, cj.to + cj.n - ci.to, cj.from + cj.n - ci.from});
+            if (ci.n - d < min_block) continue;
+            if (best[j] + ci.n - d > best[i]) {
+                best[i] = best[j] + ci.n - d;
+                prev[i] = (int32_t) j;
+                cut[i] = d;
+            }
+        }
+        if (best[i] > best[top]) top = i;
+    }
+    std::vector<prompt_reuse_block> out;
+    for (int32_t i = (int32_t) top; i >= 0; i = prev[i]) {
+        prompt_reuse_block b = cands[i];
+        b.from += cut[i];
+        b.to += cut[i];
+        b.n -= cut[i];
+        out.push_back(b);
+    }
+    std::reverse(out.begin(), out.end());
     return out;
 }
 
@@ -158,9 +195,13 @@ bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_toke
         st->encoded = n - plan.n_prefix - st->shifted;
         st->stale = (int32_t) std::count(stale.begin(), stale.end(), (uint8_t) 1);
     }
-    if (!plan.blocks.empty()) {
-        ES_LOG_DEBUG("prompt cache: %d tokens kept, %d shifted in %zu spans, %d encoded\n", plan.n_prefix, plan.n_shifted(),
-                     plan.blocks.size(), n - plan.n_prefix - plan.n_shifted());
+    if (!plan.blocks.empty() && log_get_level() <= LOG_LEVEL_DEBUG) {
+        std::string spans;
+        for (const prompt_reuse_block & blk : plan.blocks) {
+            spans += " [" + std::to_string(blk.from) + "->" + std::to_string(blk.to) + " x" + std::to_string(blk.n) + "]";
+        }
+        ES_LOG_DEBUG("prompt cache: %d of %d cached tokens kept, %d shifted in%s, %d encoded\n", plan.n_prefix,
+                     (int) cached.size(), plan.n_shifted(), spans.c_str(), n - plan.n_prefix - plan.n_shifted());
     }
     return true;
 }

@@ -9,12 +9,11 @@
 
 namespace editspec {
 
-std::string apply_message(const apply_input & in) {
-    std::string s;
-    if (!in.instruction.empty()) {
-        s += "<instruction>" + in.instruction + "</instruction>\n";
-    }
-    return s + "<code>" + in.code + "</code>\n<update>" + in.update + "</update>";
+std::string apply_message(const apply_input & in, prompt_layout layout) {
+    const std::string instruction = in.instruction.empty() ? "" : "<instruction>" + in.instruction + "</instruction>";
+    const std::string body = "<code>" + in.code + "</code>\n<update>" + in.update + "</update>";
+    if (layout == PROMPT_LAYOUT_FILE_FIRST) return instruction.empty() ? body : body + "\n" + instruction;
+    return instruction.empty() ? body : instruction + "\n" + body;
 }
 
 // the text between open and the last close after it; false when either is missing
@@ -37,8 +36,15 @@ bool apply_message_parse(const std::string & text, apply_input & out) {
     if (s == std::string::npos) return false;
     size_t end = 0;
     if (!between(text.substr(0, s + 7), "<code>", "</code>", 0, in.code, &end)) return false;
-    if (!between(text, "<update>", "</update>", s, in.update, nullptr)) return false;
-    between(text.substr(0, text.find("<code>")), "<instruction>", "</instruction>", 0, in.instruction, nullptr);
+    // the instruction before the code, or after the update (the file-first layout)
+    const size_t u_end = text.rfind("</update>");
+    const size_t i_after = u_end == std::string::npos ? std::string::npos : text.find("\n<instruction>", u_end);
+    const bool after = i_after != std::string::npos && text.compare(text.size() - 14, 14, "</instruction>") == 0 &&
+                       text.find("</update>", i_after) == std::string::npos;
+    const size_t update_end = after ? i_after : text.size();
+    if (!between(text.substr(0, update_end), "<update>", "</update>", s, in.update, nullptr)) return false;
+    if (after) between(text.substr(i_after), "<instruction>", "</instruction>", 0, in.instruction, nullptr);
+    else between(text.substr(0, text.find("<code>")), "<instruction>", "</instruction>", 0, in.instruction, nullptr);
     out = in;
     return true;
 }
@@ -97,14 +103,14 @@ bool apply_prompt_parse_special(const model & m) {
     return chat_template_known(m);
 }
 
-std::string apply_prompt(const model & m, const apply_input & in) {
+std::string apply_prompt(const model & m, const apply_input & in, prompt_layout layout) {
     if (apply_prompt_parse_special(m)) {
-        return chat_render(m, {{"user", apply_message(in)}});
+        return chat_render(m, {{"user", apply_message(in, layout)}});
     }
     std::string update = in.update;
     while (!update.empty() && update.back() == '\n') update.pop_back();
     const std::string what = in.instruction.empty() ? "Apply the update to the code." : in.instruction;
-    return edit_prompt_plain(what + "\n### Update:\n" + update, in.code);
+    return edit_prompt_plain(what + "\n### Update:\n" + update, in.code, layout);
 }
 
 } // namespace editspec

@@ -12,7 +12,10 @@ namespace editspec {
 // ----------------------------------------------------------------------------
 // prompt
 
-std::string edit_prompt_plain(const std::string & instruction, const std::string & code) {
+std::string edit_prompt_plain(const std::string & instruction, const std::string & code, prompt_layout layout) {
+    if (layout == PROMPT_LAYOUT_FILE_FIRST) {
+        return "### Original code:\n" + code + "\n### Instruction:\n" + instruction + "\n### Edited code:\n";
+    }
     return "### Instruction:\n" + instruction + "\n### Original code:\n" + code + "\n### Edited code:\n";
 }
 
@@ -20,12 +23,13 @@ bool edit_prompt_parse_special(const model & m) {
     return chat_template_known(m);
 }
 
-std::string edit_prompt(const model & m, const std::string & instruction, const std::string & code) {
+std::string edit_prompt(const model & m, const std::string & instruction, const std::string & code, prompt_layout layout) {
     if (!edit_prompt_parse_special(m)) {
-        return edit_prompt_plain(instruction, code);
+        return edit_prompt_plain(instruction, code, layout);
     }
     const bool nl = !code.empty() && code.back() == '\n';
-    const std::string user = instruction + "\n\n```\n" + code + (nl ? "" : "\n") + "```";
+    const std::string fenced = "```\n" + code + (nl ? "" : "\n") + "```";
+    const std::string user = layout == PROMPT_LAYOUT_FILE_FIRST ? fenced + "\n\n" + instruction : instruction + "\n\n" + fenced;
     return chat_render(m, {{"user", user}});
 }
 

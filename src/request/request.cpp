@@ -58,13 +58,14 @@ bool runner_cost(runner & rn, std::string * error) {
     return !rn.cost.empty() || cost_model_get(*rn.ctx, rn.cost, error);
 }
 
-void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq) {
-    rq.prompt = m.tokenize(edit_prompt(m, instruction, code), true, edit_prompt_parse_special(m));
+void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq,
+                         prompt_layout layout) {
+    rq.prompt = m.tokenize(edit_prompt(m, instruction, code, layout), true, edit_prompt_parse_special(m));
     rq.original = edit_original_tokens(m, code);
 }
 
-void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain) {
-    rq.prompt = m.tokenize(apply_prompt(m, in), true, apply_prompt_parse_special(m));
+void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain, prompt_layout layout) {
+    rq.prompt = m.tokenize(apply_prompt(m, in, layout), true, apply_prompt_parse_special(m));
     rq.original = edit_original_tokens(m, in.code);
     rq.constraint = constrain ? std::make_shared<apply_constraint>(m, in) : nullptr;
 }

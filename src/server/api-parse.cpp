@@ -96,6 +96,8 @@ bool get_sampling(const json & j, api_request & out, api_error & err) {
     out.sampling.top_p = (float) top_p;
     out.sampling.top_k = top_k;
     out.sampling.seed = (uint32_t) seed;
+    if (!get_string(j, "session", out.session, err)) return false;
+    if (out.session.size() > 64) return api_fail(err, "session", "'session' is not a session id (POST /v1/sessions returns one)");
     return get_stop(j, out, err) && get_bool(j, "stream", out.stream, err) && get_string(j, "model", out.model, err);
 }
 

@@ -46,19 +46,19 @@ static user_edit last_user_edit(const std::vector<api_message> & messages) {
 }
 
 bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,
-                       size_t n_max) {
+                       size_t n_max, prompt_layout layout) {
     const model_facts & f = m.facts();
     out.clear();
     // The prompt never depends on `prediction`: a prediction is a speed hint, and the same messages
     // give the same greedy answer with or without one.
     const user_edit ue = rq.endpoint == API_CHAT && !chat_template_known(m) ? last_user_edit(rq.messages) : user_edit();
     if (rq.endpoint == API_APPLY || (rq.endpoint == API_CHAT && rq.is_apply && !chat_template_known(m))) {
-        out = m.tokenize(apply_prompt(m, rq.apply), true, apply_prompt_parse_special(m));
+        out = m.tokenize(apply_prompt(m, rq.apply, layout), true, apply_prompt_parse_special(m));
     } else if (ue.has_code) {
         // a model without a chat template (editspec's own) was trained on the edit template: a last
         // user message holding fenced code is the edit of that code that the rest of the message asks
         // for, prompted as `editspec edit` prompts
-        out = m.tokenize(edit_prompt(m, ue.instruction, ue.code), true, false);
+        out = m.tokenize(edit_prompt(m, ue.instruction, ue.code, layout), true, false);
     } else if (rq.endpoint == API_CHAT) {
         // turn by turn (chat.h): a request that extends an earlier conversation extends its tokens
         std::vector<chat_message> msgs;

@@ -6,15 +6,22 @@
 //   POST   /v1/sessions/ID/complete   {"max_tokens": 64} -> {"line": "..."}
 //   DELETE /v1/sessions/ID
 //
+// A chat, completion or apply request with "session": ID runs on that session's context, starting
+// from the document's KV (submit; doc_session::lend and take_back): with strategy pie the document's
+// spans are shifted into the request's prompt, so an apply encodes little more than its snippet.
+//
 // Each method returns the HTTP status and fills `out` with the response (an error body on failure).
 #pragma once
 
 #include "editspec/request.h"
 #include "editspec/server.h"
 #include "editspec/session.h"
+#include "server-slots.h"
 
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,6 +54,11 @@ bool session_parse_complete(const std::string & body, int32_t & n_max, api_error
 // ----------------------------------------------------------------------------
 // the store
 
+// a request named a session that is not there (or cannot lend its KV): 404 with the message
+struct session_gone : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 class session_store {
 public:
     // contexts come from the runner's target (runner_new_context)
@@ -57,6 +69,13 @@ public:
     int edit(const std::string & id, const std::string & body, nlohmann::json & out);
     int complete(const std::string & id, const std::string & body, nlohmann::json & out);
     int close(const std::string & id, nlohmann::json & out);
+
+    // Queues a request on session `id`: on the sessions' worker, the document's KV is lent to the job
+    // (ctx, the session's memory, how the prompt may reuse the document) and taken back after it.
+    // 200: queued, `done` becomes ready when it ran, holding its exception if any (session_gone when
+    // the session was closed or evicted meanwhile, or is KV_CONFLICT); else 503 with out.
+    using job = std::function<void(context &, slot_memory &, const prompt_cache_params &)>;
+    int submit(const std::string & id, job j, std::future<void> & done, nlohmann::json & out);
 
 private:
     struct impl;

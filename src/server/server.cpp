@@ -101,7 +101,7 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
     if (!api_parse(ep, body, g.rq, err)) return false;
     const model & m = *s.rn.target.model;
     const int32_t n_ctx = s.params.runner.n_ctx;
-    if (!api_prompt_tokens(m, g.rq, g.req.prompt, err, (size_t) n_ctx)) return false;
+    if (!api_prompt_tokens(m, g.rq, g.req.prompt, err, (size_t) n_ctx, s.params.layout)) return false;
     if (const std::string over = request_over_context(g.req, n_ctx); !over.empty()) {
         err.param = "messages";
         err.code = "context_length_exceeded";
@@ -146,18 +146,36 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
         }
         return limit_ms <= 0 || std::chrono::duration<double, std::milli>(clock_type::now() - t0).count() < limit_ms;
     };
-    const slot_status st = s.slots->submit(g->req.prompt, [sp, g, ch](context & ctx, slot_memory & mem) {
-        struct finish_on_exit { // the channel hears the end even when the job throws
-            std::shared_ptr<text_channel> ch;
-            ~finish_on_exit() {
-                if (!ch) return;
-                {
-                    std::lock_guard<std::mutex> lock(ch->mu);
-                    ch->finished = true;
-                }
-                ch->cv.notify_all();
+    struct finish_on_exit { // the channel hears the end when the job is done with, run or not
+        std::shared_ptr<text_channel> ch;
+        ~finish_on_exit() {
+            if (!ch) return;
+            {
+                std::lock_guard<std::mutex> lock(ch->mu);
+                ch->finished = true;
             }
-        } fin{ch};
+            ch->cv.notify_all();
+        }
+    };
+    auto fin = std::make_shared<finish_on_exit>(); // (a temporary's destructor would finish the channel now)
+    fin->ch = ch;
+    if (!g->rq.session.empty()) {
+        // on the session's context, from the document's KV (server-sessions.h)
+        json out;
+        const int status = s.sessions->submit(g->rq.session, [sp, g, fin](context & ctx, slot_memory & mem,
+                                                                          const prompt_cache_params & reuse) {
+            g->req.stats = &mem.stats;
+            g->req.cache = &mem.cache;
+            g->req.gen.prompt_cache = reuse;
+            g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
+        }, g->done, out);
+        if (status != 200) {
+            err = make_error(status, out["error"]["message"].get<std::string>());
+            return false;
+        }
+        return true;
+    }
+    const slot_status st = s.slots->submit(g->req.prompt, [sp, g, fin](context & ctx, slot_memory & mem) {
         g->req.stats = &mem.stats;
         g->req.cache = &mem.cache;
         g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
@@ -178,6 +196,11 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
 bool finish(server_state & s, generation & g, api_error & err) {
     try {
         g.done.get();
+    } catch (const session_gone & e) {
+        err = make_error(404, e.what());
+        err.param = "session";
+        err.code = "session_not_found";
+        return false;
     } catch (const std::exception & e) {
         err = make_error(500, std::string("internal error while generating: ") + e.what());
         return false;

@@ -60,6 +60,7 @@ struct session_store::impl {
     struct entry {
         std::unique_ptr<context> ctx;
         std::unique_ptr<doc_session> doc;
+        std::unique_ptr<slot_memory> memory = std::make_unique<slot_memory>(); // requests run on the session
         clock_type::time_point last_used;
     };
     const runner & rn;
@@ -214,6 +215,43 @@ int session_store::complete(const std::string & id, const std::string & body, js
         out = {{"id", id}, {"line", ent->doc->predict_line(n)}};
         return 200;
     });
+}
+
+int session_store::submit(const std::string & id, job j, std::future<void> & done, json & out) {
+    auto promise = std::make_shared<std::promise<void>>();
+    done = promise->get_future();
+    impl & d = *d_;
+    {
+        std::lock_guard<std::mutex> lock(d.mu);
+        if (d.stopping) return fail(out, 503, "the server is stopping");
+        if (d.jobs.size() >= SESSION_QUEUE_MAX) return fail(out, 503, "too many session requests are waiting; retry shortly");
+        d.jobs.push_back([&d, id, j = std::move(j), promise] {
+            try {
+                auto it = d.sessions.find(id);
+                if (it == d.sessions.end()) throw session_gone("no session '" + id + "' (closed, or evicted after idling)");
+                impl::entry & e = it->second;
+                e.last_used = clock_type::now();
+                prompt_cache_params reuse;
+                if (!e.doc->lend(reuse)) {
+                    throw session_gone("session '" + id + "' keeps its cells at conflicting positions (strategy conflict): "
+                                       "a request can start only from a pie or recompute session");
+                }
+                std::exception_ptr failed;
+                try {
+                    j(*e.ctx, *e.memory, reuse);
+                } catch (...) {
+                    failed = std::current_exception();
+                }
+                if (!e.doc->take_back(nullptr)) d.sessions.erase(it); // a decode failure closed it
+                if (failed) std::rethrow_exception(failed);
+                promise->set_value();
+            } catch (...) {
+                promise->set_exception(std::current_exception());
+            }
+        });
+    }
+    d.cv.notify_all();
+    return 200;
 }
 
 int session_store::close(const std::string & id, json & out) {

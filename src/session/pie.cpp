@@ -206,6 +206,37 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
     return true;
 }
 
+bool doc_session::lend(prompt_cache_params & reuse) {
+    if (tokens_.empty()) return false;
+    for (size_t i = 0; i < pos_.size(); i++) {
+        if (pos_[i] != (llama_pos) i) return false; // KV_CONFLICT
+    }
+    const size_t n = tokens_.size() - 1; // sequence 0 holds every token but the last
+    ctx_.set_cached_prompt(std::span<const llama_token>(tokens_).first(n), std::span<const uint8_t>(stale_).first(n));
+    reuse = prompt_cache_params();
+    if (params_.strategy == KV_PIE) reuse.mode = KV_REUSE_PIE;
+    reuse.drift_max = params_.drift_max;
+    return true;
+}
+
+bool doc_session::take_back(prefill_stats * st) {
+    const size_t n = tokens_.size() - 1;
+    prompt_cache_params back;
+    back.mode = params_.strategy == KV_PIE ? KV_REUSE_PIE : KV_REUSE_PREFIX;
+    if (!context_prefill_cached(ctx_, b_, std::span<const llama_token>(tokens_).first(n), back, st)) {
+        tokens_.clear();
+        text_.clear();
+        pos_.clear();
+        stale_.clear();
+        return false;
+    }
+    // shifted back cells count as stale: their KV was computed in the request or before it
+    stale_.assign(ctx_.cached_stale().begin(), ctx_.cached_stale().end());
+    stale_.push_back(0);
+    for (size_t i = 0; i < pos_.size(); i++) pos_[i] = (llama_pos) i;
+    return true;
+}
+
 int32_t doc_session::refresh() {
     if (params_.drift_max < 0 || n_stale() <= params_.drift_max) return 0;
     const int32_t first = (int32_t) (std::find(stale_.begin(), stale_.end(), (uint8_t) 1) - stale_.begin());

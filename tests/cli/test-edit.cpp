@@ -66,6 +66,10 @@ TEST(edit_prompt, plain_template_byte_for_byte) {
     EXPECT_FALSE(edit_prompt_parse_special(*m));
     EXPECT_EQ(edit_prompt(*m, "I", "y"), edit_prompt_plain("I", "y"));
     EXPECT_EQ(edit_original_tokens(*m, "x = 1\n"), m->tokenize("x = 1\n", false, false)); // no BOS
+    // the file-first layout: the code a prefix of every prompt about it
+    EXPECT_EQ(edit_prompt_plain("Rename x.", "x = 1\n", PROMPT_LAYOUT_FILE_FIRST),
+              "### Original code:\nx = 1\n\n### Instruction:\nRename x.\n### Edited code:\n");
+    EXPECT_EQ(edit_prompt(*m, "I", "y", PROMPT_LAYOUT_FILE_FIRST), edit_prompt_plain("I", "y", PROMPT_LAYOUT_FILE_FIRST));
 }
 
 TEST(apply_prompt, message_format_round_trips_and_plain_template) {
@@ -92,6 +96,19 @@ TEST(apply_prompt, message_format_round_trips_and_plain_template) {
     EXPECT_EQ(apply_prompt(*m, in), "### Instruction:\nAdd one.\n### Update:\n# ... existing code ...\n    return x + 1"
                                     "\n### Original code:\ndef f(x):\n    return x\n\n### Edited code:\n");
     EXPECT_EQ(apply_prompt(*m, odd).rfind("### Instruction:\nApply the update to the code.\n### Update:\n", 0), 0u);
+    // the file-first layout: the same parts, the code first; its message reads back the same
+    EXPECT_EQ(apply_prompt(*m, in, PROMPT_LAYOUT_FILE_FIRST),
+              "### Original code:\ndef f(x):\n    return x\n\n### Instruction:\nAdd one.\n### Update:\n"
+              "# ... existing code ...\n    return x + 1\n### Edited code:\n");
+    const std::string ff = apply_message(in, PROMPT_LAYOUT_FILE_FIRST);
+    EXPECT_EQ(ff.rfind("<code>def f(x):", 0), 0u) << ff;
+    ASSERT_TRUE(apply_message_parse(ff, back)) << ff;
+    EXPECT_EQ(back.code, in.code);
+    EXPECT_EQ(back.update, in.update);
+    EXPECT_EQ(back.instruction, in.instruction);
+    ASSERT_TRUE(apply_message_parse(apply_message(odd, PROMPT_LAYOUT_FILE_FIRST), back));
+    EXPECT_EQ(back.update, odd.update);
+    EXPECT_EQ(back.instruction, "");
 }
 
 TEST(apply_snippet, changed_lines_with_context_and_markers) {

@@ -78,11 +78,32 @@ TEST(prompt_cache_plan, pie_finds_the_spans_around_insertions_deletions_and_repl
     EXPECT_EQ(plan.n_shifted(), 160);
     // spans shorter than min_block stay encoded
     EXPECT_EQ(prompt_reuse_plan_make(cached, {}, prompt, pie(80)).n_shifted(), 100);
-    // moved code is not reordered: the spans keep their order in both
+    // moved code is not reordered: the spans keep their order in both, the longer one kept
     const token_vec swapped = cat({head, tail, mid});
     const prompt_reuse_plan sw = prompt_reuse_plan_make(cat({head, mid, tail}), {}, swapped, pie());
     ASSERT_EQ(sw.blocks.size(), 1u);
-    EXPECT_EQ(sw.blocks[0].to, 40);
+    EXPECT_EQ(sw.blocks[0].to, 100);
+    EXPECT_EQ(sw.blocks[0].n, 100);
+    // overlapping matches: a repeated run is shared by two spans, the second cut to fit
+    const token_vec rep = iota_tokens(4000, 40);
+    const token_vec c2 = cat({head, mid, rep, tail}), p2 = cat({head, iota_tokens(7000, 2), mid, rep, rep, tail});
+    const prompt_reuse_plan ov = prompt_reuse_plan_make(c2, {}, p2, pie());
+    EXPECT_EQ(ov.n_shifted(), 200) << ov.blocks.size();
+}
+
+// an apply after an edit of the same file: the snippet before the file holds lines of the file; the
+// spans chosen are the file's, not the snippet's
+TEST(prompt_cache_plan, pie_prefers_the_spans_that_cover_most) {
+    const token_vec f1 = iota_tokens(1000, 300), f2 = iota_tokens(2000, 300);
+    const token_vec cached = cat({iota_tokens(1, 10), f1, f2, iota_tokens(50, 20)});
+    const token_vec snippet = token_vec(f2.begin() + 100, f2.begin() + 150);
+    const token_vec prompt = cat({iota_tokens(1, 5), iota_tokens(80, 5), snippet, iota_tokens(90, 5), f1, f2, iota_tokens(60, 9)});
+    const prompt_reuse_plan plan = prompt_reuse_plan_make(cached, {}, prompt, pie());
+    EXPECT_EQ(plan.n_prefix, 5);
+    EXPECT_EQ(plan.n_shifted(), 600);
+    ASSERT_EQ(plan.blocks.size(), 1u);
+    EXPECT_EQ(plan.blocks[0].from, 10);
+    EXPECT_EQ(plan.blocks[0].to, 65);
 }
 
 TEST(prompt_cache_plan, drift_max_drops_the_spans_then_cuts_the_prefix_at_its_first_stale_token) {

@@ -328,3 +328,66 @@ TEST(server, document_sessions) {
     EXPECT_EQ(status, 200);
     EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
+
+// The workflow an editor with a live document sends: open the file as a session, type into it
+// (keystroke-sized edits), then ask for an apply that names the session. The apply starts from the
+// document's KV (PIE shifts it into the prompt): it encodes little more than its snippet and the
+// template's text, and the session goes on after it (more edits, a completion). Every apply of the
+// same file on a plain slot (--kv-reuse prefix, --file-first) reuses the whole file exactly and
+// answers as a cold server does.
+TEST(server, requests_start_from_a_document_session) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({"--file-first"});
+    ASSERT_GT(s.pid, 0);
+    std::string doc = "def area(w, h):\n    return w * h\n\n\ndef volume(w, h, d):\n    return area(w, h) * d\n\n\n"
+                      "def perimeter(w, h):\n    return 2 * (w + h)\n\n\ndef describe(w, h):\n"
+                      "    return f'{w} by {h}: area {area(w, h)}, perimeter {perimeter(w, h)}'\n";
+    int status = 0;
+    const json c = post(s, "/v1/sessions", json{{"text", doc}, {"strategy", "pie"}}.dump(), &status);
+    ASSERT_EQ(status, 200) << c.dump();
+    const std::string id = c["id"];
+    // typing "    # the box's volume\n" one keystroke at a time above volume's return
+    const std::string typed = "    # the box's volume\n";
+    size_t at = doc.find("    return area");
+    for (size_t i = 0; i < typed.size(); i++) {
+        const json e = post(s, "/v1/sessions/" + id + "/edits",
+                            json{{"offset", at + i}, {"delete", 0}, {"insert", typed.substr(i, 1)}}.dump(), &status);
+        ASSERT_EQ(status, 200) << e.dump();
+    }
+    doc.insert(at, typed);
+    const std::string update = "# ... existing code ...\ndef perimeter(w, h):\n    return 2 * w + 2 * h\n# ... existing code ...\n";
+    const json a = post(s, "/v1/apply", json{{"code", doc}, {"update", update}, {"session", id}, {"max_tokens", 160}}.dump(), &status);
+    ASSERT_EQ(status, 200) << a.dump();
+    const json & d = a["usage"]["prompt_tokens_details"];
+    const int prompt = a["usage"]["prompt_tokens"], encoded = d["encoded_tokens"], shifted = d["shifted_tokens"];
+    // the document comes from the session (but its last token, which the session keeps out of its KV,
+    // and a token at its edge); everything else is the template and the snippet
+    const int n_doc = (int) test::load_or_fail(k_target, true)->tokenize(doc, false, false).size();
+    EXPECT_GE(shifted, n_doc - 2) << a.dump();
+    EXPECT_LE(encoded, prompt - n_doc + 2) << "document " << n_doc << " tokens; " << a.dump();
+    // the session lives on: another edit and a completion
+    const json e = post(s, "/v1/sessions/" + id + "/edits", json{{"offset", 0}, {"delete", 0}, {"insert", "# shapes\n"}}.dump(), &status);
+    ASSERT_EQ(status, 200) << e.dump();
+    EXPECT_GT(e["tokens"].get<int>(), c["tokens"].get<int>() + 5) << e.dump(); // the typed line and "# shapes"
+    const json p = post(s, "/v1/sessions/" + id + "/complete", json{{"max_tokens", 16}}.dump(), &status);
+    ASSERT_EQ(status, 200) << p.dump();
+    // a session that is not there: 404 naming the field
+    const json gone = post(s, "/v1/apply", json{{"code", doc}, {"update", update}, {"session", "sess-0"}}.dump(), &status);
+    EXPECT_EQ(status, 404) << gone.dump();
+    EXPECT_EQ(gone["error"]["param"], "session") << gone.dump();
+    // on a slot: a second apply of the same file reuses the file (and the template before it) exactly,
+    // and both answers are a cold server's
+    const std::string update2 = "# ... existing code ...\ndef area(w, h):\n    return h * w\n# ... existing code ...\n";
+    const json a1 = post(s, "/v1/apply", json{{"code", doc}, {"update", update}, {"max_tokens", 64}}.dump(), &status);
+    ASSERT_EQ(status, 200) << a1.dump();
+    const json a2 = post(s, "/v1/apply", json{{"code", doc}, {"update", update2}, {"max_tokens", 64}}.dump(), &status);
+    ASSERT_EQ(status, 200) << a2.dump();
+    EXPECT_GE(a2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+              (int) test::load_or_fail(k_target, true)->tokenize(doc, false, false).size()) << a2.dump();
+    server_process cold({"--file-first"});
+    ASSERT_GT(cold.pid, 0);
+    const json c2 = post(cold, "/v1/apply", json{{"code", doc}, {"update", update2}, {"max_tokens", 64}}.dump(), &status);
+    ASSERT_EQ(status, 200) << c2.dump();
+    EXPECT_EQ(c2["merged_code"], a2["merged_code"]);
+    EXPECT_EQ(c2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << c2.dump();
+}
