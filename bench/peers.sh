@@ -9,11 +9,4 @@ es=$root/build/bin/editspec
 [ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
 dataset=${DATASET:-$root/datasets/canitedit/normalized.jsonl}
 [ -f "$dataset" ] || { echo "no dataset at $dataset (DATASET=...)" >&2; exit 2; }
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-port=$((20000 + RANDOM % 20000))
+. "$root/bench/scratch.sh"

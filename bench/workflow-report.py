@@ -38,6 +38,7 @@ def main():
                   f"{statistics.median(r['total_ms'] for r in rs):.0f} | {sum(r['total_ms'] for r in rs) / 1000:.1f} |")
     print()
     # per step: the sum of a step's requests
+    # (steps of several histories add up: run the report on one history for per-step figures)
     step_total = collections.defaultdict(float)
     step_prefill = collections.defaultdict(float)
     for r in rows:
@@ -51,41 +52,51 @@ def main():
         print(f"| {s} | " + " | ".join(cells) + " |")
     print()
 
-    def ratio(a, b, key):
-        pairs = [(x, y) for x in by_step(a, key) for y in by_step(b, key) if x[0] == y[0] and y[1] > 0]
-        return [x[1] / y[1] for x, y in pairs]
-
-    def by_step(lab, key):
-        return [(s, step_prefill[(lab, s)] if key == "prefill" else step_total[(lab, s)]) for s in steps if (lab, s) in step_total]
-
-    for a, b, key in [("pie", "cold", "prefill"), ("prefix", "cold", "prefill"), ("pie", "llama-server", "prefill"),
-                      ("prefix", "llama-server", "prefill"), ("old", "pie", "total"), ("old", "prefix", "total")]:
-        rs = ratio(a, b, key)
-        if rs:
-            print(f"- {key} per step, {a} / {b}: median {statistics.median(rs):.3f} (each step: "
-                  f"{', '.join(f'{x:.2f}' for x in rs)})")
-    # answers: pie against prefix (lossless), request by request
-    if "pie" in labels and "prefix" in labels:
-        print()
-        same = collections.Counter()
-        total = collections.Counter()
-        diffs = []
-        pie = {(r["step"], r["kind"]): r["text"] for r in rows if r["label"] == "pie"}
+    def per_step(lab, key, kinds):
+        out = {}
         for r in rows:
-            if r["label"] != "prefix" or (r["step"], r["kind"]) not in pie:
+            if r["label"] == lab and r["kind"] in kinds:
+                out[r["step"]] = out.get(r["step"], 0.0) + (r["prefill_ms"] if key == "prefill" else r["total_ms"])
+        return out
+
+    def ratio(a, b, key, kinds):
+        x, y = per_step(a, key, kinds), per_step(b, key, kinds)
+        return [x[s] / y[s] for s in steps if s in x and s in y and y[s] > 0]
+
+    every = set(kinds)
+    # llama-server's /infill cuts the text around the cursor (another prompt): against it, the
+    # requests whose prompts are the same
+    same_prompt = {"edit", "apply"}
+    for a, b, key, ks in [("pie", "cold", "prefill", every), ("prefix", "cold", "prefill", every),
+                          ("pie", "llama-server", "prefill", same_prompt), ("prefix", "llama-server", "prefill", same_prompt),
+                          ("prefix", "llama-server-prefix", "prefill", same_prompt),
+                          ("old", "pie", "total", every), ("old", "prefix", "total", every)]:
+        rs = ratio(a, b, key, ks)
+        if rs:
+            what = "edit + apply" if ks == same_prompt else "all requests"
+            print(f"- {key} per step ({what}), {a} / {b}: median {statistics.median(rs):.3f} (each step: "
+                  f"{', '.join(f'{x:.2f}' for x in rs)})")
+    # answers: each pie configuration against prefix (lossless), request by request
+    key = lambda r: (r.get("history", ""), r["step"], r["kind"])
+    exact = {key(r): r["text"] for r in rows if r["label"] == "prefix"}
+    for lab in [x for x in labels if x.startswith("pie")] if exact else []:
+        print()
+        same, total, diffs = collections.Counter(), collections.Counter(), []
+        for r in rows:
+            if r["label"] != lab or key(r) not in exact:
                 continue
             total[r["kind"]] += 1
-            if pie[(r["step"], r["kind"])] == r["text"]:
+            if exact[key(r)] == r["text"]:
                 same[r["kind"]] += 1
             else:
-                diffs.append(f"step {r['step']} {r['kind']}")
+                diffs.append(f"{r.get('history', '')} step {r['step']} {r['kind']}")
         for k in total:
-            print(f"- pie answers equal to prefix (exact) answers, {k}: {same[k]}/{total[k]} ({100.0 * same[k] / total[k]:.1f}%)")
+            print(f"- {lab} answers equal to prefix (exact) answers, {k}: {same[k]}/{total[k]} ({100.0 * same[k] / total[k]:.1f}%)")
         if diffs:
             print("- differing: " + ", ".join(diffs))
     if "cold" in labels and "prefix" in labels:
-        cold = {(r["step"], r["kind"]): r["text"] for r in rows if r["label"] == "cold"}
-        eq = [r["text"] == cold[(r["step"], r["kind"])] for r in rows if r["label"] == "prefix" and (r["step"], r["kind"]) in cold]
+        cold = {key(r): r["text"] for r in rows if r["label"] == "cold"}
+        eq = [r["text"] == cold[key(r)] for r in rows if r["label"] == "prefix" and key(r) in cold]
         print(f"- prefix answers equal to cold answers: {sum(eq)}/{len(eq)}")
 
 

@@ -87,7 +87,7 @@ def post(url, path, body, timeout):
     return json.loads(data), wall
 
 
-def requests_for_step(server, subject, old, new, max_tokens, complete_tokens):
+def requests_for_step(server, subject, old, new, max_tokens, complete_tokens, constrain=False):
     """(kind, path, body) of the three requests that take old to new"""
     instruction = "Make this change: " + subject + "."
     update = update_snippet(old, new)
@@ -102,7 +102,8 @@ def requests_for_step(server, subject, old, new, max_tokens, complete_tokens):
             ("edit", "/v1/chat/completions",
              {"messages": [{"role": "user", "content": instruction + "\n\n```python\n" + old + "```"}],
               "prediction": {"type": "content", "content": old}, "max_tokens": max_tokens, **greedy}),
-            ("apply", "/v1/apply", {"code": old, "update": update, "max_tokens": max_tokens, **greedy}),
+            ("apply", "/v1/apply", {"code": old, "update": update, "max_tokens": max_tokens, **greedy,
+                                    **({"constrain": True} if constrain else {})}),
             ("complete", "/infill", infill),
         ]
     return [
@@ -154,6 +155,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32, help="most tokens an edit or apply answer may have")
     ap.add_argument("--complete-tokens", type=int, default=16, help="most tokens of a completion")
     ap.add_argument("--file-first", action="store_true", help="llama-server: the file-first prompt layout (serve --file-first)")
+    ap.add_argument("--constrain", action="store_true", help="editspec: constrained applies (every merged line from the file or the snippet)")
     ap.add_argument("--cold", action="store_true", help="before each request, one of another text (nothing to reuse)")
     ap.add_argument("--timeout", type=float, default=1800.0)
     a = ap.parse_args()
@@ -165,7 +167,7 @@ def main():
     for k in range(a.first, last):
         old, new = versions[k - 1]["text"], versions[k]["text"]
         for kind, path, body in requests_for_step(a.server, versions[k]["subject"], old, new, a.max_tokens,
-                                                  a.complete_tokens):
+                                                  a.complete_tokens, a.constrain):
             if a.cold:
                 post(a.url, "/completion", {"prompt": "\n\n", "n_predict": 1, "cache_prompt": True}, a.timeout)
             if kind == "complete" and no_fim:

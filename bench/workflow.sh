@@ -8,9 +8,11 @@
 #   prefix        editspec --kv-reuse prefix (the default: the common prefix, exact)
 #   pie           editspec --kv-reuse pie (PIE: spans after an edit shifted into place; lossy)
 #   old           another editspec binary (EDITSPEC_OLD=path, e.g. a build of main d69fef1), its defaults
-#   llama-server  llama.cpp's own server at the pinned commit, --cache-reuse 256, cache_prompt
+#   llama-server  llama.cpp's own server at the pinned commit, --cache-reuse 256, cache_prompt (its
+#                 reuse shifts chunks of the cache past a deletion, as PIE does: not exact)
+#   llama-server-prefix  the same without --cache-reuse: its common prefix only, exact
 #
-#   [FIRST=1] [FILE_FIRST=1] [DRIFT_MAX=N] [PARALLEL=1] bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
+#   [FIRST=1] [FILE_FIRST=1] [DRIFT_MAX=N] [PARALLEL=1] [CONSTRAIN=1] bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
 #
 # Rows (JSON lines) go to stdout and $OUT/rows.jsonl when OUT is set; bench/workflow-report.py
 # turns them into the tables. 2 threads, PARALLEL slots (1) of 8192 tokens each, flash attention off
@@ -24,17 +26,11 @@ max_tokens=${4:-32}
 configs=${5:-"prefix pie llama-server"}
 ff=; [ -n "${FILE_FIRST:-}" ] && ff=--file-first
 np=${PARALLEL:-1}
+cf=; [ -n "${CONSTRAIN:-}" ] && cf=--constrain
 threads=${THREADS:-2}
 es=$root/build/bin/editspec
 [ -x "$es" ] || { echo "build editspec first (scripts/build.sh)" >&2; exit 2; }
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-port=$((20000 + RANDOM % 20000))
+. "$root/bench/scratch.sh"
 url=http://127.0.0.1:$port
 out=${OUT:-$work}
 mkdir -p "$out"
@@ -52,17 +48,18 @@ for cfg in $configs; do
         cold) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" $ff >"$work/server.log" 2>&1 & ;;
         pie) "$es" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" --kv-reuse pie $ff ${DRIFT_MAX:+--drift-max $DRIFT_MAX} >"$work/server.log" 2>&1 & ;;
         old) "${EDITSPEC_OLD:?EDITSPEC_OLD=path of the older editspec}" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" >"$work/server.log" 2>&1 & ;;
-        llama-server)
+        llama-server|llama-server-prefix)
             kind=llama-server
+            reuse=; [ "$cfg" = llama-server ] && reuse="--cache-reuse 256"
             peers=$("$root/scripts/setup-peers.sh" | tail -n 1)
             "$peers/llama-server" -m "$model" -t "$threads" -c $((8192 * np)) -np "$np" -fa off --host 127.0.0.1 --port "$port" \
-                --cache-reuse 256 ${LLAMA_SPEC:+--spec-type $LLAMA_SPEC} >"$work/server.log" 2>&1 & ;;
+                $reuse ${LLAMA_SPEC:+--spec-type $LLAMA_SPEC} >"$work/server.log" 2>&1 & ;;
         *) echo "unknown configuration '$cfg'" >&2; exit 2 ;;
     esac
     server_pid=$!
     wait_up
     cold=; [ "$cfg" = cold ] && cold=--cold
     python3 "$root/bench/workflow.py" --url "$url" --server "$kind" --label "$cfg" --history "$history" \
-        --first "${FIRST:-1}" --steps "$steps" --max-tokens "$max_tokens" $cold $ff | tee -a "$out/rows.jsonl"
+        --first "${FIRST:-1}" --steps "$steps" --max-tokens "$max_tokens" $cold $ff $cf | tee -a "$out/rows.jsonl"
     stop
 done

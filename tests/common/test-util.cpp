@@ -102,6 +102,17 @@ std::vector<float> f16_row(const std::vector<uint8_t> & row) {
     return out;
 }
 
+std::unique_ptr<context> make_two_seq_context(const model & m, int32_t n_ctx) {
+    context_params cp;
+    cp.n_ctx = n_ctx;
+    cp.n_seq_max = 2;
+    cp.n_threads = 1;
+    std::string err;
+    auto ctx = context_create(m, cp, &err);
+    EXPECT_TRUE(ctx) << err;
+    return ctx;
+}
+
 std::string read_text(const std::filesystem::path & path) {
     std::ifstream f(path, std::ios::binary);
     std::ostringstream ss;

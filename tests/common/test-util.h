@@ -28,6 +28,21 @@ std::string vocab_path(const std::string & name);
 // nothing from threads, and spinning threads stall on a busy machine), 65 sequences, batches of 512
 std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads = 1);
 
+// a small Python module (imports and read_config), the start of the test documents of KV edits
+inline constexpr const char * k_read_config_py =
+    "import os\n\n"
+    "def read_config(path):\n"
+    "    with open(path) as f:\n"
+    "        text = f.read()\n"
+    "    values = {}\n"
+    "    for line in text.splitlines():\n"
+    "        key, _, value = line.partition('=')\n"
+    "        values[key.strip()] = value.strip()\n"
+    "    return values\n\n";
+
+// a context of n_ctx tokens with 2 sequences (a spare one for KV edits), one thread
+std::unique_ptr<context> make_two_seq_context(const model & m, int32_t n_ctx);
+
 // the tiny-256 model of a weight type made by the ctest fixture (make-typed-test-models), e.g. "q4_k_m"
 std::string typed_model_path(const std::string & type);
 

@@ -122,16 +122,7 @@ TEST(prompt_cache_plan, drift_max_drops_the_spans_then_cuts_the_prefix_at_its_fi
 
 namespace {
 
-std::unique_ptr<context> small_context(const model & m) {
-    context_params cp;
-    cp.n_ctx = 1024;
-    cp.n_seq_max = 2;
-    cp.n_threads = 1;
-    std::string err;
-    auto ctx = context_create(m, cp, &err);
-    EXPECT_TRUE(ctx) << err;
-    return ctx;
-}
+std::unique_ptr<context> small_context(const model & m) { return test::make_two_seq_context(m, 1024); }
 
 // every cell of sequence 0 holds one position of 0 .. n-1 and the layer-0 key of the token there
 // encoded cold (within two F16 roundings)
@@ -156,15 +147,7 @@ void expect_cells_match_cold(context & ctx, context & cold, int32_t n) {
 }
 
 const std::string FILE_V1 =
-    "import os\n\n"
-    "def read_config(path):\n"
-    "    with open(path) as f:\n"
-    "        text = f.read()\n"
-    "    values = {}\n"
-    "    for line in text.splitlines():\n"
-    "        key, _, value = line.partition('=')\n"
-    "        values[key.strip()] = value.strip()\n"
-    "    return values\n\n"
+    std::string(test::k_read_config_py) +
     "def write_config(path, values):\n"
     "    with open(path, 'w') as f:\n"
     "        for key, value in sorted(values.items()):\n"

@@ -15,27 +15,10 @@ using namespace editspec;
 
 namespace {
 
-std::unique_ptr<context> session_context(const model & m) {
-    context_params cp;
-    cp.n_ctx = 512;
-    cp.n_seq_max = 2;
-    cp.n_threads = 1;
-    std::string err;
-    auto ctx = context_create(m, cp, &err);
-    EXPECT_TRUE(ctx) << err;
-    return ctx;
-}
+std::unique_ptr<context> session_context(const model & m) { return test::make_two_seq_context(m, 512); }
 
 const std::string DOC =
-    "import os\n\n"
-    "def read_config(path):\n"
-    "    with open(path) as f:\n"
-    "        text = f.read()\n"
-    "    values = {}\n"
-    "    for line in text.splitlines():\n"
-    "        key, _, value = line.partition('=')\n"
-    "        values[key.strip()] = value.strip()\n"
-    "    return values\n\n"
+    std::string(test::k_read_config_py) +
     "def main():\n"
     "    config = read_config(os.environ['CONFIG'])\n";
 
