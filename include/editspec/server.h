@@ -10,7 +10,9 @@
 //   GET  /v1/models, /health, /metrics (Prometheus)
 //
 // N slots, each a context (KV cache) on the one loaded model; requests wait for a free slot in a
-// bounded FIFO (503 with Retry-After past it). /health and /metrics answer whatever the slots do.
+// bounded FIFO (503 with Retry-After past it). A request reuses what its slot's cache holds of its
+// prompt (prompt-cache.h: the exact prefix, or with --kv-reuse pie the spans after an edit too); one
+// that names a document session ("session": ID, /v1/sessions) runs on that session's KV instead. /health and /metrics answer whatever the slots do.
 // Bodies are refused before they are read when chunked, compressed, unmeasured, over --max-body-mb or
 // not JSON; every client error is a 4xx in OpenAI's error schema. SIGTERM stops accepting, refuses the
 // queue, ends running generations at their next token and exits 0; a second signal exits at once.
