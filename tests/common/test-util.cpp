@@ -31,16 +31,20 @@ std::string typed_model_path(const std::string & type) {
     return std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-256-" + type + ".gguf";
 }
 
+std::unique_ptr<context> context_or_fail(const model & m, const context_params & cp) {
+    std::string err;
+    auto ctx = context_create(m, cp, &err);
+    EXPECT_TRUE(ctx) << err;
+    return ctx;
+}
+
 std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads) {
     context_params cp;
     cp.n_ctx = n_ctx;
     cp.n_threads = n_threads;
     cp.n_seq_max = 65;
     cp.n_batch = 512;
-    std::string err;
-    auto ctx = context_create(m, cp, &err);
-    EXPECT_TRUE(ctx) << err;
-    return ctx;
+    return context_or_fail(m, cp);
 }
 
 token_vec random_code_prompt(const model & m, std::mt19937 & rng) {
@@ -107,10 +111,7 @@ std::unique_ptr<context> make_two_seq_context(const model & m, int32_t n_ctx) {
     cp.n_ctx = n_ctx;
     cp.n_seq_max = 2;
     cp.n_threads = 1;
-    std::string err;
-    auto ctx = context_create(m, cp, &err);
-    EXPECT_TRUE(ctx) << err;
-    return ctx;
+    return context_or_fail(m, cp);
 }
 
 std::string read_text(const std::filesystem::path & path) {

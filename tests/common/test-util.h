@@ -24,6 +24,9 @@ std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only = 
 // path of llama.cpp's ggml-vocab-<name>.gguf (e.g. "deepseek-coder")
 std::string vocab_path(const std::string & name);
 
+// a context with these parameters, or null with the calling test failed by context_create's error
+std::unique_ptr<context> context_or_fail(const model & m, const context_params & cp);
+
 // a context for speculative tests: n_ctx tokens, one thread by default (a tiny model gains
 // nothing from threads, and spinning threads stall on a busy machine), 65 sequences, batches of 512
 std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads = 1);

@@ -206,9 +206,8 @@ TEST(prompt_cache, a_context_without_a_spare_sequence_falls_back_to_the_prefix) 
     context_params cp;
     cp.n_ctx = 1024;
     cp.n_threads = 1;
-    std::string err;
-    auto ctx = context_create(*m, cp, &err);
-    ASSERT_TRUE(ctx) << err;
+    auto ctx = test::context_or_fail(*m, cp); // one sequence: no spare for the gaps
+    ASSERT_TRUE(ctx);
     const token_vec p1 = m->tokenize(FILE_V1 + "\n# one\n", true, false);
     std::string v2 = FILE_V1;
     v2.insert(v2.find("def main"), "# a comment\n");
