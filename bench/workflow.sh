@@ -4,15 +4,16 @@
 # at the changed line), against each server configuration in turn on the same model, in one run:
 #
 #   cold          editspec, every request from an empty cache (the slot's cache replaced by a
-#                 one-token request of another text before each)
-#   prefix        editspec --kv-reuse prefix (the default: the common prefix, exact)
+#                 one-token request of another text before each; no prompt store)
+#   prefix        editspec --kv-reuse prefix (the default: the common prefix, exact; past prompts
+#                 kept in RAM, --cache-ram 8192, as llama-server's default)
 #   pie           editspec --kv-reuse pie (PIE: spans after an edit shifted into place; lossy)
 #   old           another editspec binary (EDITSPEC_OLD=path, e.g. a build of main d69fef1), its defaults
 #   llama-server  llama.cpp's own server at the pinned commit, --cache-reuse 256, cache_prompt (its
 #                 reuse shifts chunks of the cache past a deletion, as PIE does: not exact)
 #   llama-server-prefix  the same without --cache-reuse: its common prefix only, exact
 #
-#   [FIRST=1] [FILE_FIRST=1] [DRIFT_MAX=N] [PARALLEL=1] [CONSTRAIN=1] bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
+#   [FIRST=1] [FILE_FIRST=1] [DRIFT_MAX=N] [PIE_REFRESH=N] [CACHE_RAM=MiB] [LABEL_SUFFIX=-x] [PARALLEL=1] [CONSTRAIN=1] bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
 #
 # Rows (JSON lines) go to stdout and $OUT/rows.jsonl when OUT is set; bench/workflow-report.py
 # turns them into the tables. 2 threads, PARALLEL slots (1) of 8192 tokens each, flash attention off
@@ -44,9 +45,9 @@ stop() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 for cfg in $configs; do
     kind=editspec
     case $cfg in
-        prefix) "$es" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" --kv-reuse prefix $ff >"$work/server.log" 2>&1 & ;;
-        cold) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" $ff >"$work/server.log" 2>&1 & ;;
-        pie) "$es" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" --kv-reuse pie $ff ${DRIFT_MAX:+--drift-max $DRIFT_MAX} >"$work/server.log" 2>&1 & ;;
+        prefix) "$es" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" --kv-reuse prefix $ff ${CACHE_RAM:+--cache-ram $CACHE_RAM} >"$work/server.log" 2>&1 & ;;
+        cold) "$es" serve -m "$model" -t "$threads" -c 8192 --port "$port" --cache-ram 0 $ff >"$work/server.log" 2>&1 & ;;
+        pie) "$es" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" --kv-reuse pie $ff ${DRIFT_MAX:+--drift-max $DRIFT_MAX} ${PIE_REFRESH:+--pie-refresh $PIE_REFRESH} ${CACHE_RAM:+--cache-ram $CACHE_RAM} >"$work/server.log" 2>&1 & ;;
         old) "${EDITSPEC_OLD:?EDITSPEC_OLD=path of the older editspec}" serve -m "$model" -t "$threads" -c 8192 --parallel "$np" --port "$port" >"$work/server.log" 2>&1 & ;;
         llama-server|llama-server-prefix)
             kind=llama-server
@@ -59,7 +60,7 @@ for cfg in $configs; do
     server_pid=$!
     wait_up
     cold=; [ "$cfg" = cold ] && cold=--cold
-    python3 "$root/bench/workflow.py" --url "$url" --server "$kind" --label "$cfg" --history "$history" \
+    python3 "$root/bench/workflow.py" --url "$url" --server "$kind" --label "$cfg${LABEL_SUFFIX:-}" --history "$history" \
         --first "${FIRST:-1}" --steps "$steps" --max-tokens "$max_tokens" $cold $ff $cf | tee -a "$out/rows.jsonl"
     stop
 done

@@ -45,6 +45,7 @@ struct prompt_cache_params {
     kv_reuse_mode mode = KV_REUSE_PREFIX;
     int32_t min_block  = 32; // PIE: the shortest matching span worth keeping
     int32_t drift_max  = -1; // PIE: most stale tokens a prompt may keep, -1 = no limit
+    int32_t refresh    = 0;  // PIE: tokens at the head of each span encoded again (the nearest to the edit)
 };
 
 // cached tokens [from, from + n) are prompt tokens [to, to + n)
@@ -57,7 +58,12 @@ struct prompt_reuse_block {
 struct prompt_reuse_plan {
     int32_t n_prefix = 0;                   // cached[0, n_prefix) == prompt[0, n_prefix), kept in place
     std::vector<prompt_reuse_block> blocks; // PIE spans after the prefix, ascending in both from and to
+    int32_t n_stale = 0;                    // kept tokens that will be stale: stale ones of the prefix, and the blocks
     int32_t n_shifted() const;              // tokens in blocks
+    int32_t n_reused() const { return n_prefix + n_shifted(); }
+    // what the plan is worth when sources compete (slots, stored prompts): an exact token counts
+    // twice a stale one, so of two caches that hold a file, the one that holds it in its place wins
+    int64_t score() const { return 2 * (int64_t) n_reused() - n_stale; }
 };
 
 // The plan for a prompt over the cached tokens (pure: no KV is touched). stale[i] != 0 marks cached
@@ -65,6 +71,10 @@ struct prompt_reuse_plan {
 // (blocks go first, then the prefix is cut at its first stale token).
 prompt_reuse_plan prompt_reuse_plan_make(std::span<const llama_token> cached, std::span<const uint8_t> stale,
                                          std::span<const llama_token> prompt, const prompt_cache_params & p);
+
+// pc as ctx can honour it: PIE falls back to the prefix on a cache that cannot shift or without a
+// spare sequence
+prompt_cache_params prompt_cache_for(const context & ctx, const prompt_cache_params & pc);
 
 struct prefill_stats {
     int32_t cached  = 0; // prompt tokens kept in place (the common prefix)

@@ -11,8 +11,8 @@
 //
 // N slots, each a context (KV cache) on the one loaded model; requests wait for a free slot in a
 // bounded FIFO (503 with Retry-After past it). A request reuses what its slot's cache holds of its
-// prompt (prompt-cache.h: the exact prefix, or with --kv-reuse pie the spans after an edit too); one
-// that names a document session ("session": ID, /v1/sessions) runs on that session's KV instead. /health and /metrics answer whatever the slots do.
+// prompt (prompt-cache.h: the exact prefix, or with --kv-reuse pie the spans after an edit too), or
+// what a prompt kept in RAM holds when that is more (prompt-store.h, --cache-ram); one that names a document session ("session": ID, /v1/sessions) runs on that session's KV instead. /health and /metrics answer whatever the slots do.
 // Bodies are refused before they are read when chunked, compressed, unmeasured, over --max-body-mb or
 // not JSON; every client error is a 4xx in OpenAI's error schema. SIGTERM stops accepting, refuses the
 // queue, ends running generations at their next token and exits 0; a second signal exits at once.
@@ -49,6 +49,7 @@ struct server_params {
     int32_t max_sessions = 4;          // /v1/sessions at once (each holds a KV cache of --ctx-size)
     double  session_idle_s = 600.0;    // a session idle this long may be evicted by a new one
     prompt_cache_params prompt_cache;  // what a request reuses of its slot's KV cache (--kv-reuse)
+    size_t cache_ram_mib = 8192;       // past prompts' KV states kept in RAM (prompt-store.h), 0 = none
     prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST; // edit and apply prompts (--file-first)
 };
 

@@ -22,6 +22,8 @@ struct serve_opts {
     std::string kv_reuse = "prefix";
     int32_t reuse_min = 32;
     int32_t drift_max = -1;
+    int32_t pie_refresh = 0;
+    int64_t cache_ram_mib = 8192;
     bool file_first = false;
 };
 
@@ -55,8 +57,15 @@ int run_serve(const serve_opts & o) {
     if (o.drift_max < -1) {
         return fail_input(cmd, "--drift-max " + std::to_string(o.drift_max) + " must be -1 (no limit) or more");
     }
+    if (o.cache_ram_mib < 0 || o.cache_ram_mib > (1 << 20)) {
+        return fail_input(cmd, "--cache-ram " + std::to_string(o.cache_ram_mib) + " out of range [0, 1048576] MiB");
+    }
     pc.min_block = o.reuse_min;
     pc.drift_max = o.drift_max;
+    if (o.pie_refresh < 0 || o.pie_refresh > 4096) {
+        return fail_input(cmd, "--pie-refresh " + std::to_string(o.pie_refresh) + " out of range [0, 4096]");
+    }
+    pc.refresh = o.pie_refresh;
     // the models as every request command resolves them (the method is checked by server_run)
     const request_opts & ro = o.req;
     server_params sp;
@@ -84,6 +93,7 @@ int run_serve(const serve_opts & o) {
     sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
     sp.prompt_cache = pc;
+    sp.cache_ram_mib = (size_t) o.cache_ram_mib;
     sp.layout = o.file_first ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST;
     sp.max_body = o.max_body_mb << 20;
     return server_run(sp);
@@ -134,6 +144,15 @@ command cmd_serve_add(CLI::App & app) {
         ->capture_default_str();
     sub->add_option("--drift-max", o->drift_max, "pie: most stale tokens (KV computed against an older text) a prompt may "
                                                  "keep; past them it is encoded again from the first (-1 = no limit)")
+        ->capture_default_str();
+    sub->add_option("--pie-refresh", o->pie_refresh,
+                    "pie: tokens at the head of each shifted span encoded again (they attended to the edited text "
+                    "nearest)")
+        ->capture_default_str();
+    sub->add_option("--cache-ram", o->cache_ram_mib,
+                    "MiB of RAM for past prompts' KV states: a slot's prompt is kept when a request moves it on, "
+                    "and loaded back when a later request reuses more of it than any slot holds (0 = none; "
+                    "llama-server's --cache-ram)")
         ->capture_default_str();
     sub->add_flag("--file-first", o->file_first,
                   "edit and apply prompts put the file before the instruction and the update, so that requests about "

@@ -121,22 +121,38 @@ prompt_reuse_plan prompt_reuse_plan_make(std::span<const llama_token> cached, st
     while (n < (int32_t) cached.size() && n < (int32_t) prompt.size() && cached[n] == prompt[n]) n++;
     plan.n_prefix = n;
     if (p.mode == KV_REUSE_PIE) plan.blocks = match_spans(cached, prompt, n, std::max(p.min_block, KEY));
+    if (p.refresh > 0) {
+        std::erase_if(plan.blocks, [&](prompt_reuse_block & b) {
+            const int32_t cut = std::min(p.refresh, b.n);
+            b.from += cut;
+            b.to += cut;
+            b.n -= cut;
+            return b.n < p.min_block;
+        });
+    }
+    const bool marked = stale.size() == cached.size();
+    int32_t stale_prefix = 0;
+    for (int32_t i = 0; marked && i < plan.n_prefix; i++) stale_prefix += stale[i] ? 1 : 0;
     if (p.drift_max >= 0) {
-        const bool marked = stale.size() == cached.size();
-        int32_t stale_prefix = 0;
-        for (int32_t i = 0; marked && i < plan.n_prefix; i++) stale_prefix += stale[i] ? 1 : 0;
         if (stale_prefix + plan.n_shifted() > p.drift_max) plan.blocks.clear();
         if (stale_prefix > p.drift_max) {
             plan.n_prefix = (int32_t) (std::find(stale.begin(), stale.begin() + plan.n_prefix, (uint8_t) 1) - stale.begin());
+            stale_prefix = 0;
         }
     }
+    plan.n_stale = stale_prefix + plan.n_shifted();
     return plan;
+}
+
+prompt_cache_params prompt_cache_for(const context & ctx, const prompt_cache_params & pc) {
+    prompt_cache_params p = pc;
+    if (p.mode == KV_REUSE_PIE && (!ctx.can_shift() || ctx.n_seq_max() < 2)) p.mode = KV_REUSE_PREFIX;
+    return p;
 }
 
 bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_token> tokens, const prompt_cache_params & pc,
                             prefill_stats * st) {
-    prompt_cache_params p = pc;
-    if (p.mode == KV_REUSE_PIE && (!ctx.can_shift() || ctx.n_seq_max() < 2)) p.mode = KV_REUSE_PREFIX;
+    const prompt_cache_params p = prompt_cache_for(ctx, pc);
     const token_vec cached = ctx.cached_prompt();
     const std::vector<uint8_t> old_stale = ctx.cached_stale();
     const prompt_reuse_plan plan = prompt_reuse_plan_make(cached, old_stale, tokens, p);

@@ -87,4 +87,19 @@ std::string server_metrics::render() {
     return o;
 }
 
+std::string server_metrics::render_store(const prompt_store_stats & ps) {
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "# HELP editspec_prompt_store_bytes past prompts' KV states held in RAM (--cache-ram)\n"
+             "# TYPE editspec_prompt_store_bytes gauge\neditspec_prompt_store_bytes %lld\n"
+             "# HELP editspec_prompt_store_entries past prompts held in RAM\n"
+             "# TYPE editspec_prompt_store_entries gauge\neditspec_prompt_store_entries %d\n"
+             "# HELP editspec_prompt_store_saved_total prompts' states kept when their slot moved on\n"
+             "# TYPE editspec_prompt_store_saved_total counter\neditspec_prompt_store_saved_total %lld\n"
+             "# HELP editspec_prompt_store_restored_total stored states loaded back into a slot\n"
+             "# TYPE editspec_prompt_store_restored_total counter\neditspec_prompt_store_restored_total %lld\n",
+             (long long) ps.bytes, ps.entries, (long long) ps.saved, (long long) ps.restored);
+    return buf;
+}
+
 } // namespace editspec

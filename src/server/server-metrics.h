@@ -4,6 +4,7 @@
 
 #include "editspec/draft.h"
 #include "editspec/generate.h"
+#include "editspec/prompt-store.h"
 
 #include <cstdint>
 #include <map>
@@ -23,6 +24,8 @@ struct server_metrics {
     void generation(const generate_result & r);
     // the text exposition format
     std::string render();
+    // the prompt store's gauges and counters (it keeps its own figures)
+    static std::string render_store(const prompt_store_stats & ps);
 
 private:
     std::mutex mu;

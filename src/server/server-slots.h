@@ -9,9 +9,11 @@
 // only what is new. Else it goes to the slot used least recently: the N slots keep the N most recent
 // conversations and files. Requests are served in the order they came; past max_waiting waiting ones
 // a new request is refused at once. A slot's memory (the sizing's acceptance statistics, FastCoder's
-// cache of verified drafts) lives as long as its context, so later requests draft better.
+// cache of verified drafts) lives as long as its context, so later requests draft better. With a
+// prompt store (prompt-store.h, --cache-ram), a slot keeps the prompt it moves on from in RAM, and a
+// request whose prompt a stored one holds better than its slot loads it back first.
 //
-//     slot_pool pool(32, prompt_cache_params{});
+//     slot_pool pool(32, prompt_cache_params{}, 8192ull << 20);
 //     pool.add(std::move(ctx));  pool.start();
 //     std::future<void> done;
 //     if (pool.submit(prompt, [&](context & c, slot_memory & m) { ... }, done) == SLOT_OK) done.get(); // rethrows the job's exception
@@ -23,6 +25,7 @@
 #include "editspec/engine.h"
 #include "editspec/fastcoder.h"
 #include "editspec/prompt-cache.h"
+#include "editspec/prompt-store.h"
 #include "editspec/sizing.h"
 
 #include <condition_variable>
@@ -53,7 +56,9 @@ class slot_pool {
 public:
     using job = std::function<void(context &, slot_memory &)>;
 
-    slot_pool(size_t max_waiting, const prompt_cache_params & pc) : max_waiting_(max_waiting), pc_(pc) {}
+    // store_bytes: the prompt store's budget, 0 = none
+    slot_pool(size_t max_waiting, const prompt_cache_params & pc, size_t store_bytes = 0)
+        : max_waiting_(max_waiting), pc_(pc), store_(store_bytes) {}
     ~slot_pool() { stop(); }
 
     // before start()
@@ -72,6 +77,7 @@ public:
     void stop();
 
     size_t size() const { return slots_.size(); }
+    prompt_store_stats store_stats() const { return store_.stats(); }
 
 private:
     struct slot {
@@ -86,6 +92,7 @@ private:
 
     const size_t max_waiting_;
     const prompt_cache_params pc_;
+    prompt_store store_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::vector<slot> slots_;

@@ -498,7 +498,7 @@ bool open_state(const server_params & p, server_state & s) {
         fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
-    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache);
+    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache, p.cache_ram_mib << 20);
     s.slots->add(std::move(s.rn.ctx));
     for (int32_t i = 1; i < p.n_parallel; i++) {
         auto ctx = runner_new_context(s.rn, &error);
@@ -579,7 +579,8 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Get("/v1/models", models);
     svr.Get("/models", models);
     svr.Get("/metrics", [&s](const httplib::Request &, httplib::Response & res) {
-        res.set_content(s.mx.render(), "text/plain; version=0.0.4");
+        const prompt_store_stats ps = s.slots->store_stats();
+        res.set_content(s.mx.render() + server_metrics::render_store(ps), "text/plain; version=0.0.4");
     });
     // every error status gets a JSON body (httplib's own 404 / 413 / 400 have none)
     svr.set_error_handler([](const httplib::Request & req, httplib::Response & res) {

@@ -4,7 +4,10 @@
 namespace editspec {
 
 void slot_pool::add(std::unique_ptr<context> ctx) {
-    slots_.push_back(slot{std::move(ctx), std::make_unique<slot_memory>()});
+    slot s;
+    s.ctx = std::move(ctx);
+    s.memory = std::make_unique<slot_memory>();
+    slots_.push_back(std::move(s));
 }
 
 void slot_pool::start() {
@@ -30,21 +33,21 @@ void slot_pool::start() {
     }
 }
 
-// the free slot for a prompt: the one that reuses most of it, when that is at least half of it (so
-// that two conversations sharing only a system prompt or an opening line do not evict each other);
-// else the least recently used
+// the free slot for a prompt: the one whose reuse of it is worth most (prompt_reuse_plan::score), when
+// it reuses at least half of it (so that two conversations sharing only a system prompt or an
+// opening line do not evict each other); else the least recently used
 int32_t slot_pool::pick(std::span<const llama_token> prompt) const {
     int32_t best = -1, lru = -1;
-    int32_t best_reuse = 0;
+    int64_t best_score = 0;
     for (size_t i = 0; i < slots_.size(); i++) {
         if (slots_[i].busy) continue;
         if (lru < 0 || slots_[i].last_used < slots_[lru].last_used) lru = (int32_t) i;
         const context & c = *slots_[i].ctx;
         const prompt_reuse_plan plan = prompt_reuse_plan_make(c.cached_prompt(), c.cached_stale(), prompt, pc_);
-        const int32_t reuse = plan.n_prefix + plan.n_shifted();
-        if (reuse > 0 && 2 * (size_t) reuse >= prompt.size() && reuse > best_reuse) {
+        const int32_t reuse = plan.n_reused();
+        if (reuse > 0 && 2 * (size_t) reuse >= prompt.size() && plan.score() > best_score) {
             best = (int32_t) i;
-            best_reuse = reuse;
+            best_score = plan.score();
         }
     }
     return best >= 0 ? best : lru;
@@ -67,9 +70,10 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
         sl.last_used = ++n_runs_;
         context * ctx = sl.ctx.get();
         slot_memory * mem = sl.memory.get();
-        sl.pending = [ctx, mem, promise, j = std::move(j)] {
+        sl.pending = [this, ctx, mem, promise, j = std::move(j), p = token_vec(prompt.begin(), prompt.end())] {
             try {
                 if (mem->cache.n_tokens() > slot_memory::CACHE_TOKENS_MAX) mem->cache.clear();
+                store_.prepare(*ctx, p, pc_);
                 j(*ctx, *mem);
                 promise->set_value();
             } catch (...) {

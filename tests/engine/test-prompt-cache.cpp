@@ -2,9 +2,11 @@
 // the request path read back from llama.cpp's cells (every cell at its new position, its layer-0 key
 // that of the same token encoded there: layer 0's keys depend on the token and its position only);
 // and the lossless mode, greedy output equal to a cold request's at every step of a real editing
-// history (datasets/edit-histories).
+// history (datasets/edit-histories). The prompt store (prompt-store.h): a prompt kept in RAM and
+// loaded back answers as a cold request does; the budget, eviction and what a save replaces.
 #include "common/test-util.h"
 #include "editspec/prompt-cache.h"
+#include "editspec/prompt-store.h"
 #include "editspec/request.h"
 
 #include <nlohmann/json.hpp>
@@ -258,4 +260,132 @@ TEST(prompt_cache, prefix_mode_is_lossless_over_a_real_editing_history) {
     }
     EXPECT_GT(steps, 10);
     EXPECT_GT(reused, 0); // the common prefix (the instruction and the file's unchanged start) was kept
+}
+
+namespace {
+
+// an edit request of the shipped prompt shape over `file`
+request edit_request(const model & m, const std::string & instruction, const std::string & file) {
+    request rq;
+    request_edit_tokens(m, instruction, file, rq);
+    rq.gen.n_predict = 24;
+    return rq;
+}
+
+} // namespace
+
+// a slot moves on to another file and back: the first file's state, kept in RAM, is loaded back, and
+// the answer equals a cold request's token for token (the loaded cells are the saved bytes)
+TEST(prompt_store, a_prompt_loaded_back_answers_as_a_cold_request) {
+    runner rn;
+    runner_params rp;
+    rp.model_path = test::tiny_model_q8_path();
+    rp.n_ctx = 2048;
+    rp.n_threads = 1;
+    std::string err;
+    ASSERT_TRUE(runner_open(rp, rn, &err)) << err;
+    auto cold = runner_new_context(rn, &err);
+    ASSERT_TRUE(cold) << err;
+    const model & m = *rn.target.model;
+    const std::vector<std::string> a = history("json"), other = history("encoding");
+    ASSERT_FALSE(a.empty());
+    ASSERT_FALSE(other.empty());
+    prompt_store store(size_t(1) << 30);
+    method_spec ms;
+    ASSERT_TRUE(method_parse("reuse+lookup-longest@16", ms, &err)) << err;
+    generate_result r;
+    request first = edit_request(m, "Add type hints.", a[0]);
+    EXPECT_EQ(store.prepare(*rn.ctx, first.prompt, {}), 0); // nothing held yet
+    ASSERT_TRUE(runner_generate_in(rn, *rn.ctx, ms, first, r, &err)) << err;
+    request moved = edit_request(m, "Add type hints.", other[0]);
+    EXPECT_EQ(store.prepare(*rn.ctx, moved.prompt, {}), 0);
+    EXPECT_EQ(store.stats().saved, 1);
+    ASSERT_TRUE(runner_generate_in(rn, *rn.ctx, ms, moved, r, &err)) << err;
+    // the first file again, another instruction: the stored prompt holds the file (its prefix)
+    for (const char * method : {"ar", "reuse+lookup-longest@16"}) {
+        ASSERT_TRUE(method_parse(method, ms, &err)) << err;
+        request back = edit_request(m, "Add type hints.", a[0]);
+        const int32_t loaded = store.prepare(*rn.ctx, back.prompt, {});
+        if (std::string(method) == "ar") {
+            EXPECT_GT(loaded, (int32_t) back.prompt.size() / 2) << method;
+        }
+        generate_result warm, fresh;
+        ASSERT_TRUE(runner_generate_in(rn, *rn.ctx, ms, back, warm, &err)) << err;
+        cold->kv_clear();
+        ASSERT_TRUE(runner_generate_in(rn, *cold, ms, back, fresh, &err)) << err;
+        EXPECT_EQ(warm.tokens, fresh.tokens) << method;
+        EXPECT_GT(warm.prompt_cached, (int32_t) back.prompt.size() / 2) << method;
+        // back on the other file: the first one is kept (or held already), the other loaded back
+        store.prepare(*rn.ctx, moved.prompt, {});
+        ASSERT_TRUE(runner_generate_in(rn, *rn.ctx, ms, moved, r, &err)) << err;
+    }
+    EXPECT_GE(store.stats().restored, 3);
+    EXPECT_EQ(store.stats().entries, 2);
+}
+
+TEST(prompt_store, the_budget_evicts_the_least_recently_used_and_an_extended_prompt_replaces_its_prefix) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    auto ctx = small_context(*m);
+    ASSERT_TRUE(ctx);
+    batch b(512, 1);
+    const token_vec a = m->tokenize(FILE_V1 + "\n# one\n", true, false);
+    const token_vec c = m->tokenize("# an unrelated file\n" + FILE_V1, true, false);
+    const token_vec longer = cat({a, m->tokenize(FILE_V1, false, false)});
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, a));
+    const size_t one = llama_state_seq_get_size(ctx->get(), 0);
+    // room for one state: keeping the second evicts the first
+    prompt_store small(one + one / 2);
+    small.prepare(*ctx, c, {});
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, c));
+    EXPECT_EQ(small.stats().entries, 1);
+    small.prepare(*ctx, a, {});
+    EXPECT_EQ(small.stats().saved, 2);
+    EXPECT_EQ(small.stats().entries, 1);
+    EXPECT_LE(small.stats().bytes, (int64_t) (one + one / 2));
+    EXPECT_TRUE(ctx->cached_prompt().empty() || ctx->cached_prompt() == c); // a was evicted: not loaded
+    // a budget below one state keeps nothing
+    prompt_store tiny(one / 2);
+    tiny.prepare(*ctx, a, {});
+    EXPECT_EQ(tiny.stats().entries, 0);
+    // a prompt that extends a stored one replaces it
+    prompt_store big(size_t(1) << 30);
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, a));
+    big.prepare(*ctx, c, {});
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, longer));
+    EXPECT_EQ(big.prepare(*ctx, c, {}), 0);
+    EXPECT_EQ(big.stats().saved, 2);
+    EXPECT_EQ(big.stats().entries, 1);
+    // and holds a's tokens: a request for a loads it
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, c));
+    EXPECT_EQ(big.prepare(*ctx, a, {}), (int32_t) longer.size());
+    EXPECT_EQ(ctx->cached_prompt(), longer);
+}
+
+// PIE's stale marks travel with the state: drift control counts them after a load as before
+TEST(prompt_store, a_pie_prompt_keeps_its_stale_marks) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    auto ctx = small_context(*m);
+    ASSERT_TRUE(ctx);
+    if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
+    batch b(512, 1);
+    std::string v2 = FILE_V1;
+    v2.insert(v2.find("def write_config"), "# the inverse of read_config\n");
+    const token_vec p1 = m->tokenize(FILE_V1 + "\n# one\n", true, false);
+    const token_vec p2 = m->tokenize(v2 + "\n# two\n", true, false);
+    std::string unrelated; // nothing of the file: its spans do not match (PIE would shift them in)
+    for (int i = 0; i < 40; i++) unrelated += "value_" + std::to_string(i) + " = " + std::to_string(i * 7) + "\n";
+    const token_vec other = m->tokenize(unrelated, true, false);
+    prefill_stats st;
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p1, pie(16), &st));
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, p2, pie(16), &st));
+    ASSERT_GT(st.stale, 0);
+    const std::vector<uint8_t> marks = ctx->cached_stale();
+    prompt_store store(size_t(1) << 30);
+    store.prepare(*ctx, other, pie(16));
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, other, {}, &st));
+    EXPECT_EQ(store.prepare(*ctx, cat({p2, p2}), pie(16)), (int32_t) p2.size());
+    EXPECT_EQ(ctx->cached_prompt(), p2);
+    EXPECT_EQ(ctx->cached_stale(), marks);
 }

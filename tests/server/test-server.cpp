@@ -334,7 +334,8 @@ TEST(server, document_sessions) {
 // document's KV (PIE shifts it into the prompt): it encodes little more than its snippet and the
 // template's text, and the session goes on after it (more edits, a completion). Every apply of the
 // same file on a plain slot (--kv-reuse prefix, --file-first) reuses the whole file exactly and
-// answers as a cold server does.
+// answers as a cold server does, also when the slot moved on to another text in between (the prompt
+// store loads the file back).
 TEST(server, requests_start_from_a_document_session) {
     if (!have_shipped()) GTEST_SKIP() << "no shipped model";
     server_process s({"--file-first"});
@@ -390,4 +391,18 @@ TEST(server, requests_start_from_a_document_session) {
     ASSERT_EQ(status, 200) << c2.dump();
     EXPECT_EQ(c2["merged_code"], a2["merged_code"]);
     EXPECT_EQ(c2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << c2.dump();
+    // the slot moves on to another text; the apply after it loads the file back from the prompt
+    // store (--cache-ram) and still answers as the cold server
+    std::string other;
+    for (int i = 0; i < 30; i++) other += "value_" + std::to_string(i) + " = " + std::to_string(i * 7) + "\n";
+    const json o = post(s, "/completion", json{{"prompt", other}, {"n_predict", 4}}.dump(), &status);
+    ASSERT_EQ(status, 200) << o.dump();
+    const json a3 = post(s, "/v1/apply", json{{"code", doc}, {"update", update2}, {"max_tokens", 64}}.dump(), &status);
+    ASSERT_EQ(status, 200) << a3.dump();
+    EXPECT_GE(a3["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), n_doc) << a3.dump();
+    EXPECT_EQ(c2["merged_code"], a3["merged_code"]);
+    auto mc = s.client();
+    auto m = mc.Get("/metrics");
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->body.find("editspec_prompt_store_restored_total 1\n"), std::string::npos) << m->body;
 }

@@ -1,0 +1,74 @@
+// The prompt store: past prompts' KV states kept in RAM, so that a file a slot has since moved on
+// from (to another file, another conversation, the apply after an edit) is loaded back instead of
+// encoded again. llama-server's --cache-ram does the same; editspec's serve shares one store between
+// its slots.
+//
+//     prompt_store store(8192ull << 20);          // bytes
+//     store.prepare(ctx, prompt, pc);             // before the request's prefill, on the slot's thread
+//     context_prefill_cached(ctx, b, ...);        // then reuses what ctx holds, as prompt-cache.h says
+//
+// prepare() first keeps ctx's cached prompt in the store when the request would lose at least
+// MIN_TOKENS of it, then loads the stored prompt whose reuse is worth most (prompt_reuse_plan::score:
+// exact tokens before stale ones) when that beats what ctx holds by MIN_TOKENS exact tokens: llama_state_seq_get_data / set_data of sequence 0, with the tokens and their
+// stale marks. A loaded state is the same bytes the slot held, in the same cell order, so lossless
+// reuse stays exact (tested). States are evicted least recently used past the byte budget.
+//
+// Lower layer: engine only. Thread-safe: one store serves every slot's thread.
+#pragma once
+
+#include "editspec/engine.h"
+#include "editspec/prompt-cache.h"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+namespace editspec {
+
+struct prompt_store_stats {
+    int64_t bytes    = 0; // held now
+    int32_t entries  = 0; // held now
+    int64_t saved    = 0; // states kept, ever
+    int64_t restored = 0; // states loaded into a context, ever
+};
+
+class prompt_store {
+public:
+    // a state must save or win at least this many tokens to be worth a copy of the whole sequence
+    static constexpr int32_t MIN_TOKENS = 64;
+
+    explicit prompt_store(size_t budget_bytes) : budget_(budget_bytes) {}
+
+    // Before a request whose prompt is `prompt` decodes on ctx: keeps ctx's cached prompt and loads the
+    // best stored one (see above). Returns the number of tokens loaded, 0 when ctx keeps its own. A
+    // failed load leaves ctx empty (a cold request), never half-written.
+    int32_t prepare(context & ctx, std::span<const llama_token> prompt, const prompt_cache_params & pc);
+
+    prompt_store_stats stats() const;
+
+private:
+    struct entry { // immutable once stored: a load reads it outside the lock
+        token_vec tokens;
+        std::vector<uint8_t> stale;
+        std::unique_ptr<uint8_t[]> state; // llama_state_seq_get_data of sequence 0 (not zeroed first: a
+        size_t n_state = 0;               // state is hundreds of MiB, written once)
+        size_t bytes() const { return n_state + tokens.size() * sizeof(llama_token) + stale.size(); }
+    };
+    struct slot {
+        std::shared_ptr<const entry> e;
+        uint64_t last_used = 0;
+    };
+
+    void save(context & ctx); // ctx's cached prompt into the store
+    void evict(size_t room);  // mu_ held: least recently used out until `room` more bytes fit
+
+    const size_t budget_;
+    mutable std::mutex mu_;
+    std::vector<slot> held_;
+    uint64_t clock_ = 0;
+    prompt_store_stats stats_;
+};
+
+} // namespace editspec
