@@ -32,7 +32,7 @@ def post(path, body):
 n_tok, ms = 0, 0.0
 for d in items:
     instr, code = d["instruction_descriptive"], d["code_before"]
-    # editspec's plain edit prompt (include/editspec/edit.h), byte for byte
+    # editspec's plain edit prompt, instruction first (include/editspec/edit.h), byte for byte
     prompt = "### Instruction:\n" + instr + "\n### Original code:\n" + code + "\n### Edited code:\n"
     if mode == "completion":
         t = post("/completion", {"prompt": prompt, "n_predict": 400, "temperature": 0, "top_k": 1, "cache_prompt": False})["timings"]

@@ -33,7 +33,7 @@ import urllib.parse
 ELIDE = "# ... existing code ..."
 
 
-FILE_FIRST = False  # --file-first: editspec serve --file-first's layout (include/editspec/edit.h)
+FILE_FIRST = True  # editspec's default prompt layout (include/editspec/edit.h); --instruction-first for the other
 
 
 def edit_prompt(instruction, code):
@@ -154,13 +154,13 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="steps to replay (0 = to the last version)")
     ap.add_argument("--max-tokens", type=int, default=32, help="most tokens an edit or apply answer may have")
     ap.add_argument("--complete-tokens", type=int, default=16, help="most tokens of a completion")
-    ap.add_argument("--file-first", action="store_true", help="llama-server: the file-first prompt layout (serve --file-first)")
+    ap.add_argument("--instruction-first", action="store_true", help="llama-server: the instruction-first prompt layout (serve --prompt-layout instruction-first)")
     ap.add_argument("--constrain", action="store_true", help="editspec: constrained applies (every merged line from the file or the snippet)")
     ap.add_argument("--cold", action="store_true", help="before each request, one of another text (nothing to reuse)")
     ap.add_argument("--timeout", type=float, default=1800.0)
     a = ap.parse_args()
     global FILE_FIRST
-    FILE_FIRST = a.file_first
+    FILE_FIRST = not a.instruction_first
     versions = [json.loads(l) for l in open(a.history)]
     last = len(versions) if a.steps <= 0 else min(len(versions), a.first + a.steps)
     no_fim = False

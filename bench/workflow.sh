@@ -13,7 +13,7 @@
 #                 reuse shifts chunks of the cache past a deletion, as PIE does: not exact)
 #   llama-server-prefix  the same without --cache-reuse: its common prefix only, exact
 #
-#   [FIRST=1] [FILE_FIRST=1] [DRIFT_MAX=N] [PIE_REFRESH=N] [CACHE_RAM=MiB] [LABEL_SUFFIX=-x] [PARALLEL=1] [CONSTRAIN=1] bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
+#   [FIRST=1] [INSTRUCTION_FIRST=1] [DRIFT_MAX=N] [PIE_REFRESH=N] [CACHE_RAM=MiB] [LABEL_SUFFIX=-x] [PARALLEL=1] [CONSTRAIN=1] bench/workflow.sh MODEL HISTORY [STEPS=0 (all)] [MAX_TOKENS=32] [CONFIGS="prefix pie llama-server"]
 #
 # Rows (JSON lines) go to stdout and $OUT/rows.jsonl when OUT is set; bench/workflow-report.py
 # turns them into the tables. 2 threads, PARALLEL slots (1) of 8192 tokens each, flash attention off
@@ -25,7 +25,9 @@ history=${2:?history}
 steps=${3:-0}
 max_tokens=${4:-32}
 configs=${5:-"prefix pie llama-server"}
-ff=; [ -n "${FILE_FIRST:-}" ] && ff=--file-first
+# editspec's edit and apply prompts put the file first by default; INSTRUCTION_FIRST=1 for the other layout
+# (FILE_FIRST=1, which older commands in docs/results set, is the default now)
+ff=; [ -n "${INSTRUCTION_FIRST:-}" ] && ff="--prompt-layout instruction-first"
 np=${PARALLEL:-1}
 cf=; [ -n "${CONSTRAIN:-}" ] && cf=--constrain
 threads=${THREADS:-2}
@@ -61,6 +63,6 @@ for cfg in $configs; do
     wait_up
     cold=; [ "$cfg" = cold ] && cold=--cold
     python3 "$root/bench/workflow.py" --url "$url" --server "$kind" --label "$cfg${LABEL_SUFFIX:-}" --history "$history" \
-        --first "${FIRST:-1}" --steps "$steps" --max-tokens "$max_tokens" $cold $ff $cf | tee -a "$out/rows.jsonl"
+        --first "${FIRST:-1}" --steps "$steps" --max-tokens "$max_tokens" $cold ${INSTRUCTION_FIRST:+--instruction-first} $cf | tee -a "$out/rows.jsonl"
     stop
 done

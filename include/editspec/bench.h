@@ -14,6 +14,7 @@
 
 #include "editspec/dataset.h"
 #include "editspec/draft-model.h"
+#include "editspec/edit.h"
 #include "editspec/replay.h"
 #include "editspec/generate.h"
 #include "editspec/quality.h"
@@ -40,7 +41,7 @@ struct bench_params {
     dataset_task task = DATASET_TASK_EDIT;
     bool apply = false;           // edit items as fast apply: the reference diff's hunks as the snippet (apply.h)
     bool constrain = false;       // apply: constrained decoding, every method (apply_constraint; lossy vs free greedy)
-    bool file_first = false;      // edit and apply prompts with the file first (edit.h, PROMPT_LAYOUT_FILE_FIRST)
+    prompt_layout edit_layout = PROMPT_LAYOUT_FILE_FIRST; // edit and apply prompts (edit.h, --prompt-layout)
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first
     bool replay = false;          // target's choice = the reference token (real-shape random models)
     bool fit_train_ctx = false;   // only items whose prompt and an answer as long as the original code fit the

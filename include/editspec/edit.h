@@ -23,8 +23,8 @@
 // as a prefix and a second request reuses the whole file's KV exactly (prompt-cache.h):
 //       plain: "### Original code:\n" + CODE + "\n### Instruction:\n" + INSTRUCTION + "\n### Edited code:\n"
 //       chat:  U = "```\n" + CODE + ["\n" unless CODE ends in "\n"] + "```\n\n" + INSTRUCTION
-// The shipped models were trained on the instruction first (docs/results/issue37-workflow has what
-// the other layout costs them).
+// The shipped models were trained on the instruction first; they merge as well with the file first
+// (docs/results/issue37-workflow), which is the commands' and the server's default (--layout).
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -40,6 +40,9 @@ enum prompt_layout {
     PROMPT_LAYOUT_INSTRUCTION_FIRST = 0, // as the shipped models were trained
     PROMPT_LAYOUT_FILE_FIRST        = 1, // the file a prefix of every request about it
 };
+
+const char * prompt_layout_name(prompt_layout l);                      // "file-first" | "instruction-first"
+bool prompt_layout_parse(const std::string & name, prompt_layout & out); // false on another name
 
 // the plain template above, independent of any model
 std::string edit_prompt_plain(const std::string & instruction, const std::string & code,

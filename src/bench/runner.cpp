@@ -190,13 +190,13 @@ bool bench_prompts(const bench_params & p, bench_layout layout, const model & m,
                                  it.update.empty() ? apply_snippet(it.context_code, it.reference, "# ... existing code ...") : it.update,
                                  ""};
             request rq;
-            request_apply_tokens(m, in, rq, p.constrain, p.file_first ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST);
+            request_apply_tokens(m, in, rq, p.constrain, p.edit_layout);
             bp.prompt = rq.prompt;
             bp.constraint = rq.constraint;
         } else if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
             const std::string & instr =
                 p.instruction == INSTRUCTION_KIND_LAZY && !it.instruction_lazy.empty() ? it.instruction_lazy : it.instruction;
-            bp.prompt = m.tokenize(edit_prompt(m, instr, it.context_code, p.file_first ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST),
+            bp.prompt = m.tokenize(edit_prompt(m, instr, it.context_code, p.edit_layout),
                                    true, edit_prompt_parse_special(m));
         }
         bp.original = edit_original_tokens(m, it.context_code);

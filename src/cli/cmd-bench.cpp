@@ -20,6 +20,7 @@ struct bench_opts {
     std::string methods = "ar,lookup,lookup-longest";
     std::string instruction = "descriptive";
     std::string layout = "auto";
+    std::string prompt_layout = "file-first";
     bool tests_allow_network = false;
     bool oracle = false;
     std::string cost_curve = "model";
@@ -97,6 +98,9 @@ int run_bench(bench_opts & o) {
     else if (o.layout == "raw") o.p.layout = BENCH_LAYOUT_RAW;
     else if (o.layout == "edit") o.p.layout = BENCH_LAYOUT_EDIT;
     else return fail_input(cmd, "--layout '" + o.layout + "' must be auto, raw or edit");
+    if (!prompt_layout_parse(o.prompt_layout, o.p.edit_layout)) {
+        return fail_input(cmd, "--prompt-layout '" + o.prompt_layout + "' is not one of: file-first, instruction-first");
+    }
     if (o.p.run_tests && o.p.replay) return fail_input(cmd, "--tests judges the model's own outputs and cannot run with --replay");
     if (!(o.p.tests.timeout_s > 0 && o.p.tests.timeout_s <= 3600)) return fail_input(cmd, "--tests-timeout " + std::to_string(o.p.tests.timeout_s) + " out of range (0, 3600]");
     o.p.tests.no_network = !o.tests_allow_network;
@@ -172,9 +176,7 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_flag("--constrain", o->p.constrain,
                   "--task apply: constrained decoding for every method (each merged line a line of the file or the snippet; "
                   "lossy against the model's free greedy output, lossless between methods)");
-    sub->add_flag("--file-first", o->p.file_first,
-                  "edit and apply prompts with the file before the instruction and the snippet (the layout that lets "
-                  "requests about one file share it as a prefix)");
+    sub->add_option("--prompt-layout", o->prompt_layout, prompt_layout_help())->capture_default_str();
     sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
     sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();
     sub->add_flag("--fit-train-ctx", o->p.fit_train_ctx,

@@ -44,7 +44,7 @@ struct edit_opts {
     bool in_place = false;
     bool json = false;
     bool constrain = false; // apply: every merged line from the file or the snippet (apply_constraint)
-    bool file_first = false; // the file before the instruction and the update (edit.h)
+    std::string layout = "file-first"; // edit.h: the file before or after the instruction and the update
 };
 
 bool read_all(const std::string & path, std::string & out, std::string & error) {
@@ -167,7 +167,10 @@ int run_edit(const edit_opts & o) {
         return status;
     }
     request rq;
-    const prompt_layout layout = o.file_first ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST;
+    prompt_layout layout = PROMPT_LAYOUT_FILE_FIRST;
+    if (!prompt_layout_parse(o.layout, layout)) {
+        return fail_input(cmd, "--prompt-layout '" + o.layout + "' is not one of: file-first, instruction-first");
+    }
     if (apply) {
         request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain, layout);
     } else {
@@ -224,9 +227,7 @@ void add_edit_options(CLI::App * sub, edit_opts & o, const char * what) {
     sub->add_flag("--diff", o.diff, "print a unified diff instead of the new code");
     sub->add_flag("--in-place", o.in_place, "rewrite FILE atomically, keeping the original as FILE.orig");
     sub->add_flag("--json", o.json, "print one JSON object with the code and statistics");
-    sub->add_flag("--file-first", o.file_first,
-                  "prompt with the file before the instruction (and the snippet): requests about one file then share it "
-                  "as a prefix; the shipped models were trained with the instruction first");
+    sub->add_option("--prompt-layout", o.layout, prompt_layout_help())->capture_default_str();
 }
 
 } // namespace

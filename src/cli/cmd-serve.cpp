@@ -24,7 +24,7 @@ struct serve_opts {
     int32_t drift_max = -1;
     int32_t pie_refresh = 0;
     int64_t cache_ram_mib = 8192;
-    bool file_first = false;
+    std::string layout = "file-first";
 };
 
 int run_serve(const serve_opts & o) {
@@ -94,7 +94,9 @@ int run_serve(const serve_opts & o) {
     sp.max_tokens = o.max_tokens;
     sp.prompt_cache = pc;
     sp.cache_ram_mib = (size_t) o.cache_ram_mib;
-    sp.layout = o.file_first ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST;
+    if (!prompt_layout_parse(o.layout, sp.layout)) {
+        return fail_input(cmd, "--prompt-layout '" + o.layout + "' is not one of: file-first, instruction-first");
+    }
     sp.max_body = o.max_body_mb << 20;
     return server_run(sp);
 }
@@ -154,9 +156,7 @@ command cmd_serve_add(CLI::App & app) {
                     "and loaded back when a later request reuses more of it than any slot holds (0 = none; "
                     "llama-server's --cache-ram)")
         ->capture_default_str();
-    sub->add_flag("--file-first", o->file_first,
-                  "edit and apply prompts put the file before the instruction and the update, so that requests about "
-                  "one file share it as a prefix (exact reuse; the shipped models were trained with the instruction first)");
+    sub->add_option("--prompt-layout", o->layout, prompt_layout_help())->capture_default_str();
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
                                                       "bodies are refused)")->capture_default_str();
     sub->footer(limits_footer());

@@ -9,6 +9,12 @@
 
 namespace editspec::cli {
 
+std::string prompt_layout_help() {
+    return "edit and apply prompts: 'file-first' (the file before the instruction and the snippet, so requests "
+           "about one file share it as a prefix and reuse its KV exactly) or 'instruction-first' (the layout the "
+           "shipped models were trained on; they merge as well with the file first)";
+}
+
 int fail_input(const char * cmd, const std::string & msg) {
     fprintf(stderr, "editspec %s: error: %s\n", cmd, msg.c_str());
     return 2;

@@ -12,6 +12,17 @@ namespace editspec {
 // ----------------------------------------------------------------------------
 // prompt
 
+const char * prompt_layout_name(prompt_layout l) {
+    return l == PROMPT_LAYOUT_FILE_FIRST ? "file-first" : "instruction-first";
+}
+
+bool prompt_layout_parse(const std::string & name, prompt_layout & out) {
+    if (name == "file-first") out = PROMPT_LAYOUT_FILE_FIRST;
+    else if (name == "instruction-first") out = PROMPT_LAYOUT_INSTRUCTION_FIRST;
+    else return false;
+    return true;
+}
+
 std::string edit_prompt_plain(const std::string & instruction, const std::string & code, prompt_layout layout) {
     if (layout == PROMPT_LAYOUT_FILE_FIRST) {
         return "### Original code:\n" + code + "\n### Instruction:\n" + instruction + "\n### Edited code:\n";

@@ -333,12 +333,12 @@ TEST(server, document_sessions) {
 // (keystroke-sized edits), then ask for an apply that names the session. The apply starts from the
 // document's KV (PIE shifts it into the prompt): it encodes little more than its snippet and the
 // template's text, and the session goes on after it (more edits, a completion). Every apply of the
-// same file on a plain slot (--kv-reuse prefix, --file-first) reuses the whole file exactly and
+// same file on a plain slot (--kv-reuse prefix, the file first) reuses the whole file exactly and
 // answers as a cold server does, also when the slot moved on to another text in between (the prompt
 // store loads the file back).
 TEST(server, requests_start_from_a_document_session) {
     if (!have_shipped()) GTEST_SKIP() << "no shipped model";
-    server_process s({"--file-first"});
+    server_process s({});
     ASSERT_GT(s.pid, 0);
     std::string doc = "def area(w, h):\n    return w * h\n\n\ndef volume(w, h, d):\n    return area(w, h) * d\n\n\n"
                       "def perimeter(w, h):\n    return 2 * (w + h)\n\n\ndef describe(w, h):\n"
@@ -385,7 +385,7 @@ TEST(server, requests_start_from_a_document_session) {
     ASSERT_EQ(status, 200) << a2.dump();
     EXPECT_GE(a2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
               (int) test::load_or_fail(k_target, true)->tokenize(doc, false, false).size()) << a2.dump();
-    server_process cold({"--file-first"});
+    server_process cold({});
     ASSERT_GT(cold.pid, 0);
     const json c2 = post(cold, "/v1/apply", json{{"code", doc}, {"update", update2}, {"max_tokens", 64}}.dump(), &status);
     ASSERT_EQ(status, 200) << c2.dump();
