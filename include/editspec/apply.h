@@ -5,7 +5,7 @@
 //
 //     editspec::apply_input in{code, snippet, ""};
 //     std::string prompt = editspec::apply_prompt(model, in);   // parse special tokens: apply_prompt_parse_special
-//     ... generate with method reuse+lookup-longest, method_inputs.original = edit_original_tokens(model, code)
+//     ... generate with method reuse+lookup-longest, drafter_inputs.original = edit_original_tokens(model, code)
 //     std::string merged = editspec::edit_extract_code(result.text);
 //
 // The prompt format:

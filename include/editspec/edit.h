@@ -2,7 +2,7 @@
 //
 //     std::string prompt = editspec::edit_prompt(model, "Rename x to count.", code);
 //     token_vec p = model.tokenize(prompt, true, editspec::edit_prompt_parse_special(model));
-//     ... generate (method reuse+lookup-longest: method_inputs.original = edit_original_tokens(model, code))
+//     ... generate (method reuse+lookup-longest: drafter_inputs.original = edit_original_tokens(model, code))
 //     std::string edited = editspec::edit_extract_code(result.text);
 //     fputs(editspec::edit_unified_diff(code, edited, "a/f.py", "b/f.py").c_str(), stdout);
 //

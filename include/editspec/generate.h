@@ -72,6 +72,7 @@ struct generate_result {
     double      decode_ms     = 0.0; // time in the target's batch decodes (generation passes)
     double      decode_model_ms = 0.0; // the cost model's figure for those decodes (sized modes only)
     source_stats by_source[8];       // indexed by draft_source
+    std::string drafters;            // the drafters that ran, "+"-joined ("" = autoregressive; `auto` resolved)
     stop_reason stop = STOP_REASON_NONE;
     std::string error;               // when stop == STOP_REASON_ERROR
 

@@ -27,11 +27,9 @@ namespace editspec {
 
 // "llama-ngram-simple", ... (named even when this build lacks llama.cpp's common library: making
 // one then fails with an error that says so)
-const std::vector<std::string> & llama_common_drafter_names();
-
 bool llama_common_available();
 
-// null with *error when `name` is not one of llama_common_drafter_names(); corpus: llama-ngram-cache's
+// null with *error when `name` is not one of the llama-ngram-* rows (drafters.h); corpus: llama-ngram-cache's
 // static cache is built from these datastores' tokens (once per set, for the process's life)
 std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name, std::string * error,
                                                        std::span<const datastore * const> corpus = {});

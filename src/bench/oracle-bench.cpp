@@ -123,7 +123,7 @@ bool oracle_replay_row(const method_spec & ms, const model & m, const std::vecto
     retrieval_cache cache; // fastcoder's, likewise
     rp.stats = &stats;
     for (const item_tokens & t : items) {
-        method_inputs in;
+        drafter_inputs in;
         in.original = t.original;
         in.target = &m;
         in.datastores = stores.common;

@@ -170,9 +170,9 @@ command cmd_bench_add(CLI::App & app) {
                                        "MT-Redundant's turns, or HumanEval as a three-turn refinement loop; reported per turn")
         ->capture_default_str();
     sub->add_option("--methods", o->methods,
-                    "comma-separated methods: ar, lookup, lookup-longest, copy (CopySpec), copy-recent, copy-tree, copy-ext, "
-                    "copyspec, sd, reuse, efficientedit, llama-ngram-*, a+b (one tree), NAME@N (fixed cap), NAME:POLICY")
+                    "comma-separated methods (below)")
         ->capture_default_str();
+    sub->footer(methods_footer());
     sub->add_flag("--constrain", o->p.constrain,
                   "--task apply: constrained decoding for every method (each merged line a line of the file or the snippet; "
                   "lossy against the model's free greedy output, lossless between methods)");

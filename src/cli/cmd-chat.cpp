@@ -122,11 +122,10 @@ command cmd_chat_add(CLI::App & app) {
     o->req.method = "copy";
     CLI::App * sub = app.add_subcommand(
         "chat", "a multi-turn conversation: each turn reuses the KV cache of the earlier ones and copies from them");
+    add_request_options(sub, o->req, "decoding method (below)");
     sub->footer("Turns come from FILE (or standard input): separated by lines '---'; from a terminal, one line each.\n"
-                "Example:  printf 'Write fib in Python.\\n---\\nNow add a docstring.\\n' | editspec chat");
-    add_request_options(sub, o->req,
-                        "decoding method: copy (CopySpec), copy-recent, copy-tree, copy-ext, copyspec (copy, else the "
-                        "draft model), lookup-longest, rest (--datastore), sd, ar, a+b (one tree), NAME@N, NAME:POLICY");
+                "Example:  printf 'Write fib in Python.\\n---\\nNow add a docstring.\\n' | editspec chat\n\n" +
+                methods_footer());
     sub->add_option("-f,--file", o->file, "read the turns from a file ('-' = standard input)");
     sub->add_option("--system", o->system, "a system message before the first turn");
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens per answer (-1 = until end of text)")->capture_default_str();

@@ -98,8 +98,7 @@ command cmd_complete_add(CLI::App & app) {
     auto o = std::make_shared<complete_opts>();
     CLI::App * sub = app.add_subcommand("complete", "continue a prompt (greedy by default)");
     add_request_options(sub, o->req,
-                        "decoding method: ar, lookup, lookup-longest, copy (CopySpec), rest (--datastore), sd (draft "
-                        "model), a+b (one tree), NAME@N (fixed cap), NAME:POLICY");
+                        "decoding method (below)");
     auto * p = sub->add_option("-p,--prompt", o->prompt, "prompt text");
     auto * f = sub->add_option("-f,--file", o->file, "read the prompt from a file");
     p->excludes(f);

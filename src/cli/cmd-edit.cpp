@@ -219,8 +219,7 @@ int run_edit(const edit_opts & o) {
 void add_edit_options(CLI::App * sub, edit_opts & o, const char * what) {
     o.req.method = "reuse+lookup-longest";
     add_request_options(sub, o.req,
-                        "decoding method: ar, reuse, lookup, lookup-longest, copy, rest (--datastore), sd, efficientedit, "
-                        "a+b (one tree), NAME@N (fixed cap), NAME:POLICY");
+                        "decoding method (below)");
     sub->add_option("-f,--file", o.file, std::string("the file to ") + what + " (default: read the code from stdin)");
     sub->add_option("-n,--n-predict", o.n_predict, "most tokens to generate (0 = twice the code's + 64, -1 = no limit)")
         ->capture_default_str();

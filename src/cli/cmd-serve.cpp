@@ -122,8 +122,7 @@ command cmd_serve_add(CLI::App & app) {
                                                  "Predicted Outputs, /completion, /infill)");
     o->req.method = "lookup-longest";
     add_request_options(sub, o->req,
-                        "drafters of every request (a request with `prediction` adds Reuse): ar, lookup, lookup-longest, "
-                        "sd, a+b, NAME@N");
+                        "decoding method of every request (below; a request with `prediction` adds Reuse)");
     sub->add_option("--host", o->host, "address to listen on (loopback unless told otherwise)")->capture_default_str();
     sub->add_option("--port", o->port, "TCP port")->capture_default_str();
     sub->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $EDITSPEC_API_KEY, none)");
@@ -159,7 +158,7 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--prompt-layout", o->layout, prompt_layout_help())->capture_default_str();
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
                                                       "bodies are refused)")->capture_default_str();
-    sub->footer(limits_footer());
+    sub->footer(methods_footer() + "\n" + limits_footer());
     return {sub, [o] { return run_serve(*o); }};
 }
 

@@ -33,6 +33,8 @@ command cmd_session_add(CLI::App & app);
 
 // "editspec <cmd>: error: <msg>" on stderr; returns 2
 int fail_input(const char * cmd, const std::string & msg);
+// every method and drafter of the table, for --help (drafters.h)
+std::string methods_footer();
 // --prompt-layout's help: edit and apply prompts with the file first (the default) or the instruction first
 std::string prompt_layout_help();
 // same for runtime failures; returns 1

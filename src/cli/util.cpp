@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 #include "editspec/cost.h"
 #include "editspec/draft.h"
+#include "editspec/drafters.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -106,6 +107,7 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
         {"threads", ctx.n_threads()},
         {"flash_attn", ctx.params().flash_attn},
         {"method", ms.name},
+        {"drafters", r.drafters},
         {"draft_tokens", r.draft_tokens},
         {"accepted", r.accepted},
         {"draft_ms", r.draft_ms},
@@ -114,7 +116,21 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
     };
 }
 
+std::string methods_footer() {
+    std::string out = "Methods (--method): ar (one token per pass); auto (every drafter the request can feed: Reuse with "
+                      "code being edited, copy and lookup over the context, fastcoder with datastores, sd with a draft "
+                      "model); or drafters joined by '+' into one tree, NAME@N for a fixed cap of N draft tokens, "
+                      "NAME:POLICY for an acceptance policy (greedy, sampling, topk, entropy, direct). Drafters:\n";
+    for (const drafter_desc & d : drafter_table()) {
+        char line[64];
+        snprintf(line, sizeof(line), "  %-22s", d.name);
+        out += line + std::string(d.help) + "\n";
+    }
+    return out;
+}
+
 void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods) {
+    sub->footer(methods_footer());
     sub->add_option("-m,--model", o.model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
     sub->add_option("--method", o.method, methods)->capture_default_str();
     sub->add_option("--draft-model", o.draft_model,

@@ -2,6 +2,8 @@
 //
 // ref: Dumitru et al., "CopySpec: Accelerating LLMs with Speculative Copy-and-Paste" (seed 003)
 //      §3.1 (the γ-gram hash map), §3.2 (copying |S| tokens after a match), §3.3 (with a draft model)
+#include "editspec/drafters.h"
+#include "editspec/draft-model.h"
 #include "editspec/copy.h"
 
 #include <algorithm>
@@ -226,6 +228,47 @@ void copy_fallback_drafter::accept(std::span<const llama_token> accepted) {
 void copy_fallback_drafter::sized(const draft_tree & sent) {
     copy_->sized(sent);
     generate_->sized(sent);
+}
+
+// the table's rows (drafters.h): the paper's rule and its variants, and CopySpec with a draft model
+namespace {
+
+copy_params copy_params_for(const std::string & name) {
+    copy_params cp;
+    if (name == "copy-recent") cp.match = COPY_MATCH_RECENT;
+    if (name == "copy-tree") cp.match = COPY_MATCH_BRANCHES;
+    if (name == "copy-ext") cp.extend = true;
+    return cp;
+}
+
+std::unique_ptr<drafter_i> make_copy(const drafter_desc & self, const drafter_inputs &, std::string *) {
+    return std::make_unique<copy_drafter>(copy_params_for(self.name));
+}
+
+} // namespace
+
+std::span<const drafter_desc> copy_drafters() {
+    static const drafter_desc rows[] = {
+        {"copy", "CopySpec: the tokens after the first earlier occurrence of the last 3 tokens, 10 at a time", 0,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_copy},
+        {"copy-recent", "CopySpec from the latest occurrence", 0, VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_copy},
+        {"copy-tree", "CopySpec from up to 4 occurrences, one branch each", 0, VERIFY_POLICY_GREEDY,
+         DRAFTER_LOSSY_NOT_REUSE, make_copy},
+        {"copy-ext", "CopySpec following its source while the output does, doubling the copy", 0, VERIFY_POLICY_GREEDY,
+         DRAFTER_LOSSY_NOT_REUSE, make_copy},
+        {"copyspec", "CopySpec with a draft model (§3.3): copy where the last 3 tokens match, else the draft model",
+         DRAFTER_NEEDS_DRAFT_MODEL, VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
+         [](const drafter_desc & self, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
+             auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error);
+             if (!sd) {
+                 if (error) *error = std::string(self.name) + ": " + *error;
+                 return nullptr;
+             }
+             return std::make_unique<copy_fallback_drafter>(std::make_unique<copy_drafter>(copy_params_for("copy")),
+                                                            std::move(sd));
+         }},
+    };
+    return rows;
 }
 
 } // namespace editspec

@@ -13,6 +13,7 @@
 //
 // Next step the target committed, say, d1 d2 x: the common prefix of record and history ends after
 // d2, so d3 goes (seq_rm from H+2) and only x is decoded (its logits give the next first draft).
+#include "editspec/drafters.h"
 #include "editspec/draft-model.h"
 #include "editspec/log.h"
 #include "editspec/sampling.h"
@@ -299,6 +300,18 @@ void model_drafter::propose(std::span<const llama_token> history, draft_tree & t
     }
     const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
     tree.add_path(-1, out, DRAFT_SOURCE_MODEL, max_nodes, p);
+}
+
+// the table's row (drafters.h)
+std::span<const drafter_desc> model_drafters() {
+    static const drafter_desc rows[] = {
+        {"sd", "a draft model (--draft-model) drafts gamma = 7 tokens greedily", DRAFTER_NEEDS_DRAFT_MODEL,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
+         [](const drafter_desc &, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
+             return model_drafter_create(*in.target, *in.draft_model, in.draft_params, error);
+         }},
+    };
+    return rows;
 }
 
 } // namespace editspec

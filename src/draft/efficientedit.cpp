@@ -1,6 +1,8 @@
 // EfficientEdit's two phases: Reuse, else Generate.
 //
 // ref: Zhu et al., "EfficientEdit" (seed 000) §III-A (Reuse), §III-B (Generate)
+#include "editspec/drafters.h"
+#include "editspec/draft-model.h"
 #include "editspec/efficientedit.h"
 
 namespace editspec {
@@ -51,6 +53,26 @@ void efficientedit_drafter::accept(std::span<const llama_token> accepted) {
 void efficientedit_drafter::sized(const draft_tree & sent) {
     reuse_->sized(sent);
     generate_->sized(sent);
+}
+
+// the table's row (drafters.h): entropy-aware verification by default (§III-B), on the draft
+// model's nodes only
+std::span<const drafter_desc> efficientedit_drafters() {
+    static const drafter_desc rows[] = {
+        {"efficientedit",
+         "EfficientEdit: Reuse, and the draft model in the Generate phase only (after a rejection until Reuse "
+         "re-syncs); entropy-aware verification of the draft model's nodes by default",
+         DRAFTER_NEEDS_ORIGINAL | DRAFTER_NEEDS_DRAFT_MODEL, VERIFY_POLICY_ENTROPY, DRAFTER_LOSSY_MODEL_ONLY,
+         [](const drafter_desc & self, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
+             auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error);
+             if (!sd) {
+                 if (error) *error = std::string(self.name) + ": " + *error;
+                 return nullptr;
+             }
+             return std::make_unique<efficientedit_drafter>(std::make_unique<reuse_drafter>(in.original), std::move(sd));
+         }},
+    };
+    return rows;
 }
 
 } // namespace editspec

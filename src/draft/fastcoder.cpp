@@ -2,6 +2,7 @@
 // a weighted trie, on REST's search (retrieval.cpp).
 //
 // ref: seed 004 (CodeSwift) §4.1-4.4 and Algorithm 1; seed 002 (FastCoder) §III-A..D, the same method
+#include "editspec/drafters.h"
 #include "editspec/fastcoder.h"
 #include "editspec/lookup.h"
 #include "editspec/match.h"
@@ -273,6 +274,42 @@ void fastcoder_drafter::accept(std::span<const llama_token> accepted) {
     }
     const size_t keep = 2 * (ctx + (size_t) std::max(params.output_chunk, 0));
     if (recent_.size() > 2 * keep) recent_.erase(recent_.begin(), recent_.end() - (ptrdiff_t) keep);
+}
+
+// the table's rows (drafters.h): FastCoder and its Table II ablations, each part off in turn
+namespace {
+
+std::unique_ptr<drafter_i> make_fastcoder(const drafter_desc & self, const drafter_inputs & in, std::string * error) {
+    if (!in.target) {
+        if (error) *error = std::string(self.name) + " needs the target model (its vocabulary)";
+        return nullptr;
+    }
+    const std::string name = self.name;
+    fastcoder_params fp;
+    fp.use_repo = name != "fastcoder-no-repo";
+    fp.use_cache = name != "fastcoder-no-cache";
+    fp.use_timing = name != "fastcoder-no-timing";
+    fp.use_context = name != "fastcoder-no-context";
+    return std::make_unique<fastcoder_drafter>(*in.target, in.repo_datastores, in.datastores, in.cache, fp);
+}
+
+} // namespace
+
+std::span<const drafter_desc> fastcoder_drafters() {
+    static const drafter_desc rows[] = {
+        {"fastcoder", "FastCoder / CodeSwift: the repository's (--repo-datastore) and common (--datastore) datastores "
+                      "in parallel, a weighted trie, a cache of verified drafts, retrieval timing",
+         DRAFTER_NEEDS_DATASTORE, VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_fastcoder},
+        {"fastcoder-no-repo", "FastCoder without the repository's datastore", DRAFTER_NEEDS_DATASTORE,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_fastcoder},
+        {"fastcoder-no-cache", "FastCoder without its cache of verified drafts", DRAFTER_NEEDS_DATASTORE,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_fastcoder},
+        {"fastcoder-no-timing", "FastCoder retrieving at every step (no retrieval timing)", DRAFTER_NEEDS_DATASTORE,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_fastcoder},
+        {"fastcoder-no-context", "FastCoder without drafts from the request's own context", DRAFTER_NEEDS_DATASTORE,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_fastcoder},
+    };
+    return rows;
 }
 
 } // namespace editspec

@@ -1,5 +1,6 @@
 // llama.cpp's common_speculative drafters as editspec drafters (include/editspec/llama-common.h).
 #include "editspec/llama-common.h"
+#include "editspec/drafters.h"
 
 #if EDITSPEC_HAVE_LLAMA_COMMON
 #include "common.h"
@@ -16,12 +17,6 @@
 #include <unistd.h>
 
 namespace editspec {
-
-const std::vector<std::string> & llama_common_drafter_names() {
-    static const std::vector<std::string> names = {"llama-ngram-simple", "llama-ngram-map-k", "llama-ngram-mod",
-                                                   "llama-ngram-cache"};
-    return names;
-}
 
 #if EDITSPEC_HAVE_LLAMA_COMMON
 
@@ -183,5 +178,31 @@ std::unique_ptr<drafter_i> llama_common_drafter_create(const std::string & name,
 }
 
 #endif
+
+// the table's rows (drafters.h): llama.cpp's own drafters, in-process; llama-ngram-cache's static
+// cache is built from the same datastores as the retrieval drafters'
+namespace {
+
+std::unique_ptr<drafter_i> make_llama_common(const drafter_desc & self, const drafter_inputs & in, std::string * error) {
+    std::vector<const datastore *> corpus(in.repo_datastores.begin(), in.repo_datastores.end());
+    corpus.insert(corpus.end(), in.datastores.begin(), in.datastores.end());
+    return llama_common_drafter_create(self.name, error, corpus);
+}
+
+} // namespace
+
+std::span<const drafter_desc> llama_common_drafters() {
+    static const drafter_desc rows[] = {
+        {"llama-ngram-simple", "llama.cpp's ngram-simple drafter (common/speculative), in-process", 0,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_llama_common},
+        {"llama-ngram-map-k", "llama.cpp's ngram-map-k drafter, in-process", 0, VERIFY_POLICY_GREEDY,
+         DRAFTER_LOSSY_NOT_REUSE, make_llama_common},
+        {"llama-ngram-mod", "llama.cpp's ngram-mod drafter, in-process", 0, VERIFY_POLICY_GREEDY,
+         DRAFTER_LOSSY_NOT_REUSE, make_llama_common},
+        {"llama-ngram-cache", "llama.cpp's ngram-cache drafter, in-process (a static cache from the datastores)", 0,
+         VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE, make_llama_common},
+    };
+    return rows;
+}
 
 } // namespace editspec

@@ -2,6 +2,7 @@
 //
 // ref: llama.cpp common/ngram-map.cpp common_ngram_simple_draft (PR 18471), pinned commit de3ff81;
 //      Saxena, "Prompt Lookup Decoding" (2023); vLLM v1/spec_decode/ngram_proposer.py
+#include "editspec/drafters.h"
 #include "editspec/lookup.h"
 #include "editspec/match.h"
 
@@ -133,6 +134,27 @@ void lookup_drafter::propose(std::span<const llama_token> history, draft_tree & 
     // budget counts new nodes; INT32_MAX-safe
     const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
     tree.add_path(-1, draft, DRAFT_SOURCE_LOOKUP, max_nodes, {}, lookup_conf(n_matched));
+}
+
+// the table's rows (drafters.h)
+std::span<const drafter_desc> lookup_drafters() {
+    static const drafter_desc rows[] = {
+        {"lookup", "prompt lookup, llama.cpp's ngram-simple defaults (n = 12, m = 48)", 0, VERIFY_POLICY_GREEDY,
+         DRAFTER_LOSSY_NOT_REUSE,
+         [](const drafter_desc &, const drafter_inputs &, std::string *) -> std::unique_ptr<drafter_i> {
+             lookup_params lp;
+             lp.mode = LOOKUP_MODE_NGRAM_SIMPLE;
+             return std::make_unique<lookup_drafter>(lp);
+         }},
+        {"lookup-longest", "prompt lookup, the longest match n = 12 .. 1, m = 48", 0, VERIFY_POLICY_GREEDY,
+         DRAFTER_LOSSY_NOT_REUSE,
+         [](const drafter_desc &, const drafter_inputs &, std::string *) -> std::unique_ptr<drafter_i> {
+             lookup_params lp;
+             lp.mode = LOOKUP_MODE_LONGEST;
+             return std::make_unique<lookup_drafter>(lp);
+         }},
+    };
+    return rows;
 }
 
 } // namespace editspec

@@ -3,6 +3,7 @@
 // ref: He et al., "REST: Retrieval-Based Speculative Decoding" (2024), as FastCoder (seed 002) §III-A
 //      and CodeSwift (seed 004) use it: suffix match from the longest length down, continuations of
 //      the occurrences in a trie, drafts by frequency
+#include "editspec/drafters.h"
 #include "editspec/retrieval.h"
 #include "editspec/lookup.h"
 
@@ -141,6 +142,23 @@ void retrieval_drafter::propose(std::span<const llama_token> history, draft_tree
     }
     n_retrievals++;
     retrieval_propose(trie_.top_paths(params.n_paths, 0.0f), last_match, tree, budget);
+}
+
+// the table's row (drafters.h)
+std::span<const drafter_desc> retrieval_drafters() {
+    static const drafter_desc rows[] = {
+        {"rest", "REST retrieval (FastCoder's baseline): the longest suffix of the context in the datastores "
+                 "(--datastore), the most frequent continuations",
+         DRAFTER_NEEDS_DATASTORE, VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
+         [](const drafter_desc & self, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
+             if (in.datastores.empty()) {
+                 if (error) *error = std::string(self.name) + " needs a common datastore (--datastore FILE, built by `editspec index`)";
+                 return nullptr;
+             }
+             return std::make_unique<retrieval_drafter>(in.datastores);
+         }},
+    };
+    return rows;
 }
 
 } // namespace editspec

@@ -3,6 +3,7 @@
 //
 // ref: Zhu et al., "EfficientEdit" (seed 000) §III-A; their code, efficienedit/speculative_sampling.py
 //      find_suffix_and_return_remaining (gamma = 7, first occurrence in the remaining original)
+#include "editspec/drafters.h"
 #include "editspec/reuse.h"
 #include "editspec/match.h"
 
@@ -317,6 +318,18 @@ void reuse_drafter::accept(std::span<const llama_token> accepted) {
         p_ = cands[best].pos + best_j - best_skip;
     }
     // a re-sync whose first token was rejected leaves the edit point where it was
+}
+
+// the table's row (drafters.h)
+std::span<const drafter_desc> reuse_drafters() {
+    static const drafter_desc rows[] = {
+        {"reuse", "EfficientEdit's Reuse: the original code (edit requests, or a prediction), re-synced after each edit",
+         DRAFTER_NEEDS_ORIGINAL, VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
+         [](const drafter_desc &, const drafter_inputs & in, std::string *) -> std::unique_ptr<drafter_i> {
+             return std::make_unique<reuse_drafter>(in.original);
+         }},
+    };
+    return rows;
 }
 
 } // namespace editspec

@@ -97,7 +97,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
         if (error) *error = "method '" + ms.name + "' sizes drafts with the cost model, and none was fetched";
         return false;
     }
-    method_inputs in;
+    drafter_inputs in;
     in.original = rq.original;
     in.target = rn.target.model.get();
     in.draft_model = rn.draft.model.get();
@@ -123,6 +123,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     sp.cost = sized_by_cost ? &rn.cost : nullptr;
     sp.stats = rq.stats;
     r = generate_spec(ctx, rq.prompt, gen, sp, drafters);
+    for (const drafter_i * d : drafters) r.drafters += (r.drafters.empty() ? "" : "+") + std::string(d->name());
     return true;
 }
 

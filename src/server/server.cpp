@@ -246,7 +246,8 @@ json timings_json(const generate_result & r) {
             {"predicted_per_token_ms", r.tokens.empty() ? 0.0 : r.gen_ms / r.tokens.size()},
             {"predicted_per_second", r.tokens_per_s()},
             {"draft_n", r.draft_tokens},
-            {"draft_n_accepted", r.accepted}};
+            {"draft_n_accepted", r.accepted},
+            {"drafters", r.drafters}}; // editspec's: which drafters ran (`auto` resolved)
 }
 
 // the response of each endpoint, whole (not streamed)
@@ -477,14 +478,11 @@ bool open_state(const server_params & p, server_state & s) {
     s.params = p;
     runner_params rp = p.runner;
     rp.trees = true;
-    if (!method_parse(p.method, s.method, &error) ||
-        !method_parse(p.method.find("reuse") != std::string::npos || p.method.find("efficientedit") != std::string::npos
-                          ? p.method
-                          : (p.method == "ar" ? std::string("reuse") : "reuse+" + p.method),
-                      s.with_reuse, &error)) {
+    if (!method_parse(p.method, s.method, &error)) {
         fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
+    s.with_reuse = method_with_original(s.method);
     if (s.method.uses_draft_model() && rp.draft_model_path.empty()) {
         fprintf(stderr, "editspec serve: error: method '%s' needs a draft model (--draft-model)\n", p.method.c_str());
         return false;

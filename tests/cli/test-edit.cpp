@@ -377,14 +377,17 @@ struct lossless_fixture : public ::testing::Test {
 
     // runs `method` on the prompt; flat cost: the cost model keeps whole trees (long reuse drafts)
     generate_result run(const std::string & method, const edit_case & c, const token_vec & original,
-                        const generate_params & gp, const model * draft = nullptr) {
+                        const generate_params & gp, const model * draft = nullptr,
+                        std::span<const datastore * const> stores = {}) {
         method_spec ms;
         std::string err;
         EXPECT_TRUE(method_parse(method, ms, &err)) << err;
-        method_inputs in;
+        drafter_inputs in;
         in.original = original;
         in.target = m;
         in.draft_model = draft;
+        in.datastores = stores;
+        in.repo_datastores = stores;
         in.draft_params.n_ctx = 2048;
         in.draft_params.n_threads = 1;
         std::vector<std::unique_ptr<drafter_i>> owned;
@@ -492,7 +495,7 @@ TEST_F(lossless_fixture, efficientedit_entropy_runs_and_is_lossy_on_model_nodes_
     ASSERT_TRUE(method_parse("reuse+lookup", ms, &err));
     EXPECT_FALSE(method_lossy_ok(ms));
     // errors: reuse without an original, efficientedit without a draft model
-    method_inputs in;
+    drafter_inputs in;
     std::vector<std::unique_ptr<drafter_i>> owned;
     ASSERT_TRUE(method_parse("reuse", ms, &err));
     EXPECT_FALSE(method_make_drafters(ms, in, owned, &err));
@@ -504,4 +507,72 @@ TEST_F(lossless_fixture, efficientedit_entropy_runs_and_is_lossy_on_model_nodes_
     gp.n_predict = 32;
     const generate_result r = run("efficientedit", cases[0], cases[0].original, gp, f32.get());
     EXPECT_EQ(r.tokens.size(), 32u);
+}
+
+namespace {
+
+// every row of the drafter table (drafters.h) and `auto`, each alone, against ar on a few edits:
+// what a request can feed them is fed (the code being edited, a draft model, a datastore of the
+// items' code), lossy default policies are asked for greedy. Returns the methods run.
+std::vector<std::string> sweep_table(lossless_fixture & f, const std::vector<edit_case> & cases, size_t n_cases) {
+    auto draft = test::load_or_fail(test::tiny_model_path());
+    EXPECT_TRUE(draft);
+    test::temp_dir dir;
+    std::vector<std::string> texts;
+    for (size_t i = 0; i < n_cases && i < cases.size(); i++) texts.push_back(lossless_fixture::m->detokenize(cases[i].original));
+    datastore ds;
+    std::string err;
+    EXPECT_TRUE(test::index_texts(*lossless_fixture::m, dir.path, "items", texts, ds, &err)) << err;
+    const datastore * stores[] = {&ds};
+    std::vector<std::string> methods = {"auto"};
+    for (const drafter_desc & d : drafter_table()) {
+        methods.push_back(std::string(d.name) + (verify_policy_is_lossy(d.policy) ? ":greedy" : ""));
+    }
+    generate_params gp;
+    gp.n_predict = 40;
+    for (size_t i = 0; i < n_cases && i < cases.size(); i++) {
+        const edit_case & c = cases[i];
+        const generate_result ar = generate_ar(*lossless_fixture::ctx, c.prompt, gp);
+        for (const std::string & method : methods) {
+            const generate_result r = f.run(method, c, c.original, gp, draft.get(), stores);
+            EXPECT_EQ(r.tokens, ar.tokens) << method << " on " << c.id;
+        }
+    }
+    return methods;
+}
+
+// a drafter of one row: proposes the last token again, three times (mostly wrong: rejections)
+struct repeat_drafter : drafter_i {
+    const char * name() const override { return "test-repeat"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token>) override {}
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
+        const llama_token t[3] = {history.back(), history.back(), history.back()};
+        tree.add_path(-1, std::span<const llama_token>(t, std::min<size_t>(3, (size_t) std::max(budget, 0))),
+                      source(), budget);
+    }
+    void accept(std::span<const llama_token>) override {}
+};
+
+} // namespace
+
+TEST_F(lossless_fixture, every_drafter_of_the_table_and_auto_equal_ar) {
+    const std::vector<std::string> run = sweep_table(*this, cases, 3);
+    EXPECT_GE(run.size(), drafter_table().size() + 1);
+}
+
+// a new drafter is one row: added, it parses as a method, combines with others and the sweep runs it
+TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
+    const drafter_desc row = {"test-repeat", "proposes the last token again", 0, VERIFY_POLICY_GREEDY,
+                              DRAFTER_LOSSY_NOT_REUSE,
+                              [](const drafter_desc &, const drafter_inputs &, std::string *) -> std::unique_ptr<drafter_i> {
+                                  return std::make_unique<repeat_drafter>();
+                              }};
+    if (!drafter_find("test-repeat")) ASSERT_TRUE(drafter_table_add(row));
+    EXPECT_FALSE(drafter_table_add(row)); // a name is taken once
+    method_spec ms;
+    std::string err;
+    ASSERT_TRUE(method_parse("test-repeat+lookup@8", ms, &err)) << err;
+    const std::vector<std::string> run = sweep_table(*this, cases, 2);
+    EXPECT_NE(std::find(run.begin(), run.end(), "test-repeat"), run.end());
 }

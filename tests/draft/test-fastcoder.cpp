@@ -196,7 +196,7 @@ TEST_F(fastcoder_fixture, greedy_fastcoder_equals_ar_as_the_cache_fills) {
     std::string err;
     ASSERT_TRUE(method_parse("fastcoder", ms, &err)) << err;
     std::vector<std::unique_ptr<drafter_i>> owned;
-    method_inputs in;
+    drafter_inputs in;
     in.target = m.get();
     EXPECT_FALSE(method_make_drafters(ms, in, owned, &err));
     EXPECT_NE(err.find("--repo-datastore"), std::string::npos) << err;

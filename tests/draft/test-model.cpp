@@ -213,10 +213,10 @@ TEST_F(model_fixture, method_sd_needs_a_draft_model) {
     std::string err;
     ASSERT_TRUE(method_parse("lookup-longest+sd@16", ms, &err)) << err;
     std::vector<std::unique_ptr<drafter_i>> ds;
-    method_inputs in;
+    drafter_inputs in;
     in.target = m.get();
     EXPECT_FALSE(method_make_drafters(ms, in, ds, &err));
-    EXPECT_NE(err.find("method 'sd' needs --draft-model"), std::string::npos) << err;
+    EXPECT_NE(err.find("drafter 'sd' needs a draft model (--draft-model)"), std::string::npos) << err;
     in.draft_model = m.get();
     in.draft_params = draft_params();
     ASSERT_TRUE(method_make_drafters(ms, in, ds, &err)) << err;

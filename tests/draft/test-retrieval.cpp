@@ -109,7 +109,7 @@ TEST_F(rest_fixture, greedy_rest_equals_ar) {
     std::string err;
     ASSERT_TRUE(method_parse("rest@24", ms, &err)) << err;
     const datastore * stores[] = {&ds};
-    method_inputs in;
+    drafter_inputs in;
     in.datastores = stores;
     int64_t accepted = 0;
     for (size_t p = 0; p < cases.size(); p++) {
@@ -127,6 +127,6 @@ TEST_F(rest_fixture, greedy_rest_equals_ar) {
     EXPECT_GT(accepted, 100); // the datastore's drafts were tried and held
     // without a datastore the method is refused by name
     std::vector<std::unique_ptr<drafter_i>> owned;
-    EXPECT_FALSE(method_make_drafters(ms, method_inputs{}, owned, &err));
+    EXPECT_FALSE(method_make_drafters(ms, drafter_inputs{}, owned, &err));
     EXPECT_NE(err.find("--datastore"), std::string::npos) << err;
 }

@@ -1,0 +1,76 @@
+// The table of drafters: one row (drafter_desc) per name a method may use. Each drafter's file
+// defines its rows beside the drafter (`std::span<const drafter_desc> NAME_drafters()`), and
+// src/draft/drafters.cpp lists the files, one word each. The CLI, the
+// server, the bench, --help and the lossless test sweeps read the table, so a new drafter is one
+// file and one line there, and enters the lossless tests by itself.
+//
+//     const drafter_desc * d = drafter_find("lookup-longest");
+//     std::string err;
+//     std::unique_ptr<drafter_i> dr = d->make(inputs, &err);   // null with err when a need is missing
+//
+// Rows say what a drafter needs from a request (the code being edited, a draft model, a
+// datastore), the acceptance policy its method verifies with unless one is named (EfficientEdit:
+// entropy-aware), and which of its nodes a lossy policy may judge.
+#pragma once
+
+#include "editspec/datastore.h"
+#include "editspec/draft-model.h"
+#include "editspec/draft.h"
+#include "editspec/engine.h"
+#include "editspec/verify.h"
+
+#include <memory>
+#include <span>
+#include <string>
+
+namespace editspec {
+
+class retrieval_cache;
+
+// what a request offers the drafters
+struct drafter_inputs {
+    std::span<const llama_token> original; // the code being edited (Reuse), empty otherwise
+    const model * target      = nullptr;   // the target model (vocabulary checks, FastCoder's trie)
+    const model * draft_model = nullptr;   // a draft model (--draft-model), null = none
+    draft_model_params draft_params;       // the draft model's gamma, context, threads
+    std::span<const datastore * const> datastores;      // the common datastores (--datastore)
+    std::span<const datastore * const> repo_datastores; // the repository's (--repo-datastore)
+    retrieval_cache * cache = nullptr;     // FastCoder: a cache kept across requests, null = per request
+};
+
+enum drafter_need : uint8_t {
+    DRAFTER_NEEDS_ORIGINAL    = 1, // the code being edited (an edit or apply, or `prediction`)
+    DRAFTER_NEEDS_DRAFT_MODEL = 2,
+    DRAFTER_NEEDS_DATASTORE   = 4, // a common or repository datastore
+};
+
+// the nodes a lossy acceptance policy (entropy, topk, ...) may judge; the others are verified greedily
+enum drafter_lossy_scope : uint8_t {
+    DRAFTER_LOSSY_NOT_REUSE  = 0, // every node but Reuse's (EfficientEdit §III-A verifies the
+                                  // original code greedily)
+    DRAFTER_LOSSY_MODEL_ONLY = 1, // the draft model's nodes only (EfficientEdit's entropy-aware check)
+};
+
+struct drafter_desc {
+    const char * name;
+    const char * help;  // one line for --help and the README
+    uint8_t needs = 0;  // drafter_need bits
+    verify_policy policy = VERIFY_POLICY_GREEDY; // the method's policy unless it names one
+    drafter_lossy_scope lossy = DRAFTER_LOSSY_NOT_REUSE;
+    // a fresh drafter for one request; null with *error naming the missing input
+    std::unique_ptr<drafter_i> (*make)(const drafter_desc & self, const drafter_inputs & in, std::string * error) = nullptr;
+};
+
+// every row, in --help order (the built-in rows, then any added)
+std::span<const drafter_desc> drafter_table();
+// the row named `name`, null when there is none
+const drafter_desc * drafter_find(const std::string & name);
+// adds a row (an embedder's or a test's drafter); false when the name is taken. Call before any
+// request runs: the table is not locked.
+bool drafter_table_add(const drafter_desc & d);
+// "a, b, c": every name, for errors and --help
+std::string drafter_names_list();
+// whether `in` meets d's needs; false with *error naming what is missing
+bool drafter_inputs_meet(const drafter_desc & d, const drafter_inputs & in, std::string * error);
+
+} // namespace editspec
