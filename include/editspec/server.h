@@ -42,7 +42,7 @@ struct server_params {
     int32_t port = 8012;
     std::string api_key;               // non-empty: requests need "Authorization: Bearer <key>"
     int32_t n_parallel = 1;            // slots
-    std::string method = "lookup-longest"; // drafters for every request; `prediction` adds Reuse
+    std::string method = "auto";       // drafters for every request (methods.h); `prediction` feeds Reuse
     size_t max_body = 8u << 20;        // bytes
     int32_t max_queue = 32;            // requests waiting for a slot; past them, 503 with Retry-After
     int32_t max_tokens = 4096;         // most tokens one request may ask for

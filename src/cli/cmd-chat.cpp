@@ -119,7 +119,6 @@ int run_chat(const chat_opts & o) {
 
 command cmd_chat_add(CLI::App & app) {
     auto o = std::make_shared<chat_opts>();
-    o->req.method = "copy";
     CLI::App * sub = app.add_subcommand(
         "chat", "a multi-turn conversation: each turn reuses the KV cache of the earlier ones and copies from them");
     add_request_options(sub, o->req, "decoding method (below)");

@@ -217,7 +217,6 @@ int run_edit(const edit_opts & o) {
 
 // the options edit and apply share
 void add_edit_options(CLI::App * sub, edit_opts & o, const char * what) {
-    o.req.method = "reuse+lookup-longest";
     add_request_options(sub, o.req,
                         "decoding method (below)");
     sub->add_option("-f,--file", o.file, std::string("the file to ") + what + " (default: read the code from stdin)");

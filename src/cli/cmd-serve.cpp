@@ -120,7 +120,6 @@ command cmd_serve_add(CLI::App & app) {
     auto o = std::make_shared<serve_opts>();
     CLI::App * sub = app.add_subcommand("serve", "serve OpenAI- and llama.cpp-compatible HTTP endpoints (chat, completions, "
                                                  "Predicted Outputs, /completion, /infill)");
-    o->req.method = "lookup-longest";
     add_request_options(sub, o->req,
                         "decoding method of every request (below; a request with `prediction` adds Reuse)");
     sub->add_option("--host", o->host, "address to listen on (loopback unless told otherwise)")->capture_default_str();

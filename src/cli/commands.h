@@ -61,7 +61,7 @@ struct request_opts {
     std::string model;           // -m, "" = default_model_path()
     std::string draft_model;     // --draft-model, "" = default_draft_model_path() when the method needs one
     draft_model_params draft;    // --gamma, --draft-p-min
-    std::string method = "ar";   // --method (methods.h)
+    std::string method = "auto"; // --method (methods.h)
     int32_t threads = 0;
     int32_t n_ctx = 4096;
     bool flash_attn = false;

@@ -88,12 +88,23 @@ bool method_parse(const std::string & text, method_spec & out, std::string * err
 }
 
 std::vector<std::string> method_auto_drafters(const drafter_inputs & in) {
+    // first named, first placed. Reuse goes first: a node is credited to the drafter that placed it,
+    // and Predicted Outputs' accepted_prediction_tokens counts Reuse's (with lookup first, lookup
+    // takes the credit for the same tokens). Then lookup, then copy: on the shipped models' CanItEdit
+    // edits lookup-longest+copy ran 2.69x over ar and copy+lookup-longest 2.49x; Reuse first cost
+    // 0-13 % there, nothing on constrained applies (docs/results/issue38-auto)
     std::vector<std::string> v;
     if (!in.original.empty()) v.push_back("reuse");
     v.push_back("lookup-longest");
     v.push_back("copy");
     if (!in.datastores.empty() || !in.repo_datastores.empty()) v.push_back("fastcoder");
-    if (in.draft_model && in.target) v.push_back("sd");
+    // a draft model pays only when its pass is much cheaper than the target's: the shipped pair (a
+    // 4.5M draft for a 17M target, 0.26) lost to no draft model on every task (sd 0.4-0.9x of ar on
+    // CanItEdit edits, docs/results/issue38-auto); real pairs (0.5B for 7B) are near 0.07
+    if (in.draft_model && in.target &&
+        5 * in.draft_model->facts().n_params <= in.target->facts().n_params) {
+        v.push_back("sd");
+    }
     return v;
 }
 

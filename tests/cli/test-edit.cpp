@@ -215,7 +215,8 @@ TEST(edit_cli, json_parses_with_statistics) {
                                      &out);
     ASSERT_EQ(rc, 0) << out;
     const nlohmann::json j = nlohmann::json::parse(out);
-    EXPECT_EQ(j["method"], "reuse+lookup-longest"); // the default
+    EXPECT_EQ(j["method"], "auto"); // the default
+    EXPECT_NE(j["drafters"].get<std::string>().find("reuse"), std::string::npos) << j.dump();
     EXPECT_EQ(j["tokens"], 24);                      // the random model never stops early
     EXPECT_TRUE(j["code"].is_string());
     EXPECT_GE(j["target_passes"].get<int>(), 1);
@@ -282,9 +283,14 @@ TEST(apply_cli, merges_with_the_file_as_prediction_and_checks_input) {
     EXPECT_EQ(out, out_stdin);
     ASSERT_EQ(test::run_command(base + " -u " + quote(u.string()) + " --json", &json_out), 0) << json_out;
     const nlohmann::json j = nlohmann::json::parse(json_out);
-    EXPECT_EQ(j["method"], "reuse+lookup-longest");
-    ASSERT_TRUE(j["by_source"].contains("reuse")) << json_out;
-    EXPECT_GT(j["by_source"]["reuse"]["drafted"].get<int>(), 0);
+    EXPECT_EQ(j["method"], "auto");
+    EXPECT_NE(j["drafters"].get<std::string>().find("reuse"), std::string::npos) << json_out; // auto feeds Reuse the file
+    std::string reuse_json;
+    ASSERT_EQ(test::run_command(base + " -u " + quote(u.string()) + " --json --method reuse", &reuse_json), 0) << reuse_json;
+    const nlohmann::json jr = nlohmann::json::parse(reuse_json);
+    ASSERT_TRUE(jr["by_source"].contains("reuse")) << reuse_json;
+    EXPECT_GT(jr["by_source"]["reuse"]["drafted"].get<int>(), 0);
+    EXPECT_EQ(jr["text"], j["text"]);
     ASSERT_EQ(test::run_command(base + " -u " + quote(u.string()) + " --in-place", &out_stdin), 0);
     EXPECT_EQ(read_text(f), out);
     EXPECT_EQ(read_text(d.path / "f.py.orig"), sample_code);
