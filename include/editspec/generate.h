@@ -73,6 +73,8 @@ struct generate_result {
     double      decode_model_ms = 0.0; // the cost model's figure for those decodes (sized modes only)
     source_stats by_source[8];       // indexed by draft_source
     std::string drafters;            // the drafters that ran, "+"-joined ("" = autoregressive; `auto` resolved)
+    std::string policy;              // the acceptance policy that verified them (sampling when a method's
+                                     // own policy was not named and the temperature is above 0)
     stop_reason stop = STOP_REASON_NONE;
     std::string error;               // when stop == STOP_REASON_ERROR
 

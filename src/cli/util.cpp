@@ -108,6 +108,7 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
         {"flash_attn", ctx.params().flash_attn},
         {"method", ms.name},
         {"drafters", r.drafters},
+        {"policy", r.policy},
         {"draft_tokens", r.draft_tokens},
         {"accepted", r.accepted},
         {"draft_ms", r.draft_ms},

@@ -137,22 +137,22 @@ void lookup_drafter::propose(std::span<const llama_token> history, draft_tree & 
 }
 
 // the table's rows (drafters.h)
+namespace {
+
+std::unique_ptr<drafter_i> make_lookup(const drafter_desc & self, const drafter_inputs &, std::string *) {
+    lookup_params lp;
+    lp.mode = std::string(self.name) == "lookup" ? LOOKUP_MODE_NGRAM_SIMPLE : LOOKUP_MODE_LONGEST;
+    return std::make_unique<lookup_drafter>(lp);
+}
+
+} // namespace
+
 std::span<const drafter_desc> lookup_drafters() {
     static const drafter_desc rows[] = {
         {"lookup", "prompt lookup, llama.cpp's ngram-simple defaults (n = 12, m = 48)", 0, VERIFY_POLICY_GREEDY,
-         DRAFTER_LOSSY_NOT_REUSE,
-         [](const drafter_desc &, const drafter_inputs &, std::string *) -> std::unique_ptr<drafter_i> {
-             lookup_params lp;
-             lp.mode = LOOKUP_MODE_NGRAM_SIMPLE;
-             return std::make_unique<lookup_drafter>(lp);
-         }},
+         DRAFTER_LOSSY_NOT_REUSE, make_lookup},
         {"lookup-longest", "prompt lookup, the longest match n = 12 .. 1, m = 48", 0, VERIFY_POLICY_GREEDY,
-         DRAFTER_LOSSY_NOT_REUSE,
-         [](const drafter_desc &, const drafter_inputs &, std::string *) -> std::unique_ptr<drafter_i> {
-             lookup_params lp;
-             lp.mode = LOOKUP_MODE_LONGEST;
-             return std::make_unique<lookup_drafter>(lp);
-         }},
+         DRAFTER_LOSSY_NOT_REUSE, make_lookup},
     };
     return rows;
 }

@@ -124,6 +124,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     sp.stats = rq.stats;
     r = generate_spec(ctx, rq.prompt, gen, sp, drafters);
     for (const drafter_i * d : drafters) r.drafters += (r.drafters.empty() ? "" : "+") + std::string(d->name());
+    if (!drafters.empty()) r.policy = verify_policy_name(sp.verify.policy);
     return true;
 }
 

@@ -247,7 +247,8 @@ json timings_json(const generate_result & r) {
             {"predicted_per_second", r.tokens_per_s()},
             {"draft_n", r.draft_tokens},
             {"draft_n_accepted", r.accepted},
-            {"drafters", r.drafters}}; // editspec's: which drafters ran (`auto` resolved)
+            {"drafters", r.drafters},  // editspec's: which drafters ran (`auto` resolved)
+            {"policy", r.policy}};     // and the acceptance policy that verified them
 }
 
 // the response of each endpoint, whole (not streamed)

@@ -3,6 +3,7 @@
 #include "common/test-util.h"
 #include "editspec/cost.h"
 #include "editspec/dataset.h"
+#include "editspec/drafters.h"
 #include "editspec/lookup.h"
 #include "editspec/replay.h"
 
@@ -33,15 +34,6 @@ struct script_drafter : drafter_i {
         }
     }
     void accept(std::span<const llama_token> a) override { accepted.emplace_back(a.begin(), a.end()); }
-};
-
-// no drafts at all
-struct null_drafter : drafter_i {
-    const char * name() const override { return "none"; }
-    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
-    void begin(std::span<const llama_token>) override {}
-    void propose(std::span<const llama_token>, draft_tree &, int32_t) override {}
-    void accept(std::span<const llama_token>) override {}
 };
 
 } // namespace
@@ -98,9 +90,11 @@ TEST(oracle_replay, header_example) {
 
 TEST(oracle_replay, no_drafts_is_autoregressive) {
     // one token per pass, speedup exactly 1
-    null_drafter d;
+    const drafter_desc * none = drafter_find("none"); // the table's drafter that never proposes
+    ASSERT_TRUE(none);
+    const std::unique_ptr<drafter_i> d = none->make(*none, {}, nullptr);
     const token_vec ctx = {1, 2}, ref = {3, 4, 5, 2};
-    const replay_result r = oracle_replay(ctx, ref, d);
+    const replay_result r = oracle_replay(ctx, ref, *d);
     EXPECT_EQ(r.n_passes, 4);
     EXPECT_DOUBLE_EQ(r.tokens_per_pass(), 1.0);
     EXPECT_DOUBLE_EQ(r.speedup(), 1.0);

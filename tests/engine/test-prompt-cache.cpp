@@ -49,6 +49,19 @@ std::vector<std::string> history(const std::string & name) {
     return out;
 }
 
+// the tiny Q8_0 model in a runner (its context keeps its cache between requests) and a second,
+// cold context beside it
+void open_with_cold_context(runner & rn, std::unique_ptr<context> & cold) {
+    runner_params rp;
+    rp.model_path = test::tiny_model_q8_path();
+    rp.n_ctx = 2048;
+    rp.n_threads = 1;
+    std::string err;
+    ASSERT_TRUE(runner_open(rp, rn, &err)) << err;
+    cold = runner_new_context(rn, &err);
+    ASSERT_TRUE(cold) << err;
+}
+
 } // namespace
 
 TEST(prompt_cache_plan, prefix_mode_keeps_the_common_prefix_only) {
@@ -227,14 +240,9 @@ TEST(prompt_cache, a_context_without_a_spare_sequence_falls_back_to_the_prefix) 
 // context does: token for token, autoregressive and speculative
 TEST(prompt_cache, prefix_mode_is_lossless_over_a_real_editing_history) {
     runner rn;
-    runner_params rp;
-    rp.model_path = test::tiny_model_q8_path();
-    rp.n_ctx = 2048;
-    rp.n_threads = 1;
+    std::unique_ptr<context> cold;
+    ASSERT_NO_FATAL_FAILURE(open_with_cold_context(rn, cold));
     std::string err;
-    ASSERT_TRUE(runner_open(rp, rn, &err)) << err;
-    auto cold = runner_new_context(rn, &err);
-    ASSERT_TRUE(cold) << err;
     int32_t steps = 0, reused = 0;
     for (const char * name : {"json", "encoding"}) {
         const std::vector<std::string> versions = history(name);
@@ -278,14 +286,9 @@ request edit_request(const model & m, const std::string & instruction, const std
 // the answer equals a cold request's token for token (the loaded cells are the saved bytes)
 TEST(prompt_store, a_prompt_loaded_back_answers_as_a_cold_request) {
     runner rn;
-    runner_params rp;
-    rp.model_path = test::tiny_model_q8_path();
-    rp.n_ctx = 2048;
-    rp.n_threads = 1;
+    std::unique_ptr<context> cold;
+    ASSERT_NO_FATAL_FAILURE(open_with_cold_context(rn, cold));
     std::string err;
-    ASSERT_TRUE(runner_open(rp, rn, &err)) << err;
-    auto cold = runner_new_context(rn, &err);
-    ASSERT_TRUE(cold) << err;
     const model & m = *rn.target.model;
     const std::vector<std::string> a = history("json"), other = history("encoding");
     ASSERT_FALSE(a.empty());
