@@ -14,6 +14,7 @@
 
 #include "editspec/dataset.h"
 #include "editspec/draft-model.h"
+#include "editspec/drafters.h"
 #include "editspec/edit.h"
 #include "editspec/replay.h"
 #include "editspec/generate.h"
@@ -37,6 +38,7 @@ struct bench_params {
     std::vector<std::string> datastore_paths; // the common datastores of "rest" and "fastcoder" (--datastore)
     std::vector<std::string> repo_datastore_paths; // the repository's, "fastcoder" (--repo-datastore)
     draft_model_params draft;     // gamma, p_min (n_ctx and threads follow the target's)
+    method_settings settings;     // the papers' settings (drafters.h)
     std::string dataset_path;
     dataset_task task = DATASET_TASK_EDIT;
     bool apply = false;           // edit items as fast apply: the reference diff's hunks as the snippet (apply.h)

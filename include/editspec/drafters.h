@@ -27,6 +27,23 @@ namespace editspec {
 
 class retrieval_cache;
 
+// the papers' settings a user may change (--copy-gamma, ...; the papers' defaults): the drafters read
+// theirs, the acceptance policies theirs (request.cpp)
+struct method_settings {
+    int32_t copy_gamma   = 3;    // CopySpec γ: tokens matched
+    int32_t copy_len     = 10;   // CopySpec |S|: tokens copied per attempt
+    float   alpha        = 1.0f; // FastCoder α: weight of a repository continuation
+    float   beta         = 1.0f; // FastCoder β: weight of a common one
+    float   skip_p       = 0.5f; // FastCoder p: retrieval probability at a line's first token
+    int32_t cache_min    = 50;   // FastCoder l: the cache is searched once it holds this many sequences
+    int32_t retrieve_max = 16;   // REST, FastCoder: the longest suffix looked up, tokens
+    int32_t top_k        = 3;    // the topk policy: a draft among the target's top k is accepted
+    int32_t entropy_k    = 5;    // EfficientEdit's entropy-aware policy: the base threshold k
+};
+
+// "" when every setting is in range, else the first one that is not, named as its option
+std::string method_settings_check(const method_settings & s);
+
 // what a request offers the drafters
 struct drafter_inputs {
     std::span<const llama_token> original; // the code being edited (Reuse), empty otherwise
@@ -36,6 +53,7 @@ struct drafter_inputs {
     std::span<const datastore * const> datastores;      // the common datastores (--datastore)
     std::span<const datastore * const> repo_datastores; // the repository's (--repo-datastore)
     retrieval_cache * cache = nullptr;     // FastCoder: a cache kept across requests, null = per request
+    method_settings settings;
 };
 
 enum drafter_need : uint8_t {

@@ -42,6 +42,7 @@ struct runner_params {
     // one sequence per leaf of a draft tree (up to 64 leaves); false: one sequence, autoregressive only
     bool    trees      = true;
     draft_model_params draft;      // gamma, p_min (n_ctx and n_threads follow the above)
+    method_settings settings;      // the papers' settings (drafters.h)
     std::vector<std::string> datastore_paths; // common retrieval datastores ("rest", "fastcoder"), checked against the target's tokenizer
     std::vector<std::string> repo_datastore_paths; // the repository's ("fastcoder")
 };

@@ -405,6 +405,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     rp.n_threads = p.threads;
     rp.flash_attn = p.flash_attn;
     rp.draft = p.draft;
+    rp.settings = p.settings;
     runner rn;
     if (!runner_open(rp, rn, error)) return false;
     const model & m = *rn.target.model;

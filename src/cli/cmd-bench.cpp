@@ -105,6 +105,7 @@ int run_bench(bench_opts & o) {
     if (!(o.p.tests.timeout_s > 0 && o.p.tests.timeout_s <= 3600)) return fail_input(cmd, "--tests-timeout " + std::to_string(o.p.tests.timeout_s) + " out of range (0, 3600]");
     o.p.tests.no_network = !o.tests_allow_network;
     if (const int status = check_draft_options(cmd, o.p.draft); status != 0) return status;
+    if (const std::string bad = method_settings_check(o.p.settings); !bad.empty()) return fail_input(cmd, bad);
     if (o.p.limit < 0) return fail_input(cmd, "--limit " + std::to_string(o.p.limit) + " must be >= 0");
     if (o.p.threads < 0 || o.p.threads > 1024) return fail_input(cmd, "--threads " + std::to_string(o.p.threads) + " out of range [0, 1024]");
     if (o.p.n_ctx < 64 || o.p.n_ctx > (1 << 20)) return fail_input(cmd, "--ctx-size " + std::to_string(o.p.n_ctx) + " out of range [64, 1048576]");
@@ -161,6 +162,7 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("-m,--model", o->p.model_path, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
     sub->add_option("--draft-model", o->p.draft_model_path, "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, or the shipped draft model with the shipped target)");
     add_draft_options(sub, o->p.draft);
+    add_method_settings(sub, o->p.settings);
     sub->add_option("--datastore", o->p.datastore_paths, "common retrieval datastore for rest and fastcoder (built by `editspec index`; repeatable)");
     sub->add_option("--repo-datastore", o->p.repo_datastore_paths, "the repository's datastore for fastcoder (items may name their own: "
                     "\"repo_datastore\")");

@@ -76,6 +76,10 @@ int run_serve(const serve_opts & o) {
     sp.runner.n_threads = ro.threads;
     sp.runner.flash_attn = ro.flash_attn;
     sp.runner.draft = ro.draft;
+    sp.runner.settings = ro.settings;
+    if (const std::string bad = method_settings_check(ro.settings); !bad.empty()) {
+        return fail_input(cmd, bad);
+    }
     sp.runner.datastore_paths = ro.datastores;
     sp.runner.repo_datastore_paths = ro.repo_datastores;
     if (const int status = check_draft_options(cmd, ro.draft); status != 0) {

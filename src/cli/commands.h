@@ -54,6 +54,8 @@ std::string default_draft_model_path(const std::string & target_path);
 // --gamma and --draft-p-min into `dp` (the draft model's proposals); --draft-model stays per command
 void add_draft_options(CLI::App * sub, draft_model_params & dp);
 // checks them; returns an exit status
+// the papers' settings (drafters.h: method_settings), checked by method_settings_check
+void add_method_settings(CLI::App * sub, method_settings & s);
 int check_draft_options(const char * cmd, const draft_model_params & dp);
 
 // the options of a command that runs requests (complete, edit): models, method, threads, context
@@ -61,6 +63,7 @@ struct request_opts {
     std::string model;           // -m, "" = default_model_path()
     std::string draft_model;     // --draft-model, "" = default_draft_model_path() when the method needs one
     draft_model_params draft;    // --gamma, --draft-p-min
+    method_settings settings;    // --copy-gamma, --alpha, --entropy-k, ...
     std::string method = "auto"; // --method (methods.h)
     int32_t threads = 0;
     int32_t n_ctx = 4096;

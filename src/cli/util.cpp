@@ -64,6 +64,24 @@ void add_draft_options(CLI::App * sub, draft_model_params & dp) {
         ->capture_default_str();
 }
 
+void add_method_settings(CLI::App * sub, method_settings & s) {
+    sub->add_option("--copy-gamma", s.copy_gamma, "CopySpec: γ, the tokens a copy matches")->capture_default_str();
+    sub->add_option("--copy-len", s.copy_len, "CopySpec: |S|, the tokens copied per attempt")->capture_default_str();
+    sub->add_option("--alpha", s.alpha, "FastCoder: α, the weight of a repository continuation")->capture_default_str();
+    sub->add_option("--beta", s.beta, "FastCoder: β, the weight of a common datastore's continuation")->capture_default_str();
+    sub->add_option("--skip-p", s.skip_p, "FastCoder: p, the retrieval probability at a line's first token")
+        ->capture_default_str();
+    sub->add_option("--cache-min", s.cache_min, "FastCoder: l, the sequences its cache holds before it is searched")
+        ->capture_default_str();
+    sub->add_option("--retrieve-max", s.retrieve_max, "rest, FastCoder: the longest suffix looked up, tokens")
+        ->capture_default_str();
+    sub->add_option("--accept-top-k", s.top_k,
+                    "the topk policy: a draft among the target's top k tokens is accepted (lossy; --top-k samples)")
+        ->capture_default_str();
+    sub->add_option("--entropy-k", s.entropy_k, "EfficientEdit's entropy-aware policy: the base threshold k (lossy)")
+        ->capture_default_str();
+}
+
 int check_draft_options(const char * cmd, const draft_model_params & dp) {
     if (dp.gamma < 1 || dp.gamma > 256) {
         return fail_input(cmd, "--gamma " + std::to_string(dp.gamma) + " out of range [1, 256]");
@@ -138,6 +156,7 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
                     "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, "
                     "or the shipped draft model with the shipped target)");
     add_draft_options(sub, o.draft);
+    add_method_settings(sub, o.settings);
     sub->add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("-c,--ctx-size", o.n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_flag("--flash-attn", o.flash_attn, "use flash attention (faster on some machines, not bit-exact)");
@@ -154,6 +173,9 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     }
     if (o.n_ctx < 16 || o.n_ctx > (1 << 20)) {
         return fail_input(cmd, "--ctx-size " + std::to_string(o.n_ctx) + " out of range [16, 1048576]");
+    }
+    if (const std::string bad = method_settings_check(o.settings); !bad.empty()) {
+        return fail_input(cmd, bad);
     }
     std::string error;
     if (!method_parse(o.method, ms, &error)) {
@@ -174,6 +196,7 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     rp.flash_attn = o.flash_attn;
     rp.trees = !ms.is_ar();
     rp.draft = o.draft;
+    rp.settings = o.settings;
     rp.datastore_paths = o.datastores;
     rp.repo_datastore_paths = o.repo_datastores;
     if (!runner_open(rp, rn, &error)) {

@@ -241,8 +241,15 @@ copy_params copy_params_for(const std::string & name) {
     return cp;
 }
 
-std::unique_ptr<drafter_i> make_copy(const drafter_desc & self, const drafter_inputs &, std::string *) {
-    return std::make_unique<copy_drafter>(copy_params_for(self.name));
+copy_params copy_params_for(const std::string & name, const method_settings & s) {
+    copy_params cp = copy_params_for(name);
+    cp.gamma = s.copy_gamma;
+    cp.n_copy = s.copy_len;
+    return cp;
+}
+
+std::unique_ptr<drafter_i> make_copy(const drafter_desc & self, const drafter_inputs & in, std::string *) {
+    return std::make_unique<copy_drafter>(copy_params_for(self.name, in.settings));
 }
 
 } // namespace
@@ -264,8 +271,8 @@ std::span<const drafter_desc> copy_drafters() {
                  if (error) *error = std::string(self.name) + ": " + *error;
                  return nullptr;
              }
-             return std::make_unique<copy_fallback_drafter>(std::make_unique<copy_drafter>(copy_params_for("copy")),
-                                                            std::move(sd));
+             return std::make_unique<copy_fallback_drafter>(
+                 std::make_unique<copy_drafter>(copy_params_for("copy", in.settings)), std::move(sd));
          }},
     };
     return rows;

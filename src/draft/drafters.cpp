@@ -1,6 +1,7 @@
 // The table of drafters (drafters.h).
 #include "editspec/drafters.h"
 
+#include <cstdio>
 #include <vector>
 
 namespace editspec {
@@ -49,6 +50,24 @@ std::string drafter_names_list() {
     std::string out;
     for (const drafter_desc & d : table()) out += (out.empty() ? "" : ", ") + std::string(d.name);
     return out;
+}
+
+std::string method_settings_check(const method_settings & s) {
+    auto out_of = [](const char * opt, double v, double lo, double hi) {
+        char buf[160];
+        snprintf(buf, sizeof(buf), "%s %g out of range [%g, %g]", opt, v, lo, hi);
+        return std::string(buf);
+    };
+    if (s.copy_gamma < 1 || s.copy_gamma > 64) return out_of("--copy-gamma", s.copy_gamma, 1, 64);
+    if (s.copy_len < 1 || s.copy_len > 255) return out_of("--copy-len", s.copy_len, 1, 255);
+    if (!(s.alpha >= 0.0f && s.alpha <= 1000.0f)) return out_of("--alpha", s.alpha, 0, 1000);
+    if (!(s.beta >= 0.0f && s.beta <= 1000.0f)) return out_of("--beta", s.beta, 0, 1000);
+    if (!(s.skip_p >= 0.0f && s.skip_p <= 1.0f)) return out_of("--skip-p", s.skip_p, 0, 1);
+    if (s.cache_min < 0 || s.cache_min > 1000000) return out_of("--cache-min", s.cache_min, 0, 1000000);
+    if (s.retrieve_max < 2 || s.retrieve_max > 64) return out_of("--retrieve-max", s.retrieve_max, 2, 64);
+    if (s.top_k < 1 || s.top_k > 100) return out_of("--accept-top-k", s.top_k, 1, 100);
+    if (s.entropy_k < 1 || s.entropy_k > 100) return out_of("--entropy-k", s.entropy_k, 1, 100);
+    return "";
 }
 
 bool drafter_inputs_meet(const drafter_desc & d, const drafter_inputs & in, std::string * error) {

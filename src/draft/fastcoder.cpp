@@ -290,6 +290,11 @@ std::unique_ptr<drafter_i> make_fastcoder(const drafter_desc & self, const draft
     fp.use_cache = name != "fastcoder-no-cache";
     fp.use_timing = name != "fastcoder-no-timing";
     fp.use_context = name != "fastcoder-no-context";
+    fp.alpha = in.settings.alpha;
+    fp.beta = in.settings.beta;
+    fp.skip_p = in.settings.skip_p;
+    fp.cache_min = in.settings.cache_min;
+    fp.retrieval.n_max = in.settings.retrieve_max;
     return std::make_unique<fastcoder_drafter>(*in.target, in.repo_datastores, in.datastores, in.cache, fp);
 }
 

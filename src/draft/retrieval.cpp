@@ -155,7 +155,9 @@ std::span<const drafter_desc> retrieval_drafters() {
                  if (error) *error = std::string(self.name) + " needs a common datastore (--datastore FILE, built by `editspec index`)";
                  return nullptr;
              }
-             return std::make_unique<retrieval_drafter>(in.datastores);
+             retrieval_params rp;
+             rp.n_max = in.settings.retrieve_max;
+             return std::make_unique<retrieval_drafter>(in.datastores, rp);
          }},
     };
     return rows;

@@ -107,6 +107,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     in.datastores = rn.datastore_ptrs;
     in.repo_datastores = rq.repo_datastores.empty() ? std::span<const datastore * const>(rn.repo_datastore_ptrs) : rq.repo_datastores;
     in.cache = rq.cache;
+    in.settings = rn.params.settings;
     std::vector<std::unique_ptr<drafter_i>> owned;
     if (!method_make_drafters(ms, in, owned, error)) {
         return false;
@@ -117,6 +118,8 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     // greedy verification would ignore the temperature: sample unless a policy was named
     sp.verify.policy = (!ms.policy_set && rq.gen.sampling.temp > 0.0f) ? VERIFY_POLICY_SAMPLING : ms.policy;
     sp.verify.sampling = rq.gen.sampling;
+    sp.verify.top_k = rn.params.settings.top_k;
+    sp.verify.entropy_k = rn.params.settings.entropy_k;
     sp.verify.forced = rq.forced;
     sp.lossy_ok = method_lossy_ok(ms);
     sp.draft_max = ms.draft_max;

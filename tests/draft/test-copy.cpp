@@ -1,6 +1,7 @@
 // CopySpec's copy drafter (src/draft/copy.cpp): the γ-gram index against a brute-force scan, the
 // match rules, extension, the budget, and the index's O(1) step (its timing is bench/bench-copy).
 #include "editspec/copy.h"
+#include "editspec/drafters.h"
 
 #include <gtest/gtest.h>
 
@@ -160,4 +161,27 @@ TEST(copy_drafter, a_new_history_reindexes) {
     draft_tree tree;
     d.propose(token_vec{9, 8, 7, 6, 9, 8, 7}, tree, 16); // not an extension of what was indexed
     EXPECT_EQ(tree.path_to(tree.size() - 1), (token_vec{6, 9, 8, 7}));
+}
+
+// the papers' settings reach the drafter through the table (--copy-gamma, --copy-len): a history
+// that repeats itself is copied |S| tokens at a time, and only once γ tokens match
+TEST(copy_drafter, the_table_passes_gamma_and_the_copy_length) {
+    const editspec::drafter_desc * d = editspec::drafter_find("copy");
+    ASSERT_TRUE(d);
+    const editspec::token_vec prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2, 3};
+    auto drafted = [&](int32_t gamma, int32_t len, std::span<const llama_token> history) {
+        editspec::drafter_inputs in;
+        in.settings.copy_gamma = gamma;
+        in.settings.copy_len = len;
+        const std::unique_ptr<editspec::drafter_i> dr = d->make(*d, in, nullptr);
+        dr->begin(prompt);
+        editspec::draft_tree tree;
+        dr->propose(history, tree, 64);
+        return tree.size();
+    };
+    EXPECT_EQ(drafted(3, 10, prompt), 10); // "4 .. 12 1" after the first "1 2 3": |S| = 10
+    EXPECT_EQ(drafted(3, 4, prompt), 4);   // |S| = 4
+    const editspec::token_vec two = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 2, 3};
+    EXPECT_EQ(drafted(3, 10, two), 0);     // "12 2 3" occurred nowhere
+    EXPECT_GT(drafted(2, 10, two), 0);     // "2 3" did
 }
