@@ -43,6 +43,7 @@ enum prompt_layout {
 
 const char * prompt_layout_name(prompt_layout l);                      // "file-first" | "instruction-first"
 bool prompt_layout_parse(const std::string & name, prompt_layout & out); // false on another name
+std::string prompt_layout_names();                                      // "file-first, instruction-first"
 
 // the plain template above, independent of any model
 std::string edit_prompt_plain(const std::string & instruction, const std::string & code,

@@ -40,6 +40,7 @@ enum kv_reuse_mode {
 
 const char * kv_reuse_name(kv_reuse_mode m);
 bool kv_reuse_parse(const std::string & name, kv_reuse_mode & out); // "prefix" | "pie"
+std::string kv_reuse_names();                                       // "prefix, pie"
 
 struct prompt_cache_params {
     kv_reuse_mode mode = KV_REUSE_PREFIX;

@@ -98,9 +98,7 @@ int run_bench(bench_opts & o) {
     else if (o.layout == "raw") o.p.layout = BENCH_LAYOUT_RAW;
     else if (o.layout == "edit") o.p.layout = BENCH_LAYOUT_EDIT;
     else return fail_input(cmd, "--layout '" + o.layout + "' must be auto, raw or edit");
-    if (!prompt_layout_parse(o.prompt_layout, o.p.edit_layout)) {
-        return fail_input(cmd, "--prompt-layout '" + o.prompt_layout + "' is not one of: file-first, instruction-first");
-    }
+    if (const int status = parse_prompt_layout(cmd, o.prompt_layout, o.p.edit_layout); status != 0) return status;
     if (o.p.run_tests && o.p.replay) return fail_input(cmd, "--tests judges the model's own outputs and cannot run with --replay");
     if (!(o.p.tests.timeout_s > 0 && o.p.tests.timeout_s <= 3600)) return fail_input(cmd, "--tests-timeout " + std::to_string(o.p.tests.timeout_s) + " out of range (0, 3600]");
     o.p.tests.no_network = !o.tests_allow_network;

@@ -168,9 +168,7 @@ int run_edit(const edit_opts & o) {
     }
     request rq;
     prompt_layout layout = PROMPT_LAYOUT_FILE_FIRST;
-    if (!prompt_layout_parse(o.layout, layout)) {
-        return fail_input(cmd, "--prompt-layout '" + o.layout + "' is not one of: file-first, instruction-first");
-    }
+    if (const int status = parse_prompt_layout(cmd, o.layout, layout); status != 0) return status;
     if (apply) {
         request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain, layout);
     } else {

@@ -49,7 +49,7 @@ int run_serve(const serve_opts & o) {
     }
     prompt_cache_params pc;
     if (!kv_reuse_parse(o.kv_reuse, pc.mode)) {
-        return fail_input(cmd, "--kv-reuse '" + o.kv_reuse + "' is not one of: prefix, pie");
+        return fail_input(cmd, "--kv-reuse '" + o.kv_reuse + "' is not one of: " + kv_reuse_names());
     }
     if (o.reuse_min < 8 || o.reuse_min > 4096) {
         return fail_input(cmd, "--reuse-min " + std::to_string(o.reuse_min) + " out of range [8, 4096]");
@@ -98,9 +98,7 @@ int run_serve(const serve_opts & o) {
     sp.max_tokens = o.max_tokens;
     sp.prompt_cache = pc;
     sp.cache_ram_mib = (size_t) o.cache_ram_mib;
-    if (!prompt_layout_parse(o.layout, sp.layout)) {
-        return fail_input(cmd, "--prompt-layout '" + o.layout + "' is not one of: file-first, instruction-first");
-    }
+    if (const int status = parse_prompt_layout(cmd, o.layout, sp.layout); status != 0) return status;
     sp.max_body = o.max_body_mb << 20;
     return server_run(sp);
 }

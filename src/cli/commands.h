@@ -37,6 +37,8 @@ int fail_input(const char * cmd, const std::string & msg);
 std::string methods_footer();
 // --prompt-layout's help: edit and apply prompts with the file first (the default) or the instruction first
 std::string prompt_layout_help();
+// --prompt-layout's value into out; an exit status (2 with the names on another value)
+int parse_prompt_layout(const char * cmd, const std::string & value, prompt_layout & out);
 // same for runtime failures; returns 1
 int fail_runtime(const char * cmd, const std::string & msg);
 

@@ -10,6 +10,11 @@
 
 namespace editspec::cli {
 
+int parse_prompt_layout(const char * cmd, const std::string & value, prompt_layout & out) {
+    if (prompt_layout_parse(value, out)) return 0;
+    return fail_input(cmd, "--prompt-layout '" + value + "' is not one of: " + prompt_layout_names());
+}
+
 std::string prompt_layout_help() {
     return "edit and apply prompts: 'file-first' (the file before the instruction and the snippet, so requests "
            "about one file share it as a prefix and reuse its KV exactly) or 'instruction-first' (the layout the "

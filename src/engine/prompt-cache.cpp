@@ -5,22 +5,18 @@
 // shifts chunks of the cache too but only skips deleted tokens (an insertion ends its walk)
 #include "editspec/prompt-cache.h"
 #include "editspec/log.h"
+#include "editspec/names.h"
 
 #include <algorithm>
 #include <unordered_map>
 
 namespace editspec {
 
-const char * kv_reuse_name(kv_reuse_mode m) {
-    return m == KV_REUSE_PIE ? "pie" : "prefix";
-}
+static constexpr named<kv_reuse_mode> MODES[] = {{KV_REUSE_PREFIX, "prefix"}, {KV_REUSE_PIE, "pie"}};
 
-bool kv_reuse_parse(const std::string & name, kv_reuse_mode & out) {
-    if (name == "prefix") out = KV_REUSE_PREFIX;
-    else if (name == "pie") out = KV_REUSE_PIE;
-    else return false;
-    return true;
-}
+const char * kv_reuse_name(kv_reuse_mode m) { return name_of(MODES, m); }
+bool kv_reuse_parse(const std::string & name, kv_reuse_mode & out) { return name_parse(MODES, name, out); }
+std::string kv_reuse_names() { return names_list(MODES); }
 
 int32_t prompt_reuse_plan::n_shifted() const {
     int32_t n = 0;

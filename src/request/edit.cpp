@@ -4,6 +4,7 @@
 //      format (hunk ranges, "\ No newline at end of file")
 #include "editspec/edit.h"
 #include "editspec/chat.h"
+#include "editspec/names.h"
 
 #include <algorithm>
 
@@ -12,16 +13,12 @@ namespace editspec {
 // ----------------------------------------------------------------------------
 // prompt
 
-const char * prompt_layout_name(prompt_layout l) {
-    return l == PROMPT_LAYOUT_FILE_FIRST ? "file-first" : "instruction-first";
-}
+static constexpr named<prompt_layout> LAYOUTS[] = {{PROMPT_LAYOUT_FILE_FIRST, "file-first"},
+                                                   {PROMPT_LAYOUT_INSTRUCTION_FIRST, "instruction-first"}};
 
-bool prompt_layout_parse(const std::string & name, prompt_layout & out) {
-    if (name == "file-first") out = PROMPT_LAYOUT_FILE_FIRST;
-    else if (name == "instruction-first") out = PROMPT_LAYOUT_INSTRUCTION_FIRST;
-    else return false;
-    return true;
-}
+const char * prompt_layout_name(prompt_layout l) { return name_of(LAYOUTS, l); }
+bool prompt_layout_parse(const std::string & name, prompt_layout & out) { return name_parse(LAYOUTS, name, out); }
+std::string prompt_layout_names() { return names_list(LAYOUTS); }
 
 std::string edit_prompt_plain(const std::string & instruction, const std::string & code, prompt_layout layout) {
     if (layout == PROMPT_LAYOUT_FILE_FIRST) {

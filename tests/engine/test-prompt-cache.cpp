@@ -64,6 +64,16 @@ void open_with_cold_context(runner & rn, std::unique_ptr<context> & cold) {
 
 } // namespace
 
+TEST(prompt_cache_plan, mode_names_round_trip) {
+    kv_reuse_mode m = KV_REUSE_PREFIX;
+    EXPECT_TRUE(kv_reuse_parse("pie", m));
+    EXPECT_EQ(m, KV_REUSE_PIE);
+    EXPECT_STREQ(kv_reuse_name(m), "pie");
+    EXPECT_FALSE(kv_reuse_parse("PIE", m));
+    EXPECT_EQ(m, KV_REUSE_PIE); // untouched
+    EXPECT_EQ(kv_reuse_names(), "prefix, pie");
+}
+
 TEST(prompt_cache_plan, prefix_mode_keeps_the_common_prefix_only) {
     const token_vec a = iota_tokens(100, 200);
     token_vec b = a;
