@@ -1,4 +1,5 @@
 // Runs an item's tests on produced code, cut off from the network, and measures edit similarity.
+#include "editspec/clock.h"
 #include "editspec/quality.h"
 
 #include <sched.h>
@@ -93,7 +94,7 @@ std::string write_program(const std::string & code, const std::string & tests, s
 bool wait_child(pid_t pid, double timeout_s, std::chrono::steady_clock::time_point t0, int & status) {
     bool timed_out = false;
     while (waitpid(pid, &status, WNOHANG) != pid) {
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double ms = ms_since(t0);
         if (ms > timeout_s * 1000.0) {
             timed_out = true;
             kill(-pid, SIGKILL);
@@ -154,7 +155,7 @@ test_outcome run_python_tests(const std::string & code, const std::string & test
     close(errpipe[0]);
     int status = 0;
     out.timed_out = wait_child(pid, o.timeout_s, t0, status);
-    out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out.ms = ms_since(t0);
 
     if (n == (ssize_t) sizeof(f) && f.stage != 0) {
         out.error = f.stage == 1 ? std::string("cannot cut the tests off the network (unshare: ") + strerror(f.err) +

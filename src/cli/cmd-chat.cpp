@@ -2,6 +2,7 @@
 // turn decodes only its own new tokens, and the copy drafter (the default method) drafts from every
 // earlier turn: a request for a variation of an earlier answer is mostly copied.
 #include "cli/commands.h"
+#include "editspec/clock.h"
 #include "editspec/chat.h"
 
 #include <nlohmann/json.hpp>
@@ -80,7 +81,7 @@ int run_chat(const chat_opts & o) {
         const auto t0 = std::chrono::steady_clock::now();
         double ttft_ms = -1.0;
         rq.gen.on_text = [&](std::string_view s) {
-            if (ttft_ms < 0) ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (ttft_ms < 0) ttft_ms = ms_since(t0);
             if (!o.json) {
                 fwrite(s.data(), 1, s.size(), stdout);
                 fflush(stdout);

@@ -1,4 +1,5 @@
 // Cost model of one target pass: measured t(n), cached per model file and thread count.
+#include "editspec/clock.h"
 #include "editspec/cost.h"
 #include "editspec/log.h"
 
@@ -64,7 +65,6 @@ cost_model cost_model_relative(const cost_model & cm) {
     return r;
 }
 
-using clock_type = std::chrono::steady_clock;
 
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
                         int32_t n_prefix, bool all_logits) {
@@ -103,7 +103,7 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
                 ctx.kv_clear();
                 return false;
             }
-            const double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+            const double ms = ms_since(t0);
             ctx.kv_rm(0, n_prefix, -1);
             if (r > 0) times.push_back(ms);
         }

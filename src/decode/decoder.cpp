@@ -1,6 +1,7 @@
 // The speculative decoding loop: draft → one batch over the tree → verify → keep the accepted path
 // in the KV cache → commit. The batch layout is the engine's (context_tree_batch, engine.h).
 #include "editspec/decoder.h"
+#include "editspec/clock.h"
 #include "editspec/log.h"
 
 #include <algorithm>
@@ -8,12 +9,6 @@
 #include <cmath>
 
 namespace editspec {
-
-using clock_type = std::chrono::steady_clock;
-
-static double ms_since(clock_type::time_point t0) {
-    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
 
 namespace {
 

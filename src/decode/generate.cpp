@@ -1,5 +1,6 @@
 // Autoregressive generation and the output sink shared with the speculative decoder.
 #include "editspec/generate.h"
+#include "editspec/clock.h"
 #include "editspec/log.h"
 
 #include <algorithm>
@@ -140,12 +141,6 @@ bool generate_check_prompt(const context & ctx, std::span<const llama_token> pro
         }
     }
     return true;
-}
-
-using clock_type = std::chrono::steady_clock;
-
-static double ms_since(clock_type::time_point t0) {
-    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
 generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, const generate_params & p) {

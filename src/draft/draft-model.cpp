@@ -13,6 +13,7 @@
 //
 // Next step the target committed, say, d1 d2 x: the common prefix of record and history ends after
 // d2, so d3 goes (seq_rm from H+2) and only x is decoded (its logits give the next first draft).
+#include "editspec/clock.h"
 #include "editspec/drafters.h"
 #include "editspec/draft-model.h"
 #include "editspec/log.h"
@@ -25,18 +26,15 @@
 
 namespace editspec {
 
-using clock_type = std::chrono::steady_clock;
-
-namespace {
-
-// the greedy choice after a decoded row and its softmax probability
-struct prediction {
+// the greedy choice after a decoded row and its softmax probability (outside the anonymous namespace:
+// model_drafter::impl, which has external linkage, holds a vector of them)
+struct greedy_prediction {
     llama_token token = LLAMA_TOKEN_NULL; // LLAMA_TOKEN_NULL = the row's logits were not read
     float       p     = 0.0f;
 };
 
-prediction predict_greedy(const float * logits, int32_t n_vocab) {
-    prediction r;
+static greedy_prediction predict_greedy(const float * logits, int32_t n_vocab) {
+    greedy_prediction r;
     if (!logits || n_vocab <= 0) {
         return r;
     }
@@ -58,8 +56,6 @@ prediction predict_greedy(const float * logits, int32_t n_vocab) {
     return r;
 }
 
-} // namespace
-
 struct model_drafter::impl {
     const model & draft_model;
     std::unique_ptr<context> ctx;
@@ -67,7 +63,7 @@ struct model_drafter::impl {
     int32_t n_vocab = 0;
 
     token_vec               cached; // [n_cached] token at each position of the draft cache
-    std::vector<prediction> pred;   // [n_cached] greedy prediction after each position
+    std::vector<greedy_prediction> pred;   // [n_cached] greedy prediction after each position
 
     impl(const model & m, std::unique_ptr<context> c)
         : draft_model(m), ctx(std::move(c)), b(ctx->n_batch(), 1), n_vocab(m.facts().n_vocab) {}
@@ -157,7 +153,7 @@ void model_drafter::begin(std::span<const llama_token> prompt) {
             fail("prompt decode", (int64_t) pre.size());
         }
     }
-    draft_ms_ += std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+    draft_ms_ += ms_since(t0);
 }
 
 void model_drafter::accept(std::span<const llama_token> accepted) {}
@@ -218,7 +214,7 @@ void model_drafter::draft_greedy(size_t H, int32_t n, token_vec & out, std::vect
     impl & s = *impl_;
     size_t pos = H; // position of the next draft token
     for (int32_t i = 0; i < n; i++) {
-        const prediction & pr = s.pred[pos - 1];
+        const greedy_prediction & pr = s.pred[pos - 1];
         if (pr.token == LLAMA_TOKEN_NULL || pr.p < params_.p_min) {
             break;
         }
@@ -276,7 +272,7 @@ void model_drafter::draft_into(std::span<const llama_token> history, int32_t n, 
         impl_->truncate((size_t) H);
     }
     n_drafted_ += (int64_t) out.size();
-    draft_ms_ += std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+    draft_ms_ += ms_since(t0);
 }
 
 token_vec model_drafter::draft(std::span<const llama_token> history, int32_t n, std::vector<float> * p_out) {

@@ -2,6 +2,7 @@
 // a weighted trie, on REST's search (retrieval.cpp).
 //
 // ref: seed 004 (CodeSwift) §4.1-4.4 and Algorithm 1; seed 002 (FastCoder) §III-A..D, the same method
+#include "editspec/clock.h"
 #include "editspec/drafters.h"
 #include "editspec/fastcoder.h"
 #include "editspec/lookup.h"
@@ -14,10 +15,6 @@
 namespace editspec {
 
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 uint64_t tail_hash(std::span<const llama_token> h, size_t n) {
     uint64_t x = 1469598103934665603ull ^ std::min(n, h.size());

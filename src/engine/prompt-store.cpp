@@ -3,6 +3,7 @@
 // ref: llama.cpp's server --cache-ram (tools/server: server_prompt_cache), which keeps a slot's
 // state when a request that does not continue it arrives and loads the best stored one back
 #include "editspec/prompt-store.h"
+#include "editspec/clock.h"
 #include "editspec/log.h"
 
 #include <algorithm>
@@ -11,10 +12,6 @@
 namespace editspec {
 
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 
 // a holds b's tokens as its prefix, with the same stale marks there: b's state is part of a's

@@ -3,6 +3,7 @@
 #include "server-metrics.h"
 #include "server-sessions.h"
 #include "server-slots.h"
+#include "editspec/clock.h"
 #include "editspec/server.h"
 #include "editspec/edit.h"
 #include "editspec/log.h"
@@ -30,7 +31,6 @@ namespace editspec {
 namespace {
 
 using json = nlohmann::json;
-using clock_type = std::chrono::steady_clock;
 
 // ----------------------------------------------------------------------------
 // state
@@ -144,7 +144,7 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
             }
             ch->cv.notify_all();
         }
-        return limit_ms <= 0 || std::chrono::duration<double, std::milli>(clock_type::now() - t0).count() < limit_ms;
+        return limit_ms <= 0 || ms_since(t0) < limit_ms;
     };
     struct finish_on_exit { // the channel hears the end when the job is done with, run or not
         std::shared_ptr<text_channel> ch;

@@ -4,6 +4,7 @@
 // work: a new session evicts the one idle longest when the idle limit has passed, else it is refused
 // (429); past SESSION_QUEUE_MAX requests waiting for the worker, 503.
 #include "server-sessions.h"
+#include "editspec/clock.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -20,7 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 
 constexpr size_t SESSION_QUEUE_MAX = 16; // requests waiting for the sessions' worker
 

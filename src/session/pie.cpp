@@ -2,6 +2,7 @@
 // conflict fast encoding, PIE) -> next-line prediction.
 //
 // ref: "Positional Integrity Encoding" §3 (the three strategies); llama.cpp K-shift (llama_memory_seq_add)
+#include "editspec/clock.h"
 #include "editspec/session.h"
 #include "editspec/log.h"
 
@@ -192,7 +193,7 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
             ok = recompute_from(0);
         }
     }
-    s.kv_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    s.kv_ms = ms_since(t0);
     s.n_stale = n_stale();
     if (st) *st = s;
     if (!ok) {
