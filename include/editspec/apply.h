@@ -75,6 +75,24 @@ std::vector<std::string> apply_lines(const std::string & text);
 // "...", "existing code", "unchanged" or "rest of"
 bool apply_is_marker(const std::string & line);
 
+// true for a fence line: "```" and at most a language tag ("```python"), its newline aside; with
+// `partial`, also for a prefix of one (a line still being written)
+bool apply_is_fence(const std::string & line, bool partial = false);
+
+// How a snippet's lines stand to the file's: constrained apply's plan (below), computed once per
+// request by apply_align.
+struct apply_alignment {
+    std::vector<std::string> code, update; // their lines, each ending in '\n' (the snippet's markers and fences left out)
+    std::vector<uint8_t> marker_before;    // per update line: a marker stands before it (the first line: always)
+    std::vector<int32_t> anchor;           // per update line: the code line it is, or -1
+    std::vector<int32_t> code_anchor;      // per code line: the update line that is it, or -1
+    std::vector<int32_t> place;            // per update line: the code line it is or replaces, or -1
+    std::vector<uint8_t> dropped;          // per code line: deleted by the snippet
+    std::vector<int32_t> kept_before;      // [i]: code lines before line i that must be written (size: lines + 1)
+    std::vector<int32_t> next_place;       // [j]: code line of the first placed update line from j on (code.size(): none)
+};
+apply_alignment apply_align(const apply_input & in);
+
 // Constrained apply (`--constrain`): the merged file is the original's lines and the snippet's
 // (markers and fences left out), each source used in its own order: every line of the output is a
 // line of the original after the last one used from it, or the snippet's next line (a small set of
@@ -126,14 +144,8 @@ private:
     bool fence_ok(const state & st) const;
 
     const model & m_;
-    std::vector<std::string> code_, update_;                  // their lines (the update's markers left out)
+    apply_alignment al_;
     std::map<std::string, std::vector<int32_t>> in_code_, in_update_; // line -> its indices
-    std::vector<int32_t> anchor_;                             // per update line: the code line it is, or -1
-    std::vector<int32_t> code_anchor_;                        // per code line: the update line that is it, or -1
-    std::vector<int32_t> place_;                              // per update line: the code line it is or replaces, or -1
-    std::vector<int32_t> kept_before_;                        // [i]: kept code lines before code line i
-    std::vector<uint8_t> dropped_;                            // per code line: deleted by the snippet
-    std::vector<int32_t> next_place_;                        // [j]: code line of the first placed update line from j on
     std::vector<std::string> pieces_;          // per token, filled on first use
     std::vector<uint8_t> piece_known_;
     token_vec done_;                            // the output prefix `states_.back()` is for

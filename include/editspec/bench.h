@@ -131,7 +131,7 @@ struct bench_results {
 
 bool bench_run(const bench_params & p, bench_results & out, std::string * error);
 
-// Chat task (seed 003's tables): MT-Redundant items as published (their turns), and HumanEval items
+// Chat task (CopySpec's tables): MT-Redundant items as published (their turns), and HumanEval items
 // as a code refinement loop of three turns: write the function, make a named change, add a docstring
 // and tests. Every method answers each turn of the same conversation, whose earlier answers are
 // autoregressive decoding's (the lossless methods' too, token for token).

@@ -1,4 +1,4 @@
-// CopySpec (seed 003): when the last γ tokens occurred before in the context or the output, draft
+// CopySpec: when the last γ tokens occurred before in the context or the output, draft
 // the tokens that followed them.
 //
 //     editspec::copy_drafter copy(editspec::copy_params{});   // γ = 3, |S| = 10, the paper's first match
@@ -32,7 +32,7 @@
 namespace editspec {
 
 enum copy_match : uint8_t {
-    COPY_MATCH_FIRST    = 0, // the earliest occurrence (seed 003 §3.2's footnote)
+    COPY_MATCH_FIRST    = 0, // the earliest occurrence (CopySpec §3.2's footnote)
     COPY_MATCH_RECENT   = 1, // the latest occurrence
     COPY_MATCH_BRANCHES = 2, // several occurrences, most recent first, one branch per continuation
 };
@@ -106,7 +106,6 @@ public:
     bool proposed() const { return proposed_; }
 
     copy_params params;
-    int64_t n_attempts = 0; // propose() calls that found a match and added a path
 
 private:
     void sync(std::span<const llama_token> history);

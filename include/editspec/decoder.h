@@ -26,10 +26,6 @@ namespace editspec {
 struct spec_params : draft_sizing {
     verify_params verify;         // acceptance policy; greedy = lossless
     accept_stats * stats = nullptr;    // running statistics to use and update (null: per request)
-    // lossless policies verify only the tree's likeliest chain, whose logits are bit-identical to
-    // one-token-at-a-time decoding; false verifies whole trees (faster on some drafts, but greedy
-    // output may then differ from autoregressive output at near-ties)
-    bool exact = true;
     // per node: may a lossy policy apply here (e.g. only to generated edit content); null = everywhere
     std::function<bool(const draft_node &)> lossy_ok;
 };

@@ -1,5 +1,5 @@
 // Draft-model drafter: a small model with the target's vocabulary proposes the next γ tokens
-// greedily (EfficientEdit's Generate phase, seed 000 §III-B; classic speculative decoding,
+// greedily (EfficientEdit's Generate phase, §III-B; classic speculative decoding,
 // Leviathan et al. 2023; llama.cpp examples/speculative-simple).
 //
 //     std::string err;
@@ -41,13 +41,17 @@
 namespace editspec {
 
 struct draft_model_params {
-    int32_t gamma       = 7;     // draft tokens per proposal (seed 000 §IV-E)
+    int32_t gamma       = 7;     // draft tokens per proposal (EfficientEdit §IV-E)
     int32_t n_ctx       = 4096;  // the draft model's KV cache, tokens (0 = from the model)
     int32_t n_threads   = 0;     // 0 = all cores
     float   p_min       = 0.0f;  // stop drafting when the draft's top probability falls below this
     bool    keep_drafts = true;  // leave drafted tokens in the cache until the next call shows
                                  // which were accepted (saves re-decoding accepted drafts)
 };
+
+// a draft token's confidence class (draft_node::conf) from the draft model's probability of it:
+// 0 below 0.3, 1 below 0.6, 2 below 0.9, 3 from 0.9; the sizing learns each class's acceptance
+uint8_t draft_model_conf(float p);
 
 class model_drafter : public drafter_i {
 public:
@@ -57,7 +61,8 @@ public:
     // clears the draft cache and decodes prompt[0 .. n-1) (all but the last token, as the target)
     void begin(std::span<const llama_token> prompt) override;
     // adds min(gamma, budget) greedy draft tokens under the root as one path (fewer at p_min or
-    // after an end-of-generation token); p_draft = the draft model's softmax probability
+    // after an end-of-generation token), each in the confidence class of the draft model's softmax
+    // probability of it (draft_model_conf)
     void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
     // nothing: the history passed to propose() is the truth
     void accept(std::span<const llama_token> accepted) override;

@@ -40,9 +40,9 @@ struct draft_node {
     llama_token token;
     int32_t     parent;  // index in draft_tree::nodes, -1 = child of the last committed token
     uint8_t     source;  // draft_source of the drafter that proposed it first
-    float       p_draft; // drafter probability of this token, NAN when the drafter has none
     uint8_t     conf = 0; // drafter's confidence class, 0 .. DRAFT_CONF_COUNT-1 (e.g. lookup's match
-                          // length): acceptance statistics are kept per source and class
+                          // length, a draft model's probability): acceptance statistics are kept per
+                          // source and class
 };
 
 constexpr int32_t DRAFT_CONF_COUNT = 8;
@@ -57,11 +57,11 @@ struct draft_tree {
     // child of `parent` carrying `token`, or -1
     int32_t find_child(int32_t parent, llama_token token) const;
     // adds token under parent unless that child exists; returns the child's index
-    int32_t add(int32_t parent, llama_token token, uint8_t source, float p_draft = NAN, uint8_t conf = 0);
+    int32_t add(int32_t parent, llama_token token, uint8_t source, uint8_t conf = 0);
     // adds a path under parent, merging shared prefixes; stops when the tree holds max_nodes
     // nodes. Returns the index of the deepest node of the path that is in the tree (parent if none).
     int32_t add_path(int32_t parent, std::span<const llama_token> tokens, uint8_t source, int32_t max_nodes,
-                     std::span<const float> p_draft = {}, uint8_t conf = 0);
+                     uint8_t conf = 0);
     // depth of node i (root children have depth 1)
     int32_t depth(int32_t i) const;
     // every node's depth, in one pass (parents precede children)

@@ -1,4 +1,4 @@
-// EfficientEdit's edit mode as one drafter (seed 000 §III): Reuse drafts the original code while it
+// EfficientEdit's edit mode as one drafter (§III): Reuse drafts the original code while it
 // is in step with the output; after a rejection (an edit) the Generate phase's drafter (a draft
 // model) writes the edit until Reuse re-syncs.
 //
@@ -18,13 +18,7 @@ namespace editspec {
 // hear every accept(). Nodes keep their own sources, so spec_params::lossy_ok can pick the
 // generated ones (DRAFT_SOURCE_MODEL).
 //
-// The continuation below the path, measured (shipped models, 200 held-out edits of tools/train,
-// `editspec edit --method efficientedit@16:greedy`, this 2-core EPYC): tokens per target pass with
-// the shipped draft 10.15 -> 11.22 (attach_k_min 2; 1: 11.14), fewer target passes on 119 edits and
-// more on none; the edit-oriented draft 10.09 -> 10.99. Outputs identical in all six runs. Sized by
-// this machine's cost curve (`--method efficientedit:greedy`, no cap) the trees stay small enough
-// that the draft model's path takes the whole budget: 3,593 vs 3,592 target passes, 1.00x wall time,
-// so the gain shows where a pass costs little more for more nodes (larger models, GPUs).
+// What the continuation below the path gains: docs/results/design-notes/efficientedit-continuation.md.
 class efficientedit_drafter : public drafter_i {
 public:
     efficientedit_drafter(std::unique_ptr<reuse_drafter> reuse, std::unique_ptr<drafter_i> generate);

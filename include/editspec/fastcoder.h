@@ -37,13 +37,7 @@ struct fastcoder_params {
     bool    use_context = true;  // the request's own tokens (context and output) searched too; its match wins
                                  // when at least as long as the stores' (§4.2 caches the context; this
                                  // searches it from the first token, not once the cache holds l sequences)
-    bool    parallel = true;     // D_r and D_c on two threads when both are given
-    bool    longest_only = true; // only the store(s) whose suffix matched longest go into the trie (measured:
-                                 // D_c's many short matches otherwise outweigh D_r's long one)
     int32_t cache_min_match = 2; // a cache answer needs a suffix match this long (shorter: the stores)
-    bool    best_first = false;  // the trie's heaviest nodes as one bushy tree instead of its top n_paths
-                                 // paths (measured on ds13: many leaves make passes dear for no more
-                                 // accepted tokens)
     int32_t cache_min = 50;      // l: the cache is searched once it holds this many sequences
     int32_t output_chunk = 20;   // the model's output goes into the cache every this many tokens
     float   skip_p = 0.5f;       // p: retrieval probability at a line's first non-whitespace token

@@ -113,4 +113,9 @@ private:
 bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r,
                            const token_constraint * constraint = nullptr, const sampling_params & sampling = {});
 
+// decodes all but the last prompt token (which the first pass decodes, as the root of its draft)
+// through the prompt cache, and counts the tokens it reused in r; false with r.error set
+bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
+                      generate_result & r);
+
 } // namespace editspec

@@ -102,7 +102,6 @@ struct lookup_drafter : drafter_i {
     void accept(std::span<const llama_token> accepted) override {}
 
     lookup_params params;
-    int64_t n_proposals = 0; // propose() calls that added a path
     int64_t n_proposed  = 0; // draft tokens returned by the lookup (before the budget)
 };
 

@@ -11,7 +11,8 @@
 // the rest: a token's KV depends only on the tokens before it and our kernels are batch-invariant
 // (docs/exactness.md), so the output equals a cold request's.
 //
-// KV_REUSE_PIE is PIE (seed 001, "Positional Integrity Encoding") in the request path: after the
+// KV_REUSE_PIE is PIE (Positional Integrity Encoding: He et al., "Let the Code LLM Edit Itself When You
+// Edit the Code") in the request path: after the
 // common prefix, the prompt and the cached tokens are matched in spans of at least min_block tokens
 // (a user's edits between them), in order. Cached cells outside the spans are removed, each span is
 // shifted to its position in the prompt (llama.cpp re-rotates the keys by RoPE: PIE's K <- R(d)K),

@@ -1,5 +1,5 @@
 // Quality of a produced program: its similarity to another output and whether the item's own
-// tests pass on it (issue 5: pass@1 of greedy against entropy-aware modes, as seed 000's
+// tests pass on it (issue 5: pass@1 of greedy against entropy-aware modes, as EfficientEdit's
 // Tables I-III).
 //
 //     editspec::test_options o;                     // python3, 10 s, network cut off

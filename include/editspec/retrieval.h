@@ -54,12 +54,6 @@ struct retrieval_trie {
 int32_t retrieval_search(const datastore & ds, std::span<const llama_token> history, const retrieval_params & p,
                          retrieval_trie & trie, float w);
 
-// FastCoder's tree (§IV-D, sized for the cost model): the trie's heaviest nodes first, at most budget
-// of them (a node weighs no more than its parent, so any such set is closed under parents). Each
-// node's confidence class is its share of its parent's weight (4 classes) and whether the suffix
-// matched at least 8 tokens: the sizing learns acceptance per class.
-void retrieval_propose_best(const retrieval_trie & trie, int32_t match, draft_tree & tree, int32_t budget);
-
 // paths (a trie's top paths) into the tree, at most budget nodes in all, as a proposal of `source`
 // whose suffix matched `match` tokens
 void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget,

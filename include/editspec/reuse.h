@@ -1,4 +1,4 @@
-// EfficientEdit's Reuse drafter (seed 000 §III-A): the code being edited is the draft.
+// EfficientEdit's Reuse drafter (§III-A): the code being edited is the draft.
 //
 //     editspec::reuse_drafter reuse(original_tokens);      // reuse_params{}: the measured default
 //     std::vector<editspec::drafter_i *> ds = {&reuse};    // or {&reuse, &lookup}: one tree
@@ -27,29 +27,8 @@
 //                follows the candidate whose continuation the committed tokens took (in sync
 //                again) or, when none took all of them, stays out of sync.
 //
-// Measured (oracle replay, CanItEdit 105 items, DeepSeek-Coder tokenizer; tests/draft/test-reuse.cpp
-// prints the full table): tokens per target pass with drafts up to m_max = 256 (lookup: 48), and
-// the speedup costed with design.md §4's curve for fixed caps of 8 and 48 tokens, grow x2 / shrink to
-// accepted + 2, and clairvoyant sizing. Re-sync drafts resync_len = 4 << (k - 1) long:
-//
-//   rule                 tok/pass  cap 8   cap 48  grow   clairvoyant
-//   paper (k = 7)          3.36    2.17x   2.17x   2.24x  2.40x
-//   k-down (8 .. 2)        5.63    2.48x   2.30x   2.67x  3.18x
-//   longest                6.37    2.51x   2.32x   2.73x  3.36x
-//   nearest                6.22    2.49x   2.35x   2.71x  3.32x
-//   branches (3)           6.79    2.51x   2.12x   2.71x  3.46x    <- default
-//   + lookup-longest (one tree):
-//   paper                  8.60    2.58x   1.27x   2.83x  3.81x
-//   longest                9.25    2.63x   1.34x   2.81x  3.91x
-//   branches (3)           9.68    2.64x   1.36x   2.79x  3.97x    <- default
-//
-// Re-sync drafts as long as m_max (resync_len 0) give more tokens per pass (branches 7.18, with
-// lookup 10.20) but waste passes on CPU (cap 48: 1.17x, 1.19x). A score mixing k with the distance
-// from p (k + bonus after p - w log2(1 + |e - p|)) was within 0.05 tokens/pass of LONGEST. The
-// re-sync choice is ambiguous more than it is wrong: offering every candidate at once (a bound,
-// resync_len 0) gives 7.66 tokens/pass alone against LONGEST's 6.64, so no single-candidate rule
-// can gain much; branches take part of that. With lookup in the same tree lookup re-syncs too and
-// the rules differ less (grow/shrink: paper 2.83x, branches 2.79x).
+// Which re-sync rule and candidate count is the default was measured by oracle replay on CanItEdit
+// (docs/results/design-notes/reuse-sync-rules.md; tests/draft/test-reuse.cpp prints the table).
 //
 // The pure pieces (reuse_sync_candidates) take spans, so tests need no model. A reuse_drafter
 // belongs to one request and one thread.
@@ -147,7 +126,6 @@ public:
     const reuse_params & params() const { return params_; }
 
     // counters
-    int64_t n_proposals = 0; // propose() calls that added a path
     int64_t n_edits     = 0; // times a committed token left the original (sync lost)
     int64_t n_resyncs   = 0; // re-sync proposals made while out of sync
     int64_t n_resync_ok = 0; // of those, proposals whose first token was committed

@@ -1,4 +1,4 @@
-// Document sessions (PIE, seed 001): a document whose tokens and KV cache follow the user's text
+// Document sessions (PIE): a document whose tokens and KV cache follow the user's text
 // edits instead of being encoded again.
 //
 //     editspec::doc_session s(ctx, {editspec::KV_PIE});
@@ -97,6 +97,7 @@ public:
 private:
     bool encode(std::span<const llama_token> t, llama_pos pos0, bool spare);
     bool recompute_from(int32_t a);
+    bool keep_around(kv_strategy how, int32_t a, int32_t old_end, int32_t new_end, edit_stats & s);
     bool fail(std::string * error, const std::string & msg);
 
     context & ctx_;

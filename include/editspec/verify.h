@@ -33,11 +33,11 @@
 //   SAMPLING  lossless in distribution (Leviathan et al. 2023, Chen et al. 2023; with several
 //             candidates SpecInfer, Miao et al. 2024). The output has exactly the distribution of
 //             autoregressive sampling from sampling_dist(). temp <= 0: identical to GREEDY.
-//   TOPK      lossy. Also accepts a draft among the target's top_k logits (EfficientEdit, seed 000,
+//   TOPK      lossy. Also accepts a draft among the target's top_k logits (EfficientEdit,
 //             Table III baseline "Top-k").
-//   ENTROPY   lossy. EfficientEdit's entropy-aware dynamic verification (seed 000, §III-B, eq. 9-10):
+//   ENTROPY   lossy. EfficientEdit's entropy-aware dynamic verification (§III-B, eq. 9-10):
 //             also accepts a draft among the target's top_tau, tau = max(1, ceil(k * H_norm)).
-//   DIRECT    lossy, for comparison only (seed 000, Table III "Direct"): drafts are accepted
+//   DIRECT    lossy, for comparison only (EfficientEdit's Table III "Direct"): drafts are accepted
 //             unverified, following the first child at each node.
 //
 // Forced choices (verify_params::forced, in place of the policy): the target's token at output

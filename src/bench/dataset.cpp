@@ -192,6 +192,32 @@ bool resolve_path(const std::string & path, std::string & file, std::string & er
     return true;
 }
 
+// one record of a known kind; false with `err` saying why (without the file and line)
+bool read_record(const json & obj, dataset_kind kind, int32_t line_no, const std::string & file, dataset_item & it,
+                 std::string & err) {
+    it.kind = kind;
+    it.line = line_no;
+    std::string why;
+    record_reader r{obj, why};
+    bool ok = false;
+    switch (kind) {
+        case DATASET_KIND_CANITEDIT:    ok = read_canitedit(r, it);    break;
+        case DATASET_KIND_HUMANEVAL:    ok = read_humaneval(r, it);    break;
+        case DATASET_KIND_MT_REDUNDANT: ok = read_mt_redundant(r, it); break;
+        case DATASET_KIND_EDITEVAL:     ok = read_editeval(r, it);     break;
+        default:                        why = "bad dataset kind";      break;
+    }
+    if (!ok) {
+        err = why + " (reading as " + dataset_kind_name(kind) + ")";
+        return false;
+    }
+    // a repository datastore named relative to the dataset file
+    if (!it.repo_datastore.empty() && std::filesystem::path(it.repo_datastore).is_relative()) {
+        it.repo_datastore = (std::filesystem::path(file).parent_path() / it.repo_datastore).string();
+    }
+    return true;
+}
+
 } // namespace
 
 bool dataset_load(const std::string & path, dataset_kind kind, std::vector<dataset_item> & out,
@@ -243,24 +269,9 @@ bool dataset_load(const std::string & path, dataset_kind kind, std::vector<datas
         }
 
         dataset_item it;
-        it.kind = kind;
-        it.line = line_no;
-        std::string why;
-        record_reader r{obj, why};
-        bool ok = false;
-        switch (kind) {
-            case DATASET_KIND_CANITEDIT:    ok = read_canitedit(r, it);    break;
-            case DATASET_KIND_HUMANEVAL:    ok = read_humaneval(r, it);    break;
-            case DATASET_KIND_MT_REDUNDANT: ok = read_mt_redundant(r, it); break;
-            case DATASET_KIND_EDITEVAL:     ok = read_editeval(r, it);     break;
-            default:                        why = "bad dataset kind";      break;
-        }
-        if (!ok) {
-            err = where + why + " (reading as " + dataset_kind_name(kind) + ")";
+        if (!read_record(obj, kind, line_no, file, it, err)) {
+            err = where + err;
             return false;
-        }
-        if (!it.repo_datastore.empty() && std::filesystem::path(it.repo_datastore).is_relative()) {
-            it.repo_datastore = (std::filesystem::path(file).parent_path() / it.repo_datastore).string();
         }
         items.push_back(std::move(it));
     }

@@ -122,7 +122,7 @@ std::string speedup_svg(const bench_results & res) {
     return o.str();
 }
 
-// chat: per turn (seed 003's Tables 2-3: tokens/s, copied share, speedup) and per category and turn
+// chat: per turn (CopySpec's Tables 2-3: tokens/s, copied share, speedup) and per category and turn
 std::string chat_tables_md(const bench_results & res) {
     std::ostringstream o;
     int32_t n_turns = 0;

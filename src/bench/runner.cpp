@@ -359,6 +359,38 @@ bool bench_chat(const bench_params & p, runner & rn, const std::vector<method_sp
     return true;
 }
 
+// the runner the bench's models and datastores open in
+runner_params bench_runner_params(const bench_params & p) {
+    runner_params rp;
+    rp.model_path = p.model_path;
+    rp.datastore_paths = p.datastore_paths;
+    rp.repo_datastore_paths = p.repo_datastore_paths;
+    rp.draft_model_path = p.draft_model_path; // loaded once; each "sd" drafter gets its own context on it
+    rp.n_ctx = p.n_ctx;
+    rp.n_threads = p.threads;
+    rp.flash_attn = p.flash_attn;
+    rp.draft = p.draft;
+    rp.settings = p.settings;
+    return rp;
+}
+
+// with --fit-train-ctx, drops the items whose prompt and original exceed the model's training
+// context (counted in out); otherwise warns of them
+void bench_fit_train_ctx(const bench_params & p, const model & m, std::vector<bench_prompt> & prompts, bench_results & out) {
+    if (p.fit_train_ctx) {
+        const size_t n_train = (size_t) std::max(0, m.facts().n_ctx_train);
+        const auto past = [&](const bench_prompt & bp) { return n_train > 0 && bp.prompt.size() + bp.original.size() > n_train; };
+        out.items_past_train_ctx = (int32_t) std::count_if(prompts.begin(), prompts.end(), past);
+        prompts.erase(std::remove_if(prompts.begin(), prompts.end(), past), prompts.end());
+        if (p.progress) {
+            fprintf(stderr, "bench: %zu of %d items fit the model's training context of %zu tokens\n", prompts.size(),
+                    out.items_in, n_train);
+        }
+    } else if (p.progress && !p.replay) {
+        warn_past_train_ctx(m, prompts);
+    }
+}
+
 } // namespace
 
 bool bench_run(const bench_params & p, bench_results & out, std::string * error) {
@@ -396,18 +428,8 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     if (items.empty()) return fail("dataset '" + p.dataset_path + "' has no items");
     if (p.limit > 0 && (size_t) p.limit < items.size()) items.resize(p.limit);
 
-    runner_params rp;
-    rp.model_path = p.model_path;
-    rp.datastore_paths = p.datastore_paths;
-    rp.repo_datastore_paths = p.repo_datastore_paths;
-    rp.draft_model_path = p.draft_model_path; // loaded once; each "sd" drafter gets its own context on it
-    rp.n_ctx = p.n_ctx;
-    rp.n_threads = p.threads;
-    rp.flash_attn = p.flash_attn;
-    rp.draft = p.draft;
-    rp.settings = p.settings;
     runner rn;
-    if (!runner_open(rp, rn, error)) return false;
+    if (!runner_open(bench_runner_params(p), rn, error)) return false;
     const model & m = *rn.target.model;
     out.model_desc = m.facts().desc + " (" + m.facts().arch + ")";
     if (out.params.model_setting.empty()) {
@@ -422,18 +444,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     std::vector<bench_prompt> prompts;
     if (!bench_prompts(p, out.layout, m, items, prompts, error)) return false;
     out.items_in = (int32_t) items.size();
-    if (p.fit_train_ctx) {
-        const size_t n_train = (size_t) std::max(0, m.facts().n_ctx_train);
-        const auto past = [&](const bench_prompt & bp) { return n_train > 0 && bp.prompt.size() + bp.original.size() > n_train; };
-        out.items_past_train_ctx = (int32_t) std::count_if(prompts.begin(), prompts.end(), past);
-        prompts.erase(std::remove_if(prompts.begin(), prompts.end(), past), prompts.end());
-        if (p.progress) {
-            fprintf(stderr, "bench: %zu of %d items fit the model's training context of %zu tokens\n", prompts.size(),
-                    out.items_in, n_train);
-        }
-    } else if (p.progress && !p.replay) {
-        warn_past_train_ctx(m, prompts);
-    }
+    bench_fit_train_ctx(p, m, prompts, out);
     bench_carry carry;
     carry.stats.resize(specs.size());
     carry.caches.resize(specs.size());

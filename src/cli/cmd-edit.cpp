@@ -128,11 +128,9 @@ int read_update(const char * cmd, const std::string & file, std::string & update
     return 0;
 }
 
-int run_edit(const edit_opts & o) {
+// the options' values, before any file or model is read
+int check_edit_opts(const edit_opts & o, bool apply) {
     const char * cmd = o.cmd;
-    const bool apply = std::string(cmd) == "apply";
-    std::string error;
-    // ---- input
     if (!apply && o.instruction.find_first_not_of(" \t\r\n") == std::string::npos) {
         return fail_input(cmd, "empty instruction (-i)");
     }
@@ -147,6 +145,47 @@ int run_edit(const edit_opts & o) {
     }
     if (o.req.n_ctx < 64 || o.req.n_ctx > (1 << 20)) { // an edit prompt needs room (--threads: open_request_runner)
         return fail_input(cmd, "--ctx-size " + std::to_string(o.req.n_ctx) + " out of range [64, 1048576]");
+    }
+    return 0;
+}
+
+// the edited file in place (the original kept beside it as FILE.orig), as a diff, as JSON or as text
+int write_edit_output(const edit_opts & o, bool apply, const std::string & code, const std::string & edited, mode_t mode,
+                      const generate_result & r, const runner & rn, const method_spec & ms) {
+    const char * cmd = o.cmd;
+    std::string error;
+    if (o.in_place) {
+        if (!write_atomic(o.file + ".orig", code, mode, error) || !write_atomic(o.file, edited, mode, error)) {
+            return fail_runtime(cmd, error);
+        }
+    }
+    const std::string name = o.file.empty() ? "stdin" : o.file;
+    const std::string sep = name.front() == '/' ? "" : "/"; // an absolute path: a/work/x.py, as git writes it
+    const std::string diff = o.diff ? edit_unified_diff(code, edited, "a" + sep + name, "b" + sep + name) : "";
+    if (o.json) {
+        nlohmann::json j = result_json(r, *rn.ctx, ms);
+        j["code"] = edited;
+        j["draft_model"] = rn.params.draft_model_path;
+        j["file"] = o.file;
+        j["in_place"] = o.in_place;
+        if (apply) j["constrained"] = o.constrain;
+        if (o.diff) j["diff"] = diff;
+        printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else if (o.diff) {
+        fwrite(diff.data(), 1, diff.size(), stdout);
+        // an empty diff is a valid answer; say so where a person reads it, not in the patch
+        if (diff.empty()) fprintf(stderr, "editspec %s: the model left the code unchanged\n", cmd);
+    } else if (!o.in_place) {
+        fwrite(edited.data(), 1, edited.size(), stdout);
+    }
+    return 0;
+}
+
+int run_edit(const edit_opts & o) {
+    const char * cmd = o.cmd;
+    const bool apply = std::string(cmd) == "apply";
+    if (const int status = check_edit_opts(o, apply); status != 0) {
+        return status;
     }
     std::string code;
     mode_t mode = 0644;
@@ -185,32 +224,7 @@ int run_edit(const edit_opts & o) {
     }
     const std::string edited = apply ? apply_merged_code({code, update, o.instruction}, r.text) : edit_extract_code(r.text);
 
-    // ---- output
-    if (o.in_place) {
-        if (!write_atomic(o.file + ".orig", code, mode, error) || !write_atomic(o.file, edited, mode, error)) {
-            return fail_runtime(cmd, error);
-        }
-    }
-    const std::string name = o.file.empty() ? "stdin" : o.file;
-    const std::string sep = name.front() == '/' ? "" : "/"; // an absolute path: a/work/x.py, as git writes it
-    const std::string diff = o.diff ? edit_unified_diff(code, edited, "a" + sep + name, "b" + sep + name) : "";
-    if (o.json) {
-        nlohmann::json j = result_json(r, *rn.ctx, ms);
-        j["code"] = edited;
-        j["draft_model"] = rn.params.draft_model_path;
-        j["file"] = o.file;
-        j["in_place"] = o.in_place;
-        if (apply) j["constrained"] = o.constrain;
-        if (o.diff) j["diff"] = diff;
-        printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    } else if (o.diff) {
-        fwrite(diff.data(), 1, diff.size(), stdout);
-        // an empty diff is a valid answer; say so where a person reads it, not in the patch
-        if (diff.empty()) fprintf(stderr, "editspec %s: the model left the code unchanged\n", cmd);
-    } else if (!o.in_place) {
-        fwrite(edited.data(), 1, edited.size(), stdout);
-    }
-    return 0;
+    return write_edit_output(o, apply, code, edited, mode, r, rn, ms);
 }
 
 // the options edit and apply share

@@ -30,6 +30,58 @@ struct session_opts {
     bool text = false;
 };
 
+// one operation of the script ({"op": "open" | "edit" | "complete", ...}): its JSON line in `out`
+// (null: nothing to print); non-zero: the command's exit status
+int session_op(const session_opts & o, doc_session & s, const nlohmann::json & op, const std::string & where, bool & open,
+               nlohmann::json & out) {
+    const char * cmd = "session";
+    std::string error;
+    const std::string kind = op.is_object() && op.contains("op") && op["op"].is_string() ? op["op"].get<std::string>() : "";
+    out = {{"op", kind}};
+    try {
+        if (kind == "open") {
+            std::string text;
+            if (op.contains("file")) {
+                std::ifstream f(op["file"].get<std::string>(), std::ios::binary);
+                if (!f) return fail_input(cmd, where + "cannot read '" + op["file"].get<std::string>() + "'");
+                std::stringstream ss;
+                ss << f.rdbuf();
+                text = ss.str();
+            } else {
+                text = op.at("text").get<std::string>();
+            }
+            if (!s.open(text, &error)) return fail_input(cmd, where + error);
+            open = true;
+            out["tokens"] = s.tokens().size();
+        } else if (kind == "edit") {
+            if (!open) return fail_input(cmd, where + "an edit before any \"open\"");
+            text_edit e;
+            e.offset = op.at("offset").get<size_t>();
+            e.n_delete = op.value("delete", (size_t) 0);
+            e.insert = op.value("insert", std::string());
+            edit_stats st;
+            if (!s.edit(e, &st, &error)) return fail_input(cmd, where + error);
+            const int32_t refreshed = s.refresh(); // drift control, between requests
+            if (refreshed < 0) return fail_runtime(cmd, where + "re-encoding the stale tokens failed");
+            out.update({{"first", st.first}, {"removed", st.n_removed}, {"inserted", st.n_inserted},
+                        {"encoded", st.n_encoded}, {"stale", st.n_stale}, {"kv_ms", st.kv_ms},
+                        {"refreshed", refreshed}, {"fallback", st.fallback}, {"tokens", s.tokens().size()}});
+        } else if (kind == "complete") {
+            if (!open) return fail_input(cmd, where + "a completion before any \"open\"");
+            out["line"] = s.predict_line(op.value("n", 64));
+            if (o.text) {
+                printf("%s\n", out["line"].get<std::string>().c_str());
+            }
+        } else {
+            return fail_input(cmd, where + "\"op\" must be \"open\", \"edit\" or \"complete\"");
+        }
+    } catch (const nlohmann::json::exception & e) {
+        return fail_input(cmd, where + "bad operation: " + e.what());
+    }
+    if (o.text) out = nullptr; // --text prints the completions' lines only
+    return 0;
+}
+
 int run_session(const session_opts & o) {
     const char * cmd = "session";
     session_params sp;
@@ -67,50 +119,9 @@ int run_session(const session_opts & o) {
         } catch (const nlohmann::json::exception & e) {
             return fail_input(cmd, where + "invalid JSON: " + e.what());
         }
-        const std::string kind = op.is_object() && op.contains("op") && op["op"].is_string() ? op["op"].get<std::string>() : "";
-        nlohmann::json out = {{"op", kind}};
-        try {
-            if (kind == "open") {
-                std::string text;
-                if (op.contains("file")) {
-                    std::ifstream f(op["file"].get<std::string>(), std::ios::binary);
-                    if (!f) return fail_input(cmd, where + "cannot read '" + op["file"].get<std::string>() + "'");
-                    std::stringstream ss;
-                    ss << f.rdbuf();
-                    text = ss.str();
-                } else {
-                    text = op.at("text").get<std::string>();
-                }
-                if (!s.open(text, &error)) return fail_input(cmd, where + error);
-                open = true;
-                out["tokens"] = s.tokens().size();
-            } else if (kind == "edit") {
-                if (!open) return fail_input(cmd, where + "an edit before any \"open\"");
-                text_edit e;
-                e.offset = op.at("offset").get<size_t>();
-                e.n_delete = op.value("delete", (size_t) 0);
-                e.insert = op.value("insert", std::string());
-                edit_stats st;
-                if (!s.edit(e, &st, &error)) return fail_input(cmd, where + error);
-                const int32_t refreshed = s.refresh(); // drift control, between requests
-                if (refreshed < 0) return fail_runtime(cmd, where + "re-encoding the stale tokens failed");
-                out.update({{"first", st.first}, {"removed", st.n_removed}, {"inserted", st.n_inserted},
-                            {"encoded", st.n_encoded}, {"stale", st.n_stale}, {"kv_ms", st.kv_ms},
-                            {"refreshed", refreshed}, {"fallback", st.fallback}, {"tokens", s.tokens().size()}});
-            } else if (kind == "complete") {
-                if (!open) return fail_input(cmd, where + "a completion before any \"open\"");
-                out["line"] = s.predict_line(op.value("n", 64));
-                if (o.text) {
-                    printf("%s\n", out["line"].get<std::string>().c_str());
-                    continue;
-                }
-            } else {
-                return fail_input(cmd, where + "\"op\" must be \"open\", \"edit\" or \"complete\"");
-            }
-        } catch (const nlohmann::json::exception & e) {
-            return fail_input(cmd, where + "bad operation: " + e.what());
-        }
-        if (!o.text) printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        nlohmann::json out;
+        if (const int status = session_op(o, s, op, where, open, out); status != 0) return status;
+        if (!out.is_null()) printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         fflush(stdout);
     }
     return 0;

@@ -1,6 +1,7 @@
 // Datastores: build (tokenize, suffix-sort, write), open (map, check), find (binary search).
 //
-// ref: Zhou et al., "FastCoder" (seed 002) §III-A and "CodeSwift" (seed 004): the datastore of
+// ref: Zhao et al., "FastCoder: Accelerating Repository-level Code Generation via Efficient Retrieval
+// and Verification" §III-A and "CodeSwift: Accelerating LLM Inference for Efficient Code Generation": the datastore of
 //      retrieval drafts is a suffix array over the corpus's tokens (as REST, He et al. 2024)
 #include "editspec/datastore.h"
 

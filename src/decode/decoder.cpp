@@ -212,19 +212,12 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     // Exact greedy verification checks one chain: a node off the tree's first chain attends across
     // the masked cells of earlier siblings, which shifts the order of the attention sums, so its
     // logits can differ in the last bits from decoding its path alone (docs/exactness.md).
-    s.chain_only = sp.exact && !verify_policy_is_lossy(sp.verify.policy);
+    s.chain_only = !verify_policy_is_lossy(sp.verify.policy);
 
     // prefill all but the last prompt token, which is the first pass's root: the first output token
     // is drafted like any other (generate_ar also decodes it in its first pass)
     const auto t0 = clock_type::now();
-    prefill_stats pst;
-    const bool prefilled = context_prefill_cached(ctx, s.b, prompt.first(prompt.size() - 1), gp.prompt_cache, &pst);
-    r.prompt_cached = pst.cached + pst.shifted;
-    r.prompt_shifted = pst.shifted;
-    r.prompt_stale = pst.stale;
-    if (!prefilled) {
-        r.stop = STOP_REASON_ERROR;
-        r.error = "prompt decode failed";
+    if (!generate_prefill(ctx, s.b, prompt, gp.prompt_cache, r)) {
         return r;
     }
     for (drafter_i * d : drafters) {

@@ -143,6 +143,20 @@ bool generate_check_prompt(const context & ctx, std::span<const llama_token> pro
     return true;
 }
 
+bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
+                      generate_result & r) {
+    prefill_stats pst;
+    const bool prefilled = context_prefill_cached(ctx, b, prompt.first(prompt.size() - 1), pc, &pst);
+    r.prompt_cached = pst.cached + pst.shifted;
+    r.prompt_shifted = pst.shifted;
+    r.prompt_stale = pst.stale;
+    if (!prefilled) {
+        r.stop = STOP_REASON_ERROR;
+        r.error = "prompt decode failed";
+    }
+    return prefilled;
+}
+
 generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, const generate_params & p) {
     generate_result r;
     if (!generate_check_prompt(ctx, prompt, r, p.constraint, p.sampling)) {
@@ -155,14 +169,7 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
     // the prompt but its last token is prefill; every pass after it yields one token (the
     // speculative decoder does the same, so both count and time the same passes)
     auto t0 = clock_type::now();
-    prefill_stats pst;
-    const bool prefilled = context_prefill_cached(ctx, b, prompt.first(prompt.size() - 1), p.prompt_cache, &pst);
-    r.prompt_cached = pst.cached + pst.shifted;
-    r.prompt_shifted = pst.shifted;
-    r.prompt_stale = pst.stale;
-    if (!prefilled) {
-        r.stop = STOP_REASON_ERROR;
-        r.error = "prompt decode failed";
+    if (!generate_prefill(ctx, b, prompt, p.prompt_cache, r)) {
         return r;
     }
     r.prompt_ms = ms_since(t0);

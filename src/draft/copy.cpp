@@ -1,6 +1,7 @@
 // CopySpec's γ-gram copy drafter, its variants, and copy-else-draft-model (§3.3).
 //
-// ref: Dumitru et al., "CopySpec: Accelerating LLMs with Speculative Copy-and-Paste" (seed 003)
+// ref: Dumitru et al., "CopySpec: Accelerating LLMs with Speculative Copy-and-Paste Without Compromising
+// Quality"
 //      §3.1 (the γ-gram hash map), §3.2 (copying |S| tokens after a match), §3.3 (with a draft model)
 #include "editspec/drafters.h"
 #include "editspec/draft-model.h"
@@ -175,11 +176,10 @@ void copy_drafter::propose(std::span<const llama_token> history, draft_tree & tr
         const int32_t end = std::min(L, e + n_copy);
         if (end <= e) continue;
         tree.add_path(-1, std::span<const llama_token>(t.data() + e, (size_t) (end - e)), DRAFT_SOURCE_COPY,
-                      max_nodes, {}, conf);
+                      max_nodes, conf);
     }
     follow_ = sources[0];
     proposed_ = true;
-    n_attempts++;
 }
 
 void copy_drafter::accept(std::span<const llama_token> accepted) {

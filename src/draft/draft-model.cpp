@@ -1,6 +1,6 @@
 // Draft-model drafter: greedy γ-token drafts from a small model with the target's vocabulary.
 //
-// ref: EfficientEdit (seed 000 §III-B, Generate phase); Leviathan et al., "Fast Inference from
+// ref: EfficientEdit §III-B, Generate phase; Leviathan et al., "Fast Inference from
 //      Transformers via Speculative Decoding" (2023); llama.cpp examples/speculative-simple and
 //      common/speculative.cpp (common_speculative_gen_draft), pinned commit de3ff81.
 //
@@ -295,7 +295,15 @@ void model_drafter::propose(std::span<const llama_token> history, draft_tree & t
         return;
     }
     const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
-    tree.add_path(-1, out, DRAFT_SOURCE_MODEL, max_nodes, p);
+    int32_t at = -1;
+    for (size_t i = 0; i < out.size(); i++) {
+        if (tree.find_child(at, out[i]) < 0 && tree.size() >= max_nodes) break;
+        at = tree.add(at, out[i], DRAFT_SOURCE_MODEL, draft_model_conf(p[i]));
+    }
+}
+
+uint8_t draft_model_conf(float p) {
+    return (uint8_t) (p >= 0.9f ? 3 : p >= 0.6f ? 2 : p >= 0.3f ? 1 : 0);
 }
 
 // the table's row (drafters.h)

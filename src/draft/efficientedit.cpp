@@ -1,6 +1,7 @@
 // EfficientEdit's two phases: Reuse, else Generate.
 //
-// ref: Zhu et al., "EfficientEdit" (seed 000) §III-A (Reuse), §III-B (Generate)
+// ref: Wang et al., "EfficientEdit: Accelerating Code Editing via Edit-Oriented Speculative Decoding"
+// §III-A (Reuse), §III-B (Generate)
 #include "editspec/drafters.h"
 #include "editspec/draft-model.h"
 #include "editspec/efficientedit.h"

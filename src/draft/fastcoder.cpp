@@ -1,7 +1,9 @@
 // FastCoder / CodeSwift: multi-source retrieval, a cache of verified drafts, retrieval timing and
 // a weighted trie, on REST's search (retrieval.cpp).
 //
-// ref: seed 004 (CodeSwift) §4.1-4.4 and Algorithm 1; seed 002 (FastCoder) §III-A..D, the same method
+// ref: "CodeSwift: Accelerating LLM Inference for Efficient Code Generation" §4.1-4.4 and Algorithm 1;
+// Zhao et al., "FastCoder: Accelerating Repository-level Code Generation via Efficient Retrieval and
+// Verification" §III-A..D, the same method
 #include "editspec/clock.h"
 #include "editspec/drafters.h"
 #include "editspec/fastcoder.h"
@@ -130,7 +132,7 @@ int32_t fastcoder_drafter::search_stores(std::span<const llama_token> history) {
     // D_r into a trie of its own (on a helper thread when D_c is searched too), D_c into trie_
     trie_repo_.clear();
     int32_t m_r = 0, m_c = 0;
-    if (repo && !common_.empty() && params.parallel) {
+    if (repo && !common_.empty()) {
         auto fr = std::async(std::launch::async, [&] { return search_all(repo_, trie_repo_, params.alpha); });
         m_c = search_all(common_, trie_, params.beta);
         m_r = fr.get();
@@ -138,9 +140,11 @@ int32_t fastcoder_drafter::search_stores(std::span<const llama_token> history) {
         if (repo) m_r = search_all(repo_, trie_repo_, params.alpha);
         m_c = search_all(common_, trie_, params.beta);
     }
-    if (params.longest_only && m_r > m_c) {
+    // only the store(s) whose suffix matched longest go into the trie (measured: D_c's many short
+    // matches otherwise outweigh D_r's long one)
+    if (m_r > m_c) {
         std::swap(trie_, trie_repo_);
-    } else if (!params.longest_only || m_r == m_c) {
+    } else if (m_r == m_c) {
         trie_.merge(trie_repo_);
     }
     stats.search_ms += ms_since(t0);
@@ -224,8 +228,7 @@ void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree
     }
     if (match == 0) return;
     proposed_ = true;
-    if (params.best_first) retrieval_propose_best(trie_, match, tree, budget);
-    else retrieval_propose(trie_.top_paths(params.retrieval.n_paths, 0.0f), match, tree, budget);
+    retrieval_propose(trie_.top_paths(params.retrieval.n_paths, 0.0f), match, tree, budget);
 }
 
 void fastcoder_drafter::accept(std::span<const llama_token> accepted) {

@@ -129,11 +129,10 @@ void lookup_drafter::propose(std::span<const llama_token> history, draft_tree & 
     if (draft.empty()) {
         return;
     }
-    n_proposals++;
     n_proposed += (int64_t) draft.size();
     // budget counts new nodes; INT32_MAX-safe
     const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
-    tree.add_path(-1, draft, DRAFT_SOURCE_LOOKUP, max_nodes, {}, lookup_conf(n_matched));
+    tree.add_path(-1, draft, DRAFT_SOURCE_LOOKUP, max_nodes, lookup_conf(n_matched));
 }
 
 // the table's rows (drafters.h)

@@ -1,7 +1,7 @@
 // REST-style retrieval drafts from datastores.
 //
-// ref: He et al., "REST: Retrieval-Based Speculative Decoding" (2024), as FastCoder (seed 002) §III-A
-//      and CodeSwift (seed 004) use it: suffix match from the longest length down, continuations of
+// ref: He et al., "REST: Retrieval-Based Speculative Decoding" (2024), as FastCoder §III-A
+//      and CodeSwift use it: suffix match from the longest length down, continuations of
 //      the occurrences in a trie, drafts by frequency
 #include "editspec/drafters.h"
 #include "editspec/retrieval.h"
@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <queue>
 
 namespace editspec {
 
@@ -99,28 +98,10 @@ int32_t retrieval_search(const datastore & ds, std::span<const llama_token> hist
     return 0;
 }
 
-void retrieval_propose_best(const retrieval_trie & trie, int32_t match, draft_tree & tree, int32_t budget) {
-    if (trie.nodes.empty() || budget <= 0) return;
-    const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
-    std::vector<int32_t> at(trie.nodes.size(), -1); // trie node -> tree node
-    // heaviest first; ties: the lower index (the earlier continuation)
-    std::priority_queue<std::pair<float, int32_t>> heap;
-    for (int32_t c = trie.nodes[0].first_child; c >= 0; c = trie.nodes[c].next_sibling) heap.push({trie.nodes[c].weight, -c});
-    while (!heap.empty() && tree.size() < max_nodes) {
-        const int32_t i = -heap.top().second;
-        heap.pop();
-        const auto & nd = trie.nodes[i];
-        const float share = nd.weight / std::max(trie.nodes[nd.parent].weight, 1e-9f);
-        const uint8_t conf = (uint8_t) (std::min(3, (int32_t) (share * 4.0f)) * 2 + (match >= 8 ? 1 : 0));
-        at[i] = tree.add(nd.parent == 0 ? -1 : at[nd.parent], nd.token, DRAFT_SOURCE_RETRIEVAL, share, conf);
-        for (int32_t c = nd.first_child; c >= 0; c = trie.nodes[c].next_sibling) heap.push({trie.nodes[c].weight, -c});
-    }
-}
-
 void retrieval_propose(std::span<const token_vec> paths, int32_t match, draft_tree & tree, int32_t budget, uint8_t source) {
     const int32_t max_nodes = (int32_t) std::min<int64_t>((int64_t) tree.size() + budget, INT32_MAX);
     for (const token_vec & path : paths) {
-        tree.add_path(-1, path, source, max_nodes, {}, lookup_conf(match));
+        tree.add_path(-1, path, source, max_nodes, lookup_conf(match));
         if (tree.size() >= max_nodes) break;
     }
 }

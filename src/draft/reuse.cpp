@@ -1,7 +1,8 @@
 // EfficientEdit's Reuse drafter: the original code as the draft, a pointer that follows the
 // output, re-synchronisation by suffix matching after an edit.
 //
-// ref: Zhu et al., "EfficientEdit" (seed 000) §III-A; their code, efficienedit/speculative_sampling.py
+// ref: Wang et al., "EfficientEdit: Accelerating Code Editing via Edit-Oriented Speculative Decoding"
+// §III-A; their code, efficienedit/speculative_sampling.py
 //      find_suffix_and_return_remaining (gamma = 7, first occurrence in the remaining original)
 #include "editspec/drafters.h"
 #include "editspec/reuse.h"
@@ -211,11 +212,10 @@ void reuse_drafter::propose(std::span<const llama_token> history, draft_tree & t
         const int64_t max_nodes = std::min<int64_t>((int64_t) tree.size() + len, end_nodes);
         const uint8_t conf = synced_ ? reuse_conf_synced(run_) : (uint8_t) std::clamp<int32_t>(cands[c].k, 1, 3);
         tree.add_path(-1, std::span<const llama_token>(original_).subspan(cands[c].pos, len), DRAFT_SOURCE_REUSE,
-                      (int32_t) max_nodes, {}, conf);
+                      (int32_t) max_nodes, conf);
         live_.push_back(cands[c]);
         live_prefix_.emplace_back();
     }
-    n_proposals += live_.empty() ? 0 : 1;
 }
 
 int32_t reuse_drafter::propose_after(std::span<const llama_token> history, draft_tree & tree, int32_t first,
@@ -245,7 +245,7 @@ int32_t reuse_drafter::propose_after(std::span<const llama_token> history, draft
         }
         const int32_t before = tree.size();
         tree.add_path(i, std::span<const llama_token>(original_).subspan(c.pos, len), DRAFT_SOURCE_REUSE,
-                      before + len, {}, (uint8_t) std::clamp<int32_t>(c.k, 1, 3));
+                      before + len, (uint8_t) std::clamp<int32_t>(c.k, 1, 3));
         if (tree.size() == before) {
             return 0;
         }

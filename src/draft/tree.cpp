@@ -27,17 +27,17 @@ int32_t draft_tree::find_child(int32_t parent, llama_token token) const {
     return -1;
 }
 
-int32_t draft_tree::add(int32_t parent, llama_token token, uint8_t source, float p_draft, uint8_t conf) {
+int32_t draft_tree::add(int32_t parent, llama_token token, uint8_t source, uint8_t conf) {
     const int32_t c = find_child(parent, token);
     if (c >= 0) {
         return c;
     }
-    nodes.push_back({token, parent, source, p_draft, conf});
+    nodes.push_back({token, parent, source, conf});
     return (int32_t) nodes.size() - 1;
 }
 
 int32_t draft_tree::add_path(int32_t parent, std::span<const llama_token> tokens, uint8_t source, int32_t max_nodes,
-                             std::span<const float> p_draft, uint8_t conf) {
+                             uint8_t conf) {
     int32_t cur = parent;
     for (size_t i = 0; i < tokens.size(); i++) {
         const int32_t c = find_child(cur, tokens[i]);
@@ -48,7 +48,7 @@ int32_t draft_tree::add_path(int32_t parent, std::span<const llama_token> tokens
         if ((int32_t) nodes.size() >= max_nodes) {
             break;
         }
-        nodes.push_back({tokens[i], cur, source, i < p_draft.size() ? p_draft[i] : NAN, conf});
+        nodes.push_back({tokens[i], cur, source, conf});
         cur = (int32_t) nodes.size() - 1;
     }
     return cur;

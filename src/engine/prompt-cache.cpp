@@ -1,4 +1,5 @@
-// The prompt cache (prompt-cache.h): the exact common prefix, and PIE's shifted spans (seed 001).
+// The prompt cache (prompt-cache.h): the exact common prefix, and PIE's shifted spans (He et al.,
+// "Let the Code LLM Edit Itself When You Edit the Code").
 //
 // ref: "Positional Integrity Encoding" §3 (delete the edited span, re-rotate the later keys, encode
 // only the new tokens); llama.cpp's K-shift (llama_memory_seq_add); its server's --cache-reuse, which

@@ -1,5 +1,7 @@
-// The HTTP side of `editspec serve`: routes, streaming, refusals on headers, connections, signals.
-// Slots and their queue are server-slots.h, metrics server-metrics.h, sessions server-sessions.h.
+// The HTTP side of `editspec serve`: routes, streaming, refusals on headers, signals. Slots and their
+// queue are server-slots.h, connections server-connections.h, metrics server-metrics.h, sessions
+// server-sessions.h.
+#include "server-connections.h"
 #include "server-metrics.h"
 #include "server-sessions.h"
 #include "server-slots.h"
@@ -18,7 +20,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -516,7 +517,9 @@ bool open_state(const server_params & p, server_state & s) {
     return true;
 }
 
-void add_routes(httplib::Server & svr, server_state & s) {
+// what runs around every route: the header checks and the API key before it, the metrics after it,
+// a JSON body on every error status
+void add_hooks(httplib::Server & svr, server_state & s) {
     svr.set_pre_routing_handler([&s](const httplib::Request & req, httplib::Response & res) {
         t_request_start = clock_type::now();
         std::string why;
@@ -538,6 +541,26 @@ void add_routes(httplib::Server & svr, server_state & s) {
         t_request_start = clock_type::time_point{};
         s.mx.request(server_route_label(req.path), res.status, seconds);
     });
+    // every error status gets a JSON body (httplib's own 404 / 413 / 400 have none)
+    svr.set_error_handler([](const httplib::Request & req, httplib::Response & res) {
+        if (!res.body.empty()) return;
+        send_error(res, make_error(res.status, res.status == 404   ? "no route " + req.method + " " + req.path
+                                               : res.status == 413 ? "the request body is over the server's limit"
+                                                                   : "bad request (HTTP " + std::to_string(res.status) + ")"));
+    });
+    svr.set_exception_handler([](const httplib::Request &, httplib::Response & res, std::exception_ptr ep) {
+        std::string what = "internal error while handling the request";
+        try {
+            if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception & e) {
+            what += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        send_error(res, make_error(500, what));
+    });
+}
+
+void add_routes(httplib::Server & svr, server_state & s) {
     auto generate = [&s](api_endpoint ep) {
         return [&s, ep](const httplib::Request & req, httplib::Response & res) { handle_generate(s, ep, req, res); };
     };
@@ -581,81 +604,7 @@ void add_routes(httplib::Server & svr, server_state & s) {
         const prompt_store_stats ps = s.slots->store_stats();
         res.set_content(s.mx.render() + server_metrics::render_store(ps), "text/plain; version=0.0.4");
     });
-    // every error status gets a JSON body (httplib's own 404 / 413 / 400 have none)
-    svr.set_error_handler([](const httplib::Request & req, httplib::Response & res) {
-        if (!res.body.empty()) return;
-        send_error(res, make_error(res.status, res.status == 404   ? "no route " + req.method + " " + req.path
-                                               : res.status == 413 ? "the request body is over the server's limit"
-                                                                   : "bad request (HTTP " + std::to_string(res.status) + ")"));
-    });
-    svr.set_exception_handler([](const httplib::Request &, httplib::Response & res, std::exception_ptr ep) {
-        std::string what = "internal error while handling the request";
-        try {
-            if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception & e) {
-            what += std::string(": ") + e.what();
-        } catch (...) {
-        }
-        send_error(res, make_error(500, what));
-    });
 }
-
-// ----------------------------------------------------------------------------
-// connections: a thread each, started as they come up to SERVER_THREADS_MAX, so /health and
-// /metrics answer while slow clients hold threads and generations wait for slots (httplib's own
-// pool has a fixed count of threads: 8 slow clients took /health down)
-
-class connection_pool : public httplib::TaskQueue {
-public:
-    explicit connection_pool(size_t max_threads) : max_threads_(max_threads) {}
-    ~connection_pool() override { shutdown(); }
-
-    void enqueue(std::function<void()> fn) override {
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            jobs_.push_back(std::move(fn));
-            // every queued connection has an idle thread to take it, or gets a new one
-            if (jobs_.size() > n_idle_ && threads_.size() < max_threads_) threads_.emplace_back([this] { work(); });
-        }
-        cv_.notify_one();
-    }
-
-    void shutdown() override {
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            stopping_ = true;
-        }
-        cv_.notify_all();
-        for (std::thread & t : threads_) {
-            if (t.joinable()) t.join();
-        }
-    }
-
-private:
-    void work() {
-        while (true) {
-            std::function<void()> fn;
-            {
-                std::unique_lock<std::mutex> lock(mu_);
-                n_idle_++;
-                cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-                n_idle_--;
-                if (jobs_.empty()) return;
-                fn = std::move(jobs_.front());
-                jobs_.pop_front();
-            }
-            fn();
-        }
-    }
-
-    const size_t max_threads_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<std::function<void()>> jobs_;
-    std::vector<std::thread> threads_;
-    size_t n_idle_ = 0;
-    bool stopping_ = false;
-};
 
 // ----------------------------------------------------------------------------
 // signals, on a thread of their own (sigwait), watched from the start: a signal while the model
@@ -719,7 +668,8 @@ int server_run(const server_params & p) {
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
         listen_sock = sock;
     });
-    svr.new_task_queue = [] { return new connection_pool(SERVER_THREADS_MAX); };
+    svr.new_task_queue = [] { return connection_pool_new(SERVER_THREADS_MAX); };
+    add_hooks(svr, s);
     add_routes(svr, s);
     if (!svr.bind_to_port(p.host.c_str(), p.port)) {
         fprintf(stderr, "editspec serve: error: cannot listen on %s:%d (in use, or not an address of this machine)\n",

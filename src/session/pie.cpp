@@ -1,5 +1,6 @@
-// Document sessions and PIE (seed 001): text edits -> token diff -> the KV strategy (recompute,
-// conflict fast encoding, PIE) -> next-line prediction.
+// Document sessions and PIE (He et al., "Let the Code LLM Edit Itself When You Edit the Code"): text
+// edits -> token diff -> the KV strategy (recompute, conflict fast encoding, PIE) -> next-line
+// prediction.
 //
 // ref: "Positional Integrity Encoding" §3 (the three strategies); llama.cpp K-shift (llama_memory_seq_add)
 #include "editspec/clock.h"
@@ -114,6 +115,43 @@ bool doc_session::open(const std::string & text, std::string * error) {
     return true;
 }
 
+// after an edit of tokens a .. old_end (now a .. new_end), tokens_ already the new ones: removes the
+// span's cells, keeps the later ones (re-rotated by PIE, left at their old positions by the
+// conflict baseline, stale either way) and encodes the new span
+bool doc_session::keep_around(kv_strategy how, int32_t a, int32_t old_end, int32_t new_end, edit_stats & s) {
+    const int32_t n_new = (int32_t) tokens_.size();
+    // the cells of the changed span go (none for a pure insertion: old_end == a, which may be
+    // token 0 on a model without BOS); the later ones (old_end .. n_old-2) stay. b > 0, so a later
+    // token exists and later_p0 is its position.
+    const llama_pos later_p0 = pos_[old_end];
+    if (old_end > a) ctx_.kv_rm(0, pos_[a], pos_[old_end - 1] + 1);
+    std::vector<llama_pos> pos(n_new);
+    std::vector<uint8_t> stale(n_new);
+    for (int32_t i = 0; i < a; i++) pos[i] = pos_[i], stale[i] = stale_[i];
+    for (int32_t i = a; i < new_end; i++) pos[i] = (a > 0 ? pos_[a - 1] + 1 : 0) + (i - a), stale[i] = 0;
+    const llama_pos delta = (llama_pos) (new_end - old_end);
+    if (how == KV_PIE) {
+        // RoPE re-rotates the later keys by delta at the next decode (llama.cpp's K-shift)
+        if (delta != 0) ctx_.kv_add(0, later_p0, -1, delta);
+        for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta] + delta, stale[i] = 1;
+    } else {
+        for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta], stale[i] = 1;
+    }
+    pos_ = std::move(pos);
+    stale_ = std::move(stale);
+    s.n_encoded = new_end - a;
+    bool ok = encode(std::span<const llama_token>(tokens_).subspan(a, new_end - a), pos_[a], true);
+    if (!ok && how == KV_CONFLICT) {
+        // llama.cpp refuses the batch when earlier conflict edits left the prefix's positions out
+        // of order: the baseline cannot go on, so the document is encoded again (reported)
+        s.fallback = true;
+        s.n_encoded = n_new - 1;
+        pos_.assign(1, -1); // not the identity: recompute_from clears and starts at 0
+        ok = recompute_from(0);
+    }
+    return ok;
+}
+
 bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error) {
     if (e.offset > text_.size() || e.n_delete > text_.size() - e.offset) {
         return fail(error, "edit at " + std::to_string(e.offset) + " deleting " + std::to_string(e.n_delete) +
@@ -163,35 +201,7 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
         s.n_encoded = std::max(0, n_new - 1 - a);
         ok = recompute_from(a);
     } else {
-        // the cells of the changed span go (none for a pure insertion: old_end == a, which may be
-        // token 0 on a model without BOS); the later ones (old_end .. n_old-2) stay. b > 0, so a later
-        // token exists and later_p0 is its position.
-        const llama_pos later_p0 = pos_[old_end];
-        if (old_end > a) ctx_.kv_rm(0, pos_[a], pos_[old_end - 1] + 1);
-        std::vector<llama_pos> pos(n_new);
-        std::vector<uint8_t> stale(n_new);
-        for (int32_t i = 0; i < a; i++) pos[i] = pos_[i], stale[i] = stale_[i];
-        for (int32_t i = a; i < new_end; i++) pos[i] = (a > 0 ? pos_[a - 1] + 1 : 0) + (i - a), stale[i] = 0;
-        const llama_pos delta = (llama_pos) (new_end - old_end);
-        if (how == KV_PIE) {
-            // RoPE re-rotates the later keys by delta at the next decode (llama.cpp's K-shift)
-            if (delta != 0) ctx_.kv_add(0, later_p0, -1, delta);
-            for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta] + delta, stale[i] = 1;
-        } else {
-            for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta], stale[i] = 1;
-        }
-        pos_ = std::move(pos);
-        stale_ = std::move(stale);
-        s.n_encoded = new_end - a;
-        ok = encode(std::span<const llama_token>(tokens_).subspan(a, new_end - a), pos_[a], true);
-        if (!ok && how == KV_CONFLICT) {
-            // llama.cpp refuses the batch when earlier conflict edits left the prefix's positions out
-            // of order: the baseline cannot go on, so the document is encoded again (reported)
-            s.fallback = true;
-            s.n_encoded = n_new - 1;
-            pos_.assign(1, -1); // not the identity: recompute_from clears and starts at 0
-            ok = recompute_from(0);
-        }
+        ok = keep_around(how, a, old_end, new_end, s);
     }
     s.kv_ms = ms_since(t0);
     s.n_stale = n_stale();

@@ -1,6 +1,6 @@
 // Direct acceptance (lossy, comparison only): drafts are kept without verification.
 //
-// EfficientEdit's lower-bound baseline (seed 000, §V-C, Table III "Direct": "the draft model's
+// EfficientEdit's lower-bound baseline (§V-C, Table III "Direct": "the draft model's
 // greedy decoding outputs are used directly without any verification by the target model"). In a
 // tree, the first-proposed path: the first lossy_ok child of each node, down to a leaf; the target
 // only supplies the bonus token there. Nodes without lossy_ok are verified losslessly as usual.

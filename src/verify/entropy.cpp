@@ -1,4 +1,4 @@
-// Entropy-aware dynamic verification (lossy): EfficientEdit, seed 000, §III-B, eq. 9-10.
+// Entropy-aware dynamic verification (lossy): EfficientEdit §III-B, eq. 9-10.
 //
 // Where the target is confident, a draft must be its top token; where it is unsure, any of its top
 // tau tokens will do. With base threshold k, at each node:

@@ -1,6 +1,6 @@
 // Greedy verification (lossless): a draft is accepted when it is the target's argmax.
 //
-// The rule of EfficientEdit's Reuse phase (seed 000, eq. 7) and of llama.cpp's speculative
+// The rule of EfficientEdit's Reuse phase (EfficientEdit's eq. 7) and of llama.cpp's speculative
 // examples at temperature 0. With several candidates per node (a tree), at most one child can carry
 // the argmax, so the accepted path is unique and equals what greedy autoregressive decoding would
 // produce token for token.

@@ -1,6 +1,6 @@
 // Top-k verification (lossy): a draft is also accepted when it is among the target's top_k logits.
 //
-// The fixed-threshold baseline of EfficientEdit (seed 000, §V-C, Table III: "the draft model's
+// The fixed-threshold baseline of EfficientEdit (§V-C, Table III: "the draft model's
 // greedy decoding output is accepted if it appears among the top-k tokens (ranked by probability)
 // in the target model's output distribution", k = 3 and 5). Ranking is by raw logit, which any
 // temperature preserves; top-k / top-p of the sampling parameters do not narrow it.

@@ -117,6 +117,20 @@ struct verify_children {
     }
 };
 
+// the lossy rule's pick among the children it may judge (verify_input::lossy_ok), or -1
+static int32_t lossy_pick(const verify_input & in, const verify_rule & rule, const float * logits,
+                          std::span<const int32_t> kids, std::vector<int32_t> & judged, verify_result & r) {
+    if (!rule) return -1;
+    judged.clear();
+    for (int32_t c : kids) {
+        if (in.lossy_ok.empty() || in.lossy_ok[c]) judged.push_back(c);
+    }
+    if (judged.empty()) return -1;
+    const int32_t c = rule(logits, judged);
+    if (c >= 0) r.n_lossy++;
+    return c;
+}
+
 verify_result verify_walk(const verify_input & in, const sampling_params & sp, rng_state & rng,
                           const verify_rule & rule, bool rule_first) {
     verify_check_input(in);
@@ -144,29 +158,7 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
             return r;
         }
 
-        lossy_kids.clear();
-        if (rule) {
-            for (int32_t c : kids) {
-                if (in.lossy_ok.empty() || in.lossy_ok[c]) {
-                    lossy_kids.push_back(c);
-                }
-            }
-        }
-        auto run_rule = [&]() -> int32_t {
-            if (lossy_kids.empty()) {
-                return -1;
-            }
-            const int32_t c = rule(logits, lossy_kids);
-            if (c >= 0) {
-                r.n_lossy++;
-            }
-            return c;
-        };
-
-        int32_t next = -1;
-        if (rule_first) {
-            next = run_rule();
-        }
+        int32_t next = rule_first ? lossy_pick(in, rule, logits, kids, lossy_kids, r) : -1;
 
         // the lossless rule; its state gives the recovered token if nothing is accepted
         llama_token target_argmax = -1;
@@ -181,7 +173,7 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
         }
 
         if (next < 0 && !rule_first) {
-            next = run_rule();
+            next = lossy_pick(in, rule, logits, kids, lossy_kids, r);
         }
 
         if (next >= 0) {

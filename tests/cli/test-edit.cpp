@@ -491,13 +491,13 @@ TEST_F(lossless_fixture, efficientedit_entropy_runs_and_is_lossy_on_model_nodes_
     EXPECT_EQ(ms.policy, VERIFY_POLICY_ENTROPY);
     const auto ok = method_lossy_ok(ms);
     ASSERT_TRUE(ok);
-    EXPECT_TRUE(ok(draft_node{1, -1, DRAFT_SOURCE_MODEL, NAN}));
-    EXPECT_FALSE(ok(draft_node{1, -1, DRAFT_SOURCE_REUSE, NAN}));
-    EXPECT_FALSE(ok(draft_node{1, -1, DRAFT_SOURCE_LOOKUP, NAN}));
+    EXPECT_TRUE(ok(draft_node{1, -1, DRAFT_SOURCE_MODEL}));
+    EXPECT_FALSE(ok(draft_node{1, -1, DRAFT_SOURCE_REUSE}));
+    EXPECT_FALSE(ok(draft_node{1, -1, DRAFT_SOURCE_LOOKUP}));
     // other lossy methods: everything but Reuse's nodes; lossless ones need no filter
     ASSERT_TRUE(method_parse("reuse+lookup:topk", ms, &err));
-    EXPECT_FALSE(method_lossy_ok(ms)(draft_node{1, -1, DRAFT_SOURCE_REUSE, NAN}));
-    EXPECT_TRUE(method_lossy_ok(ms)(draft_node{1, -1, DRAFT_SOURCE_LOOKUP, NAN}));
+    EXPECT_FALSE(method_lossy_ok(ms)(draft_node{1, -1, DRAFT_SOURCE_REUSE}));
+    EXPECT_TRUE(method_lossy_ok(ms)(draft_node{1, -1, DRAFT_SOURCE_LOOKUP}));
     ASSERT_TRUE(method_parse("reuse+lookup", ms, &err));
     EXPECT_FALSE(method_lossy_ok(ms));
     // errors: reuse without an original, efficientedit without a draft model

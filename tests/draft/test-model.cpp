@@ -295,11 +295,19 @@ TEST_F(model_fixture, rollback_leaves_only_committed_tokens) {
     EXPECT_EQ(tree.size(), 7);
     EXPECT_EQ(d->n_cached(), (int32_t) prompt.size());
     EXPECT_EQ(d->cache_pos_max() + 1, (int32_t) prompt.size());
-    for (const draft_node & nd : tree.nodes) {
-        EXPECT_EQ(nd.source, DRAFT_SOURCE_MODEL);
-        EXPECT_GT(nd.p_draft, 0.0f);
-        EXPECT_LE(nd.p_draft, 1.0f);
+    // each node's class is its probability's (the same draft again, read with its probabilities)
+    std::vector<float> p;
+    const token_vec again = d->draft(prompt, 7, &p);
+    ASSERT_EQ(again.size(), tree.nodes.size());
+    for (size_t i = 0; i < tree.nodes.size(); i++) {
+        EXPECT_EQ(tree.nodes[i].source, DRAFT_SOURCE_MODEL);
+        EXPECT_EQ(tree.nodes[i].token, again[i]);
+        EXPECT_GT(p[i], 0.0f);
+        EXPECT_LE(p[i], 1.0f);
+        EXPECT_EQ(tree.nodes[i].conf, draft_model_conf(p[i]));
     }
+    EXPECT_EQ(draft_model_conf(0.1f), 0);
+    EXPECT_EQ(draft_model_conf(0.95f), 3);
     EXPECT_EQ(tree.leaves().size(), 1u); // one path under the root
 }
 

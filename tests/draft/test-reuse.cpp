@@ -426,7 +426,8 @@ replay_totals replay_reuse(const std::vector<item_tokens> & items, const reuse_p
 
 } // namespace
 
-// The comparison that chose the default (printed; the figures of reuse.h's table). Columns: tokens
+// The comparison that chose the default (printed; the figures of
+// docs/results/design-notes/reuse-sync-rules.md). Columns: tokens
 // per target pass with drafts uncapped (reuse up to m_max = 256, lookup 48), then the costed
 // speedup (design.md §4 cost curve) for that sizing, fixed caps 8 and 48, grow x2 / shrink to a+2
 // (start 48, at most 48), and clairvoyant sizing. "rlen 0" rows draft m_max tokens after a re-sync

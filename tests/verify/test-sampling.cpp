@@ -46,7 +46,7 @@ struct built_tree {
 built_tree build(const tree_case & tc) {
     built_tree b;
     for (auto [parent, token] : tc.nodes) {
-        b.tree.nodes.push_back({token, parent, DRAFT_SOURCE_TEST, 0.9f}); // p_draft is ignored
+        b.tree.nodes.push_back({token, parent, DRAFT_SOURCE_TEST});
         b.logits.push_back(NEXT[token].data());
     }
     return b;
@@ -254,7 +254,7 @@ TEST(verify_sampling, certain_draft_always_accepted) {
     std::vector<float> root(N_VOCAB, -30.0f);
     root[2] = 10.0f;
     draft_tree tree;
-    tree.nodes.push_back({2, -1, DRAFT_SOURCE_TEST, NAN});
+    tree.nodes.push_back({2, -1, DRAFT_SOURCE_TEST});
     verify_input in;
     in.tree        = &tree;
     in.n_vocab     = N_VOCAB;

@@ -27,7 +27,7 @@ struct verify_case {
 
     // appends a node directly (no merging, so duplicates are possible); returns its index
     int32_t add(int32_t parent, llama_token token, std::vector<float> logits, uint8_t lossy = 1) {
-        tree.nodes.push_back({token, parent, source, NAN});
+        tree.nodes.push_back({token, parent, source});
         node.push_back(std::move(logits));
         lossy_ok.push_back(lossy);
         return tree.size() - 1;

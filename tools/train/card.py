@@ -175,7 +175,7 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                                     _pct(g.get("model_acceptance")), f"{g.get('tokens_per_pass', 0):.2f}"])
     ee = ev.get("efficientedit", {})
     if ee:
-        _per_draft_table(L, "\nThe paper's own comparison of the two losses (seed 000 Table II, *Our* vs *SFT*): the whole of "
+        _per_draft_table(L, "\nThe paper's own comparison of the two losses (EfficientEdit Table II, *Our* vs *SFT*): the whole of "
                          f"EfficientEdit, `editspec edit --method {ee.get('draft-plain', {}).get('method', 'efficientedit')}` (Reuse, the draft model in the Generate phase "
                          "with the original's continuation below its path where it re-joins the original, entropy-aware "
                          "verification of the draft model's tokens: lossy), on the held-out edits:\n",
@@ -193,7 +193,7 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                  "(the pipeline's rule, `card.shipped_draft`).")
     lab = _load(os.path.join(out, "labels", "labels-stats.json"), {})
     L.append("\n`draft-plain`: fine-tuned with the loss on every answer token; `draft-edit`: EfficientEdit's edit-oriented "
-             "loss (seed 000 eq. 8), only tokens of lines that are new in the edited code; both on the same batches "
+             "loss (EfficientEdit eq. 8), only tokens of lines that are new in the edited code; both on the same batches "
              "(half edit examples, half code windows), from the same pre-trained draft.")
     if lab:
         L.append(f"As in the paper, the edit answers they learn are the target's own: the target answered the first "

@@ -151,7 +151,7 @@ def edits_via_editspec(editspec, model, rows, threads, tmpdir, log):
 
 
 def generate_phase_via_editspec(editspec, target, draft, rows, threads, tmpdir, log, method="reuse+sd") -> dict:
-    """EfficientEdit's setting (seed 000 §III): `editspec edit --method reuse+sd`, greedy. Reuse drafts
+    """EfficientEdit's setting (EfficientEdit §III): `editspec edit --method reuse+sd`, greedy. Reuse drafts
     the unchanged code; the draft model drafts only after a rejection, i.e. the edit's new content.
     Counts the draft model's nodes the target verified and accepted, and target passes. With
     method "efficientedit" the draft model's tokens are verified entropy-aware (lossy), as in the

@@ -1,6 +1,6 @@
 """Stage `labels`: the target's own answers to training edits, the labels of the draft's fine-tunings.
 
-EfficientEdit (seed 000 §III-B) fine-tunes the draft on what the target writes, not on reference
+EfficientEdit §III-B fine-tunes the draft on what the target writes, not on reference
 answers: "we use LLM_target to generate c' from I and c", then masks every token of c' outside the
 lines new against c. The draft drafts the target's edit content, so the target's habits (its copying
 slips, its way of writing an edit) are what it has to predict.

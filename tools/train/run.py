@@ -16,7 +16,7 @@ its last checkpoint):
     applies    fast-apply tasks (file piece, snippet, merged file) from both splits     apply-data/
     train      pre-train the target (code + edits) and, beside it, the draft; then     target/ draft/
                the target fine-tuned on apply tasks at a longer context (shipped)      target-apply/
-    labels     the target's own answers to training edits (seed 000 §III-B)            labels/
+    labels     the target's own answers to training edits (EfficientEdit §III-B)            labels/
     finetune   the draft fine-tuned twice on them: plain (answer tokens) and
                edit-oriented (EfficientEdit eq. 8: new-line tokens only)               draft-plain/ draft-edit/
     eval       held-out metrics through llama.cpp and editspec                          eval/summary.json
@@ -472,7 +472,7 @@ def main():
                           on_done=lambda s: st.mark(s["name"], keys[s["name"]], json.load(open(os.path.join(s["out"], "done.json")))))
     timed("train", do_train)
 
-    # the draft's fine-tuning labels: the target's own answers to training edits (seed 000 §III-B)
+    # the draft's fine-tuning labels: the target's own answers to training edits (EfficientEdit §III-B)
     ld = os.path.join(out, "labels")
     k_labels = key_of([k_target, k_draft, p["labels"], p["n_ctx"], src_hash("labels.py", "data.py", "eval.cpp")])
 
