@@ -27,10 +27,10 @@ namespace editspec {
 // accepted is itself accepted. The cost model turns them into expected accepted tokens.
 struct accept_stats {
     static constexpr int32_t n_depth = 64; // depths past this share the last bucket
-    using table = std::array<std::array<std::array<float, n_depth + 1>, DRAFT_CONF_COUNT>, DRAFT_SOURCE_COUNT>;
+    using table = std::array<std::array<std::array<float, n_depth + 1>, DRAFT_CLASS_COUNT>, DRAFT_SOURCE_COUNT>;
 
-    table reached{};  // [source][conf][depth] nodes tested (their parent was accepted)
-    table accepted{}; // [source][conf][depth] of those, accepted
+    table reached{};  // [source][class][depth] nodes tested (their parent was accepted)
+    table accepted{}; // [source][class][depth] of those, accepted
 
     float prior = 0.5f;        // acceptance assumed before any evidence at depth 1; a deeper depth's
                                // prior is the rate of the depth above it
@@ -39,11 +39,13 @@ struct accept_stats {
     // `optimistic`: a drafter must be tried before its statistics can say it does not pay
     float explore_min_obs = 8.0f;
     float optimistic = 0.9f;
+    // ... at depths past the first only in a class whose depth-1 estimate is at least this
+    float explore_first = 0.6f;
 
-    // P(node accepted | parent accepted) for a node of `source` and class `conf` at `depth` (1 =
-    // child of the root)
-    float rate(uint8_t source, uint8_t conf, int32_t depth) const;
-    void record(uint8_t source, uint8_t conf, int32_t depth, bool was_accepted);
+    // P(node accepted | parent accepted) for a node of `source` and class `cls` (draft_class) at
+    // `depth` (1 = child of the root)
+    float rate(uint8_t source, uint8_t cls, int32_t depth) const;
+    void record(uint8_t source, uint8_t cls, int32_t depth, bool was_accepted);
 };
 
 // ----------------------------------------------------------------------------

@@ -8,22 +8,27 @@
 
 namespace editspec {
 
-float accept_stats::rate(uint8_t source, uint8_t conf, int32_t depth) const {
+float accept_stats::rate(uint8_t source, uint8_t cls, int32_t depth) const {
     const int32_t d = std::min(std::max(depth, 1), n_depth);
-    const int32_t c = std::min<int32_t>(conf, DRAFT_CONF_COUNT - 1);
+    const int32_t c = std::min<int32_t>(cls, DRAFT_CLASS_COUNT - 1);
     // a depth with little evidence leans on the depth above it, not on the flat prior: acceptance
     // changes slowly with depth, and a deep bucket sees few nodes (each must pass every depth above),
     // so a flat prior would keep long drafts of a drafter that copies well looking worse than they are
-    float est = prior;
+    float est = prior, first = prior; // first: the estimate at depth 1
     for (int32_t k = 1; k <= d; k++) {
         est = (accepted[source][c][k] + est * prior_weight) / (reached[source][c][k] + prior_weight);
+        if (k == 1) first = est;
     }
-    return reached[source][c][d] < explore_min_obs ? std::max(est, optimistic) : est;
+    // optimism tries depths with little evidence only in a class whose first token is accepted
+    // often: a class that fails at its first token is not sent 40 deep on the hope that depth 40
+    // differs, while a long copy, whose acceptance rises with its length, is tried deep at once
+    const bool promising = d == 1 || first >= explore_first;
+    return reached[source][c][d] < explore_min_obs && promising ? std::max(est, optimistic) : est;
 }
 
-void accept_stats::record(uint8_t source, uint8_t conf, int32_t depth, bool was_accepted) {
+void accept_stats::record(uint8_t source, uint8_t cls, int32_t depth, bool was_accepted) {
     const int32_t d = std::min(std::max(depth, 1), n_depth);
-    const int32_t c = std::min<int32_t>(conf, DRAFT_CONF_COUNT - 1);
+    const int32_t c = std::min<int32_t>(cls, DRAFT_CLASS_COUNT - 1);
     reached[source][c][d] += 1.0f;
     accepted[source][c][d] += was_accepted ? 1.0f : 0.0f;
 }
@@ -36,7 +41,7 @@ std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats &
     std::vector<float> child_sum(n + 1, 0.0f);
     for (int32_t i = 0; i < n; i++) {
         const draft_node & nd = tree.nodes[i];
-        rate[i] = stats.rate(nd.source, nd.conf, depth[i]);
+        rate[i] = stats.rate(nd.source, draft_class(nd), depth[i]);
         child_sum[nd.parent + 1] += rate[i];
     }
     for (int32_t i = 0; i < n; i++) {
@@ -214,7 +219,7 @@ void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std
     for (int32_t i = 0; i < n; i++) {
         const int32_t p = tree.nodes[i].parent;
         if (p < 0 || on_path[p]) {
-            stats.record(tree.nodes[i].source, tree.nodes[i].conf, depth[i], on_path[i]);
+            stats.record(tree.nodes[i].source, draft_class(tree.nodes[i]), depth[i], on_path[i]);
             if (by_source) {
                 by_source[tree.nodes[i].source].n_drafted++;
                 by_source[tree.nodes[i].source].n_accepted += on_path[i];

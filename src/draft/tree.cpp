@@ -27,9 +27,15 @@ int32_t draft_tree::find_child(int32_t parent, llama_token token) const {
     return -1;
 }
 
+bool draft_sources_independent(uint8_t a, uint8_t b) {
+    auto reads_context = [](uint8_t s) { return s == DRAFT_SOURCE_LOOKUP || s == DRAFT_SOURCE_COPY; };
+    return a != b && !(reads_context(a) && reads_context(b));
+}
+
 int32_t draft_tree::add(int32_t parent, llama_token token, uint8_t source, uint8_t conf) {
     const int32_t c = find_child(parent, token);
     if (c >= 0) {
+        nodes[c].agreed |= draft_sources_independent(nodes[c].source, source);
         return c;
     }
     nodes.push_back({token, parent, source, conf});
@@ -42,6 +48,7 @@ int32_t draft_tree::add_path(int32_t parent, std::span<const llama_token> tokens
     for (size_t i = 0; i < tokens.size(); i++) {
         const int32_t c = find_child(cur, tokens[i]);
         if (c >= 0) {
+            nodes[c].agreed |= draft_sources_independent(nodes[c].source, source);
             cur = c;
             continue;
         }

@@ -58,16 +58,41 @@ TEST(draft_tree, depths_merging_and_paths) {
     EXPECT_EQ(t.leaves().size(), 5u); // 3, 4, 5, 9, 7
 }
 
+TEST(draft_tree, a_token_two_drafters_propose_is_agreed) {
+    draft_tree t;
+    t.add_path(-1, std::vector<llama_token>{1, 2, 3}, DRAFT_SOURCE_REUSE, 100);
+    t.add_path(-1, std::vector<llama_token>{1, 2, 3}, DRAFT_SOURCE_REUSE, 100); // the same drafter again
+    EXPECT_EQ(t.nodes[0].agreed + t.nodes[1].agreed + t.nodes[2].agreed, 0);
+    t.add_path(-1, std::vector<llama_token>{1, 2, 7}, DRAFT_SOURCE_LOOKUP, 100); // agrees on 1 2 only
+    EXPECT_EQ(t.size(), 4);
+    EXPECT_TRUE(t.nodes[0].agreed && t.nodes[1].agreed);
+    EXPECT_FALSE(t.nodes[2].agreed || t.nodes[3].agreed);
+    EXPECT_EQ(draft_class(t.nodes[0]), t.nodes[0].conf + DRAFT_CONF_COUNT);
+    EXPECT_EQ(draft_class(t.nodes[2]), t.nodes[2].conf);
+    t.add(2, 4, DRAFT_SOURCE_COPY);
+    t.add(2, 4, DRAFT_SOURCE_LOOKUP); // both read the request's own tokens: no independent agreement
+    EXPECT_FALSE(t.nodes[4].agreed);
+    t.add(2, 4, DRAFT_SOURCE_RETRIEVAL);
+    EXPECT_TRUE(t.nodes[4].agreed);
+    // agreed nodes keep statistics of their own: a rate learned for them does not move the others'
+    accept_stats s;
+    for (int i = 0; i < 20; i++) s.record(DRAFT_SOURCE_REUSE, draft_class(t.nodes[0]), 1, true);
+    for (int i = 0; i < 20; i++) s.record(DRAFT_SOURCE_REUSE, 0, 1, false);
+    EXPECT_GT(s.rate(DRAFT_SOURCE_REUSE, draft_class(t.nodes[0]), 1), 0.9f);
+    EXPECT_LT(s.rate(DRAFT_SOURCE_REUSE, 0, 1), 0.1f);
+}
+
 TEST(accept_stats, prior_exploration_and_evidence) {
     accept_stats s; // prior 0.5, weight 2, optimistic 0.9 below 8 observations
     EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_LOOKUP, 0, 1), 0.9f); // untried: optimistic
     for (int i = 0; i < 8; i++) s.record(DRAFT_SOURCE_LOOKUP, 0, 1, i < 2);
     EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_LOOKUP, 0, 1), (2.0f + 1.0f) / (8.0f + 2.0f)); // 0.3 with the prior
-    EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_LOOKUP, 0, 2), 0.9f); // another depth: no evidence yet
+    // a deeper depth without evidence takes the depth above's rate: optimism tries depth 1 only
+    EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_LOOKUP, 0, 2), (2.0f + 1.0f) / (8.0f + 2.0f));
     EXPECT_FLOAT_EQ(s.rate(DRAFT_SOURCE_REUSE, 0, 1), 0.9f);  // another source
     // depths past the table share its last bucket; classes past the last likewise
-    s.record(DRAFT_SOURCE_LOOKUP, DRAFT_CONF_COUNT + 3, accept_stats::n_depth + 10, true);
-    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][DRAFT_CONF_COUNT - 1][accept_stats::n_depth], 1.0f);
+    s.record(DRAFT_SOURCE_LOOKUP, DRAFT_CLASS_COUNT + 3, accept_stats::n_depth + 10, true);
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][DRAFT_CLASS_COUNT - 1][accept_stats::n_depth], 1.0f);
 }
 
 TEST(accept_stats, a_pass_records_the_tested_nodes_only) {
