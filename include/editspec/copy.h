@@ -118,20 +118,12 @@ private:
 
 // Seed 003 §3.3: copy drafts where the last γ tokens match, the draft model's (`generate`)
 // otherwise. Both hear every accept(); the draft model backs off on its own when the sizing drops it.
-class copy_fallback_drafter : public drafter_i {
+class copy_fallback_drafter : public drafter_pair<copy_drafter> {
 public:
-    copy_fallback_drafter(std::unique_ptr<copy_drafter> copy, std::unique_ptr<drafter_i> generate);
+    using drafter_pair::drafter_pair; // (the copy drafter, the draft model)
 
     const char * name() const override { return "copyspec"; }
-    uint8_t source() const override { return generate_->source(); }
-    void begin(std::span<const llama_token> prompt) override;
     void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
-    void accept(std::span<const llama_token> accepted) override;
-    void sized(const draft_tree & sent) override;
-
-private:
-    std::unique_ptr<copy_drafter> copy_;
-    std::unique_ptr<drafter_i> generate_;
 };
 
 } // namespace editspec

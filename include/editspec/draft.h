@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -86,6 +87,9 @@ struct draft_tree {
     std::vector<int32_t> depths() const;
     // the deepest node's depth, 0 for an empty tree
     int32_t max_depth() const;
+    // the nodes with keep[i] set, in order, parents re-indexed; the kept set must be closed under
+    // parents (a kept node's parent is kept)
+    draft_tree kept(const std::vector<bool> & keep) const;
     // tokens from the root to node i, inclusive
     std::vector<llama_token> path_to(int32_t i) const;
     // indices of nodes with no children
@@ -107,6 +111,36 @@ struct drafter_i {
     // after sizing, before the target's pass: `sent` is what the target verifies (every drafter's
     // nodes the sizing kept). A drafter whose proposals cost real time backs off here (draft_backoff).
     virtual void sized(const draft_tree & sent) {}
+};
+
+// Two drafters as one: a cheap first one and a costly second one that drafts where the first has
+// nothing (CopySpec with a draft model, EfficientEdit's Reuse and Generate phases). Both hear
+// begin(), accept() and sized(); the subclass's propose() says who drafts. Nodes keep the sources of
+// the drafter that placed them.
+template <class First> class drafter_pair : public drafter_i {
+public:
+    drafter_pair(std::unique_ptr<First> first, std::unique_ptr<drafter_i> second)
+        : first_(std::move(first)), second_(std::move(second)) {}
+    // the source of its costlier part
+    uint8_t source() const override { return second_->source(); }
+    void begin(std::span<const llama_token> prompt) override {
+        first_->begin(prompt);
+        second_->begin(prompt);
+    }
+    void accept(std::span<const llama_token> accepted) override {
+        first_->accept(accepted);
+        second_->accept(accepted);
+    }
+    // both hear what was sent, so a draft model backs off on its own (draft_backoff) while the
+    // sizing drops its nodes, and the first drafter keeps drafting meanwhile
+    void sized(const draft_tree & sent) override {
+        first_->sized(sent);
+        second_->sized(sent);
+    }
+
+protected:
+    std::unique_ptr<First> first_;
+    std::unique_ptr<drafter_i> second_;
 };
 
 // Back-off for a drafter whose proposals cost real time (a draft model's passes): that time is not

@@ -4,6 +4,15 @@
 //
 //     auto d = std::make_unique<editspec::efficientedit_drafter>(
 //         std::make_unique<editspec::reuse_drafter>(original), std::move(model_drafter));
+//
+// EfficientEdit (Wang et al., "EfficientEdit: Accelerating Code Editing via Edit-Oriented
+// Speculative Decoding") in this code, part by part:
+//   Reuse, self-editing positioning, re-sync (§III-A)   reuse.h, src/draft/reuse.cpp
+//   the two phases (§III-A/B)                           this drafter, src/draft/efficientedit.cpp
+//   entropy-aware verification (§III-B, eq. 9-10)       VERIFY_POLICY_ENTROPY (verify.h), src/verify/entropy.cpp
+//   the Top-k and Direct baselines (§V-C, Table III)     src/verify/topk.cpp, src/verify/direct.cpp
+//   edit-oriented fine-tuning (§III-B, eq. 8)           tools/train (labels.py, run.py; README "draft")
+//   the method's row and its settings (--entropy-k)      efficientedit_drafters(), method_settings (drafters.h)
 #pragma once
 
 #include "editspec/reuse.h"
@@ -19,25 +28,14 @@ namespace editspec {
 // generated ones (DRAFT_SOURCE_MODEL).
 //
 // What the continuation below the path gains: docs/results/design-notes/efficientedit-continuation.md.
-class efficientedit_drafter : public drafter_i {
+class efficientedit_drafter : public drafter_pair<reuse_drafter> {
 public:
-    efficientedit_drafter(std::unique_ptr<reuse_drafter> reuse, std::unique_ptr<drafter_i> generate);
+    using drafter_pair::drafter_pair; // (Reuse, the Generate phase's drafter)
 
     const char * name() const override { return "efficientedit"; }
-    // the source of its costlier part: the nodes it adds carry their own (Reuse's, the draft model's)
-    uint8_t source() const override { return generate_->source(); }
-    void begin(std::span<const llama_token> prompt) override;
     void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
-    void accept(std::span<const llama_token> accepted) override;
-    // both parts hear what was sent, so the Generate phase's draft model backs off on its own
-    // (draft_backoff) while the sizing drops its nodes, and Reuse keeps drafting meanwhile
-    void sized(const draft_tree & sent) override;
 
-    reuse_drafter & reuse() { return *reuse_; }
-
-private:
-    std::unique_ptr<reuse_drafter> reuse_;
-    std::unique_ptr<drafter_i> generate_;
+    reuse_drafter & reuse() { return *first_; }
 };
 
 } // namespace editspec

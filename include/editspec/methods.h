@@ -52,6 +52,10 @@ struct method_spec {
     bool uses_original() const;
 };
 
+// the reference method: one token per target pass, no drafts (the bench's baseline)
+constexpr const char * METHOD_AR = "ar";
+inline bool method_name_is_ar(const std::string & name) { return name == METHOD_AR; }
+
 // names a method may combine with "+": the table's (drafters.h)
 std::vector<std::string> method_drafter_names();
 

@@ -1,6 +1,7 @@
 // Bench output: results.json (all figures), report.md (tables), speedup.svg (a plot).
 #include "editspec/bench.h"
 #include "editspec/draft.h"
+#include "editspec/methods.h"
 
 #include <nlohmann/json.hpp>
 
@@ -105,7 +106,7 @@ std::string speedup_svg(const bench_results & res) {
             const double v = speed ? s.speedup_vs_ar : s.mean_accepted_per_pass;
             const int y = y0 + 34 + (int) i * (bar_h + gap);
             const int w = std::max(1, (int) (v * scale));
-            const char * color = s.method == "ar" ? "#9e9e9e" : (s.identical_to_ar ? "#2e7d32" : "#c62828");
+            const char * color = method_name_is_ar(s.method) ? "#9e9e9e" : (s.identical_to_ar ? "#2e7d32" : "#c62828");
             o << "<text x=\"" << left - 8 << "\" y=\"" << y + bar_h / 2 + 5 << "\" text-anchor=\"end\">"
               << xml_escape(s.method) << "</text>\n";
             o << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << bar_h
@@ -157,9 +158,9 @@ std::string chat_tables_md(const bench_results & res) {
     }
     if (categories.size() > 1) {
         o << "\n## By category and turn (speedup over ar; ar in tokens/s)\n\n| category | turn | ar tok/s |";
-        for (const std::string & m : res.params.methods) if (m != "ar") o << " " << m << " |";
+        for (const std::string & m : res.params.methods) if (!method_name_is_ar(m)) o << " " << m << " |";
         o << "\n| --- | ---: | ---: |";
-        for (const std::string & m : res.params.methods) if (m != "ar") o << " ---: |";
+        for (const std::string & m : res.params.methods) if (!method_name_is_ar(m)) o << " ---: |";
         o << "\n";
         for (const std::string & c : categories) {
             for (int32_t t = 1; t <= n_turns; t++) {
@@ -199,15 +200,16 @@ std::string report_md(const bench_results & res) {
     o << "| started | " << res.started << " |\n\n";
     const bool tested = p.run_tests && !res.summary.empty() && res.summary.front().tested > 0;
     const bool checked = !p.replay && !res.summary.empty() && res.summary.front().checked > 0;
-    o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | decode ms | cost model's decode ms | identical to ar | edit sim. vs ar |"
+    o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | decode ms | cost model's decode ms | other ms | identical to ar | edit sim. vs ar |"
       << (checked ? " exact |" : "") << (tested ? " pass@1 |" : "") << "\n";
-    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |" << (checked ? " ---: |" : "")
+    o << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |" << (checked ? " ---: |" : "")
       << (tested ? " ---: |" : "") << "\n";
     for (const auto & s : res.summary) {
         o << "| " << s.method << " | " << fmt("%.2f", s.tokens_per_s) << " | " << fmt("%.2f×", s.speedup_vs_ar) << " | "
           << fmt("%.2f", s.mean_accepted_per_pass) << " | " << s.target_passes << " | " << s.draft_tokens << " | "
           << s.accepted << " | " << fmt("%.0f", s.draft_ms) << " | " << fmt("%.0f", s.decode_ms) << " | "
           << (s.decode_model_ms > 0 ? fmt("%.0f", s.decode_model_ms) : std::string("")) << " | "
+          << fmt("%.0f", std::max(0.0, s.gen_ms - s.draft_ms - s.decode_ms)) << " | "
           << (s.identical_to_ar ? "yes" : "no (" + std::to_string(s.n_different) + " items differ)") << " | "
           << fmt("%.3f", s.mean_edit_sim_vs_ar) << " |";
         if (checked) {
@@ -231,7 +233,8 @@ std::string report_md(const bench_results & res) {
         o << ".\n";
     }
     o << "\nSpeedup: summed generation time of `ar` over the method's, same items, same run. Tokens per pass: "
-         "tokens produced (EOS included) per target pass.\n";
+         "tokens produced (EOS included) per target pass. Other ms: generation time outside drafting and the "
+         "target's decodes (verification, sampling, tree layout, KV bookkeeping, output).\n";
     if (p.task == DATASET_TASK_CHAT) o << chat_tables_md(res);
     if (!res.cost_n.empty()) {
         o << "\nCost model (measured at start, ms per pass):\n\n| tokens | ";
@@ -300,6 +303,7 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
             {"decode_ms", s.decode_ms},
             {"decode_model_ms", s.decode_model_ms},
             {"gen_ms", s.gen_ms},
+            {"other_ms", std::max(0.0, s.gen_ms - s.draft_ms - s.decode_ms)},
             {"identical_to_ar", s.identical_to_ar},
             {"items_differing_from_ar", s.n_different},
             {"mean_edit_similarity_vs_ar", s.mean_edit_sim_vs_ar},

@@ -98,7 +98,7 @@ std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32
     };
     std::map<std::string, double> ar_ms_by_item;
     for (const bench_row & row : res.rows) {
-        if (row.method == "ar" && selected(row)) ar_ms_by_item[row.item] = row.gen_ms;
+        if (method_name_is_ar(row.method) && selected(row)) ar_ms_by_item[row.item] = row.gen_ms;
     }
     for (const std::string & method : res.params.methods) {
         bench_summary s;
@@ -241,7 +241,7 @@ void print_progress(bench_results & out, size_t i, size_t n, const std::string &
     bench_summarize(out);
     std::string running;
     for (const bench_summary & s : out.summary) {
-        if (s.method == "ar") continue;
+        if (method_name_is_ar(s.method)) continue;
         char buf[96];
         snprintf(buf, sizeof(buf), " %s %.2fx", s.method.c_str(), s.speedup_vs_ar);
         running += buf;
@@ -403,9 +403,9 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     out.started = now_iso();
     out.machine = machine_description();
     // ar first: the reference of every other method
-    out.params.methods = {"ar"};
+    out.params.methods = {METHOD_AR};
     for (const std::string & m : p.methods) {
-        if (m != "ar") out.params.methods.push_back(m);
+        if (!method_name_is_ar(m)) out.params.methods.push_back(m);
     }
     std::vector<method_spec> specs;
     bool need_cost = false;

@@ -142,8 +142,8 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
 
 std::string methods_footer() {
     std::string out = "Methods (--method): ar (one token per pass); auto (every drafter the request can feed: Reuse with "
-                      "code being edited, copy and lookup over the context, fastcoder with datastores, sd with a draft "
-                      "model); or drafters joined by '+' into one tree, NAME@N for a fixed cap of N draft tokens, "
+                      "code being edited, lookup and copy over the context, fastcoder in lookup's place with datastores, "
+                      "sd with a draft model); or drafters joined by '+' into one tree, NAME@N for a fixed cap of N draft tokens, "
                       "NAME:POLICY for an acceptance policy (greedy, sampling, topk, entropy, direct). Drafters:\n";
     for (const drafter_desc & d : drafter_table()) {
         char line[64];

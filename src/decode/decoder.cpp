@@ -45,21 +45,16 @@ struct spec_loop {
 void step_prune(spec_loop & s) {
     const std::span<const llama_token> out = std::span<const llama_token>(s.history).subspan(s.n_prompt);
     token_vec path;
-    std::vector<int32_t> index(s.tree.nodes.size(), -1); // old node -> new node, -1 = pruned
-    draft_tree kept;
+    std::vector<bool> keep(s.tree.nodes.size(), false);
     for (size_t i = 0; i < s.tree.nodes.size(); i++) {
         const draft_node & nd = s.tree.nodes[i];
-        if (nd.parent >= 0 && index[(size_t) nd.parent] < 0) continue;
+        if (nd.parent >= 0 && !keep[(size_t) nd.parent]) continue;
         path.assign(out.begin(), out.end());
         size_t at = path.size();
         for (int32_t a = nd.parent; a >= 0; a = s.tree.nodes[(size_t) a].parent) path.insert(path.begin() + (ptrdiff_t) at, s.tree.nodes[(size_t) a].token);
-        if (!s.gp.constraint->allows(path, nd.token)) continue;
-        draft_node c = nd;
-        c.parent = nd.parent >= 0 ? index[(size_t) nd.parent] : -1;
-        index[i] = kept.size();
-        kept.nodes.push_back(c);
+        keep[i] = s.gp.constraint->allows(path, nd.token);
     }
-    s.tree = std::move(kept);
+    s.tree = s.tree.kept(keep);
 }
 
 // the drafters offer (each with what the others left), the sizing keeps what pays, the drafters

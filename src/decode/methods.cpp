@@ -59,7 +59,7 @@ bool method_parse(const std::string & text, method_spec & out, std::string * err
     if (body.empty()) {
         return fail("empty name");
     }
-    if (body == "ar") {
+    if (method_name_is_ar(body)) {
         if (ms.draft_max > 0) return fail("'ar' takes no draft cap");
         out = ms;
         return true;
@@ -95,9 +95,13 @@ std::vector<std::string> method_auto_drafters(const drafter_inputs & in) {
     // 0-13 % there, nothing on constrained applies (docs/results/issue38-auto)
     std::vector<std::string> v;
     if (!in.original.empty()) v.push_back("reuse");
-    v.push_back("lookup-longest");
+    // FastCoder searches the request's own tokens as well as its datastores (its context match wins
+    // ties), so with datastores it takes prompt lookup's place: on HumanEval with the standard
+    // library's datastore fastcoder+copy ran 5.47x, fastcoder 5.38x, and lookup-longest+copy+fastcoder
+    // 5.27x (docs/results/issue38-auto)
+    const bool stores = !in.datastores.empty() || !in.repo_datastores.empty();
+    v.push_back(stores ? "fastcoder" : "lookup-longest");
     v.push_back("copy");
-    if (!in.datastores.empty() || !in.repo_datastores.empty()) v.push_back("fastcoder");
     // a draft model pays only when its pass is much cheaper than the target's: the shipped pair (a
     // 4.5M draft for a 17M target, 0.26) lost to no draft model on every task (sd 0.4-0.9x of ar on
     // CanItEdit edits, docs/results/issue38-auto); real pairs (0.5B for 7B) are near 0.07

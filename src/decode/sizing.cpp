@@ -63,22 +63,6 @@ static std::vector<float> tree_node_probs_subset(const std::vector<float> & prob
     return out;
 }
 
-static draft_tree tree_keep(const draft_tree & tree, const std::vector<bool> & keep) {
-    draft_tree out;
-    std::vector<int32_t> remap(tree.size(), -1);
-    for (int32_t i = 0; i < tree.size(); i++) {
-        if (!keep[i]) continue;
-        draft_node nd = tree.nodes[i];
-        if (nd.parent >= 0) {
-            ES_ASSERT(remap[nd.parent] >= 0); // kept sets are closed under parents
-            nd.parent = remap[nd.parent];
-        }
-        remap[i] = out.size();
-        out.nodes.push_back(nd);
-    }
-    return out;
-}
-
 draft_tree tree_order_dfs(const draft_tree & tree, const std::vector<float> & probs) {
     const int32_t n = tree.size();
     std::vector<std::vector<int32_t>> children(n + 1); // [parent + 1]
@@ -147,7 +131,7 @@ draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> 
     for (int32_t k = 0; k < best_n; k++) {
         keep[order[k]] = true;
     }
-    return tree_limit_leaves(tree_keep(tree, keep), tree_node_probs_subset(probs, keep), max_leaves);
+    return tree_limit_leaves(tree.kept(keep), tree_node_probs_subset(probs, keep), max_leaves);
 }
 
 draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves) {
@@ -169,23 +153,15 @@ draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> &
         if (n_leaves <= max_leaves || worst < 0) break;
         keep[worst] = false;
     }
-    return tree_keep(tree, keep);
+    return tree.kept(keep);
 }
 
 // nodes deeper than max_depth go, with everything under them
 draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth) {
-    draft_tree out;
-    std::vector<int32_t> remap(tree.size(), -1);
     const std::vector<int32_t> depth = tree.depths();
-    for (int32_t i = 0; i < tree.size(); i++) {
-        draft_node nd = tree.nodes[i];
-        if (depth[i] > max_depth) continue; // and so its subtree
-        ES_ASSERT(nd.parent < 0 || remap[nd.parent] >= 0);
-        if (nd.parent >= 0) nd.parent = remap[nd.parent];
-        remap[i] = out.size();
-        out.nodes.push_back(nd);
-    }
-    return out;
+    std::vector<bool> keep(depth.size());
+    for (size_t i = 0; i < depth.size(); i++) keep[i] = depth[i] <= max_depth; // and so its subtree
+    return tree.kept(keep);
 }
 
 draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, const accept_stats & stats,

@@ -205,29 +205,11 @@ void copy_drafter::accept(std::span<const llama_token> accepted) {
 
 // ----------------------------------------------------------------------------
 
-copy_fallback_drafter::copy_fallback_drafter(std::unique_ptr<copy_drafter> copy, std::unique_ptr<drafter_i> generate)
-    : copy_(std::move(copy)), generate_(std::move(generate)) {}
-
-void copy_fallback_drafter::begin(std::span<const llama_token> prompt) {
-    copy_->begin(prompt);
-    generate_->begin(prompt);
-}
-
 void copy_fallback_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
-    copy_->propose(history, tree, budget);
-    if (!copy_->proposed()) {
-        generate_->propose(history, tree, budget); // no match: the draft model's τ2 tokens
+    first_->propose(history, tree, budget);
+    if (!first_->proposed()) {
+        second_->propose(history, tree, budget); // no match: the draft model's τ2 tokens
     }
-}
-
-void copy_fallback_drafter::accept(std::span<const llama_token> accepted) {
-    copy_->accept(accepted);
-    generate_->accept(accepted);
-}
-
-void copy_fallback_drafter::sized(const draft_tree & sent) {
-    copy_->sized(sent);
-    generate_->sized(sent);
 }
 
 // the table's rows (drafters.h): the paper's rule and its variants, and CopySpec with a draft model

@@ -8,21 +8,13 @@
 
 namespace editspec {
 
-efficientedit_drafter::efficientedit_drafter(std::unique_ptr<reuse_drafter> reuse, std::unique_ptr<drafter_i> generate)
-    : reuse_(std::move(reuse)), generate_(std::move(generate)) {}
-
-void efficientedit_drafter::begin(std::span<const llama_token> prompt) {
-    reuse_->begin(prompt);
-    generate_->begin(prompt);
-}
-
 void efficientedit_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
     if (budget <= 0) {
         return;
     }
-    if (reuse_->synced()) {
+    if (reuse().synced()) {
         const int32_t before = tree.size();
-        reuse_->propose(history, tree, budget);
+        reuse().propose(history, tree, budget);
         if (tree.size() > before) {
             return;
         }
@@ -31,29 +23,19 @@ void efficientedit_drafter::propose(std::span<const llama_token> history, draft_
     // what is left the original's continuation below the deepest node of the draft model's path
     // that re-joins it (the paper's return to Reuse once the edit is written, inside one pass)
     const int32_t before = tree.size();
-    generate_->propose(history, tree, budget);
+    second_->propose(history, tree, budget);
     const int32_t gen_end = tree.size();
-    if (reuse_->synced()) {
+    if (reuse().synced()) {
         return;
     }
     int32_t left = budget - (tree.size() - before);
     if (left > 0) {
-        reuse_->propose(history, tree, left);
+        reuse().propose(history, tree, left);
         left = budget - (tree.size() - before);
     }
     if (left > 0 && gen_end > before) {
-        reuse_->propose_after(history, tree, before, gen_end, left);
+        reuse().propose_after(history, tree, before, gen_end, left);
     }
-}
-
-void efficientedit_drafter::accept(std::span<const llama_token> accepted) {
-    reuse_->accept(accepted);
-    generate_->accept(accepted);
-}
-
-void efficientedit_drafter::sized(const draft_tree & sent) {
-    reuse_->sized(sent);
-    generate_->sized(sent);
 }
 
 // the table's row (drafters.h): entropy-aware verification by default (§III-B), on the draft

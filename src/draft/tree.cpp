@@ -1,5 +1,6 @@
 // Draft tree: candidates of several drafters merged on shared prefixes.
 #include "editspec/draft.h"
+#include "editspec/log.h"
 
 #include <algorithm>
 
@@ -30,6 +31,22 @@ int32_t draft_tree::find_child(int32_t parent, llama_token token) const {
 bool draft_sources_independent(uint8_t a, uint8_t b) {
     auto reads_context = [](uint8_t s) { return s == DRAFT_SOURCE_LOOKUP || s == DRAFT_SOURCE_COPY; };
     return a != b && !(reads_context(a) && reads_context(b));
+}
+
+draft_tree draft_tree::kept(const std::vector<bool> & keep) const {
+    draft_tree out;
+    std::vector<int32_t> remap(size(), -1);
+    for (int32_t i = 0; i < size(); i++) {
+        if (!keep[i]) continue;
+        draft_node nd = nodes[i];
+        if (nd.parent >= 0) {
+            ES_ASSERT(remap[nd.parent] >= 0); // kept sets are closed under parents
+            nd.parent = remap[nd.parent];
+        }
+        remap[i] = out.size();
+        out.nodes.push_back(nd);
+    }
+    return out;
 }
 
 int32_t draft_tree::add(int32_t parent, llama_token token, uint8_t source, uint8_t conf) {
