@@ -175,10 +175,9 @@ std::string chat_tables_md(const bench_results & res) {
     return o.str();
 }
 
-std::string report_md(const bench_results & res) {
+// the run's setting: model, dataset, items, machine, start
+static void report_setting_md(std::ostringstream & o, const bench_results & res) {
     const bench_params & p = res.params;
-    std::ostringstream o;
-    o << "# editspec bench\n\n";
     o << "| | |\n| --- | --- |\n";
     o << "| model | `" << p.model_path << "` — " << res.model_desc << " |\n";
     o << "| model setting | " << task_setting(p) << " |\n";
@@ -198,6 +197,13 @@ std::string report_md(const bench_results & res) {
     o << "| machine | " << res.machine << ", " << (p.threads > 0 ? std::to_string(p.threads) : std::string("all"))
       << " threads, flash attention " << (p.flash_attn ? "on" : "off") << " |\n";
     o << "| started | " << res.started << " |\n\n";
+}
+
+std::string report_md(const bench_results & res) {
+    const bench_params & p = res.params;
+    std::ostringstream o;
+    o << "# editspec bench\n\n";
+    report_setting_md(o, res);
     const bool tested = p.run_tests && !res.summary.empty() && res.summary.front().tested > 0;
     const bool checked = !p.replay && !res.summary.empty() && res.summary.front().checked > 0;
     o << "| method | tokens/s | speedup vs ar | tokens per pass | target passes | draft tokens | accepted | draft ms | decode ms | cost model's decode ms | other ms | identical to ar | edit sim. vs ar |"
