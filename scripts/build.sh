@@ -6,6 +6,9 @@
 #   BUILD_DIR=... scripts/build.sh
 #   CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON" BUILD_DIR=build-asan scripts/build.sh   extra CMake options
 #   BUILD_TARGETS="editspec test-server" scripts/build.sh                       only these targets
+#   EDITSPEC_BACKEND=cuda EDITSPEC_CUDA_ARCH=90 BUILD_DIR=build-cuda scripts/build.sh
+#                                  llama.cpp with its CUDA backend (setup-llama.sh); --gpu-layers on
+#                                  every command then offloads (default: all layers)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}

@@ -2,6 +2,11 @@
 # Fetch, verify, build and install the pinned llama.cpp into a cache outside the checkout.
 #
 #   scripts/setup-llama.sh            prints the install prefix on its last line
+#   EDITSPEC_BACKEND=cuda EDITSPEC_CUDA_ARCH=90 scripts/setup-llama.sh
+#                                     the CUDA build (nvcc and CMake >= 3.24 needed; arch: CMake's
+#                                     CUDA architectures, default "native" = the GPUs present)
+#   EDITSPEC_LLAMA_SRC=DIR ...        a copy of the pinned source tree instead of the npm package
+#                                     (machines without the npm registry)
 #
 # The pinned llama.cpp ships inside the npm package node-llama-cpp@3.22.1 as a git bundle
 # (design.md §3). The cache is keyed by the commit, so a second run on the same machine is a no-op.
@@ -28,7 +33,16 @@ patch_sha=$(sha256sum "$patch_file" | cut -d' ' -f1)
 # bump SETUP_VERSION when the build's configuration changes (2: common library installed;
 # 3: static archives' symbols not exported, see below)
 SETUP_VERSION=3
-variant=bi-${patch_sha:0:12}-v$SETUP_VERSION
+backend=${EDITSPEC_BACKEND:-cpu}
+cuda_arch=${EDITSPEC_CUDA_ARCH:-native}
+case $backend in
+cpu) variant=bi-${patch_sha:0:12}-v$SETUP_VERSION ;;
+cuda) variant=bi-${patch_sha:0:12}-v$SETUP_VERSION-cuda-${cuda_arch//[^A-Za-z0-9]/_} ;;
+*)
+    echo "setup-llama: error: EDITSPEC_BACKEND=$backend: expected cpu or cuda" >&2
+    exit 2
+    ;;
+esac
 cache_root=${EDITSPEC_CACHE:-$HOME/.cache/editspec}
 src_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src
 patched_dir=$cache_root/llama.cpp-$LLAMA_COMMIT/src-$variant
@@ -48,7 +62,18 @@ mkdir -p "$cache_root"
 work=$(mktemp -d "$cache_root/fetch.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-if [ ! -d "$src_dir/.git" ]; then
+if [ -n "${EDITSPEC_LLAMA_SRC:-}" ] && [ ! -d "$src_dir" ]; then
+    # a source tree without git history: its commit cannot be checked, its files are taken as given
+    if [ ! -f "$EDITSPEC_LLAMA_SRC/ggml/CMakeLists.txt" ]; then
+        log "error: EDITSPEC_LLAMA_SRC=$EDITSPEC_LLAMA_SRC is not a llama.cpp source tree (no ggml/CMakeLists.txt)"
+        exit 2
+    fi
+    log "using the llama.cpp source tree $EDITSPEC_LLAMA_SRC as commit $LLAMA_COMMIT (not verified: no git history)"
+    mkdir -p "$(dirname "$src_dir")"
+    cp -a "$EDITSPEC_LLAMA_SRC" "$src_dir"
+fi
+
+if [ ! -d "$src_dir" ]; then
     log "fetching node-llama-cpp@$NLC_VERSION from the npm registry (pack only, no scripts)"
     (cd "$work" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null)
     tgz=$(ls "$work"/node-llama-cpp-*.tgz)
@@ -71,25 +96,39 @@ if [ ! -d "$src_dir/.git" ]; then
     mv "$src_dir.tmp" "$src_dir"
 fi
 
-head=$(git -C "$src_dir" rev-parse HEAD)
-if [ "$head" != "$LLAMA_COMMIT" ]; then
-    log "error: $src_dir is at $head, expected $LLAMA_COMMIT"
-    exit 2
-fi
-
-# the pinned commit stays pristine in $src_dir; each patch version gets its own clone
 rm -rf "$patched_dir"
-git clone --quiet --shared --no-checkout "$src_dir" "$patched_dir"
-git -C "$patched_dir" -c advice.detachedHead=false checkout --quiet "$LLAMA_COMMIT"
-if ! git -C "$patched_dir" apply --whitespace=nowarn "$patch_file"; then
+if [ -d "$src_dir/.git" ]; then
+    head=$(git -C "$src_dir" rev-parse HEAD)
+    if [ "$head" != "$LLAMA_COMMIT" ]; then
+        log "error: $src_dir is at $head, expected $LLAMA_COMMIT"
+        exit 2
+    fi
+    # the pinned commit stays pristine in $src_dir; each patch version gets its own clone
+    git clone --quiet --shared --no-checkout "$src_dir" "$patched_dir"
+    git -C "$patched_dir" -c advice.detachedHead=false checkout --quiet "$LLAMA_COMMIT"
+else
+    cp -a "$src_dir" "$patched_dir"
+fi
+if ! (cd "$patched_dir" && git apply --whitespace=nowarn "$patch_file"); then
     log "error: $patch_file does not apply to llama.cpp $LLAMA_COMMIT"
     exit 2
 fi
 log "applied $(basename "$patch_file") (sha256 ${patch_sha:0:12})"
 
 jobs=$(nproc 2>/dev/null || echo 2)
-log "building libllama + ggml (CPU, batch-invariant kernels) with $jobs jobs; this takes about 5 minutes once"
-cmake -S "$patched_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
+backend_args=()
+if [ "$backend" = cuda ]; then
+    # one architecture, flash attention for the F16 KV cache editspec uses, no multi-GPU library,
+    # uncompressed kernels: the fastest CUDA build that serves editspec
+    backend_args=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch" -DGGML_CUDA_FA_QUANTS=f16-f16
+        -DGGML_CUDA_NCCL=OFF -DGGML_CUDA_COMPRESSION_MODE=none)
+    log "building libllama + ggml (CPU and CUDA $cuda_arch) with $jobs jobs; the CUDA kernels take minutes"
+else
+    log "building libllama + ggml (CPU, batch-invariant kernels) with $jobs jobs; this takes about 5 minutes once"
+fi
+generator=()
+if [ "$backend" = cuda ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+cmake -S "$patched_dir" -B "$build_dir" "${generator[@]}" "${backend_args[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF \

@@ -193,6 +193,11 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
 // one-time process set-up: backend init and log routing
 void engine_init();
 
+// layers of every model loaded afterwards that go to the GPU (--gpu-layers): -1 (the default) = all,
+// 0 = none; a build without a GPU backend ignores it. Call before the first model_load.
+void engine_set_gpu_layers(int32_t n);
+int32_t engine_gpu_layers();
+
 // decode tokens [0, n) of `tokens` into sequence `seq` starting at position `pos0`, in chunks of
 // the context's n_batch; logits are kept for the last token only. False on decode failure.
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq);

@@ -24,6 +24,7 @@ command cmd_complete_add(CLI::App & app);
 command cmd_make_model_add(CLI::App & app);
 command cmd_bench_add(CLI::App & app);
 command cmd_cost_add(CLI::App & app);
+command cmd_check_exact_add(CLI::App & app);
 command cmd_edit_add(CLI::App & app);
 command cmd_apply_add(CLI::App & app);
 command cmd_serve_add(CLI::App & app);

@@ -15,6 +15,7 @@ int main(int argc, char ** argv) {
         editspec::cli::cmd_make_model_add(app),
         editspec::cli::cmd_bench_add(app),
         editspec::cli::cmd_cost_add(app),
+        editspec::cli::cmd_check_exact_add(app),
         editspec::cli::cmd_edit_add(app),
         editspec::cli::cmd_apply_add(app),
         editspec::cli::cmd_serve_add(app),
@@ -22,6 +23,13 @@ int main(int argc, char ** argv) {
         editspec::cli::cmd_index_add(app),
         editspec::cli::cmd_session_add(app),
     };
+    // one device option on every command: models load through one engine setting
+    int32_t gpu_layers = -1;
+    for (const auto & c : commands) {
+        c.sub->add_option("--gpu-layers", gpu_layers,
+                          "model layers offloaded to the GPU (-1 = all; ignored by a CPU-only build)")
+            ->capture_default_str();
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp & e) {
@@ -34,6 +42,7 @@ int main(int argc, char ** argv) {
         app.exit(e);
         return 2;
     }
+    editspec::engine_set_gpu_layers(gpu_layers);
     for (const auto & c : commands) {
         if (c.sub->parsed()) {
             return c.run();

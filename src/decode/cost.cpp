@@ -163,7 +163,10 @@ static std::string cache_path(const context & ctx) {
     key << std::filesystem::path(path).filename().string() << "-" << size << "-" << mtime << "-t" << ctx.n_threads()
         << "-fa" << (ctx.params().flash_attn ? 1 : 0)
         // the sgemm kernels (EDITSPEC_LLAMAFILE=ON) have a different curve from the exact build's
-        << (ggml_cpu_has_llamafile() ? "-sgemm" : "") << ".json";
+        << (ggml_cpu_has_llamafile() ? "-sgemm" : "");
+    // a GPU build's curve depends on the layers offloaded
+    if (llama_supports_gpu_offload()) key << "-ngl" << engine_gpu_layers();
+    key << ".json";
     return root + "/cost/" + key.str();
 }
 

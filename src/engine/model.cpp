@@ -4,15 +4,32 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sys/stat.h>
 
 namespace editspec {
 
+// -1 = every layer; set once at start-up (engine_set_gpu_layers), before any model is loaded
+static int32_t g_gpu_layers = -1;
+
+void engine_set_gpu_layers(int32_t n) {
+    g_gpu_layers = n < 0 ? -1 : n;
+}
+
+int32_t engine_gpu_layers() {
+    return g_gpu_layers;
+}
+
 void engine_init() {
     static std::once_flag once;
     std::call_once(once, [] {
+        // llama.cpp's CUDA graphs crash (an illegal instruction at cudaGraphLaunch) on speculative
+        // passes of changing sizes, seen on an H200 (docs/gpu.md; llama.cpp issue 23811): off unless
+        // EDITSPEC_CUDA_GRAPHS=1. CPU builds never read the variable.
+        const char * graphs = std::getenv("EDITSPEC_CUDA_GRAPHS");
+        if (!(graphs && std::string(graphs) == "1")) setenv("GGML_CUDA_DISABLE_GRAPHS", "1", 0);
         log_install_llama_callback();
         llama_backend_init();
     });
@@ -68,7 +85,7 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
     }
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = vocab_only;
-    mp.n_gpu_layers = 0;
+    mp.n_gpu_layers = g_gpu_layers; // ignored by a CPU-only build
     llama_model * lm = llama_model_load_from_file(path.c_str(), mp);
     if (!lm) {
         r.error = "failed to load model '" + path + "' (truncated or unsupported GGUF; EDITSPEC_LOG=info shows libllama's reason)";

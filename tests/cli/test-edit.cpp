@@ -582,3 +582,23 @@ TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
     const std::vector<std::string> run = sweep_table(*this, cases, 2);
     EXPECT_NE(std::find(run.begin(), run.end(), "test-repeat"), run.end());
 }
+
+// ----------------------------------------------------------------------------
+// check-exact: the batch-invariance check of exactness.h for any model and backend
+
+TEST(check_exact_cli, exact_without_flash_attention_and_a_difference_with_it) {
+    const std::string m = " -m " + quote(test::typed_model_path("f16")) + " -t 1 --max 64";
+    std::string out;
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --prefix 0 --prefix 37 2>&1", &out), 0) << out;
+    EXPECT_NE(out.find("exact: every row"), std::string::npos) << out;
+    // flash attention's batched kernel sums in another order (docs/exactness.md): the check must see it
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --prefix 300 --flash-attn 2>&1", &out), 3)
+        << out;
+    EXPECT_NE(out.find("differs: pass of"), std::string::npos) << out;
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact -m " + quote(test::typed_model_path("f16")) +
+                                    " --max 0 2>&1",
+                                &out),
+              2)
+        << out;
+    EXPECT_NE(out.find("--max 0 out of range"), std::string::npos) << out;
+}

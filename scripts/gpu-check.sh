@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The GPU check of issue 42, run on a lent CUDA machine in one call (docs/gpu.md): builds the pinned
+# llama.cpp with its CUDA backend, then runs a prebuilt editspec against it: batch invariance per
+# weight type with flash attention off and on, the pass-cost curve, llama-bench, and real-shape
+# replays of edits (ds13 shape) and fast apply (6.7B shape) against llama.cpp's drafters.
+#
+#   scripts/gpu-check.sh DIR      DIR holds bin/editspec (built on a CPU machine: the same libllama
+#                                 API), lib/ (its system libraries) and llama-src.tar.xz (the pinned
+#                                 source tree); results go to $OUT (default ./gpu-out)
+#
+# Every stage runs only while time is left (GPU_CHECK_SECONDS, default 570) so that a lease's
+# one command ends with its results written. A dry run on a CPU machine checks the script itself:
+#   EDITSPEC_BACKEND=cpu GPU_CHECK_SHAPE=tiny-256 GPU_CHECK_BIG=tiny-256 OUT=/tmp/gpu-out scripts/gpu-check.sh DIR
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+carry=$(cd "${1:?usage: scripts/gpu-check.sh DIR}" && pwd)
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-570}))
+log=$out/log.txt
+say() { echo "[$SECONDS s] $*" | tee -a "$log"; }
+left() { echo $((deadline - SECONDS)); }
+# stage NEEDED_SECONDS NAME COMMAND...: runs COMMAND if NEEDED_SECONDS are left, killed at the deadline
+stage() {
+    local need=$1 name=$2
+    shift 2
+    if [ "$(left)" -lt "$need" ]; then
+        say "skip $name: $(left) s left, needs about $need"
+        return 1
+    fi
+    say "start $name"
+    # functions below are exported: timeout runs them through bash
+    timeout "$(left)" bash -c '"$@"' _ "$@"
+    local rc=$?
+    say "end $name (rc $rc)"
+    return $rc
+}
+
+{
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
+    nvcc --version | tail -2
+    cmake --version | head -1
+    echo "cores: $(nproc)"
+} >>"$log" 2>&1
+
+# --- llama.cpp with CUDA for this GPU's architecture
+src=/tmp/llama-src
+rm -rf "$src" && mkdir -p "$src" && tar -xJf "$carry/llama-src.tar.xz" -C "$src"
+export EDITSPEC_LLAMA_SRC=$src EDITSPEC_BACKEND=${EDITSPEC_BACKEND:-cuda} EDITSPEC_CUDA_ARCH=${EDITSPEC_CUDA_ARCH:-90}
+export EDITSPEC_CACHE=/tmp/editspec-cache-$EDITSPEC_BACKEND
+shape=${GPU_CHECK_SHAPE:-deepseek-coder-1.3b}
+big=${GPU_CHECK_BIG:-deepseek-coder-6.7b}
+t0=$SECONDS
+if ! prefix=$("$root/scripts/setup-llama.sh" 2>>"$log" | tail -n 1) || [ ! -d "$prefix/lib" ]; then
+    say "error: the CUDA build of llama.cpp failed"
+    tail -60 "$EDITSPEC_CACHE"/llama.cpp-*/build-*/CMakeFiles/CMakeError.log 2>/dev/null >>"$log"
+    exit 1
+fi
+say "llama.cpp CUDA build: $((SECONDS - t0)) s, installed at $prefix"
+export LD_LIBRARY_PATH=$prefix/lib:$carry/lib
+es=$carry/bin/editspec
+vocab=$prefix/share/editspec/vocab
+"$es" check-exact --help >/dev/null || { say "error: editspec does not run here"; ldd "$es" >>"$log"; exit 1; }
+
+# llama-bench from the same build, in the background while the models are made
+build=$(ls -d "$EDITSPEC_CACHE"/llama.cpp-*/build-* | head -1)
+(g++ -O2 -DNDEBUG -std=c++17 -I"$src/tools/llama-bench" -I"$prefix/include" -I"$prefix/include/llama-common" \
+    "$src/tools/llama-bench/llama-bench.cpp" "$src/tools/llama-bench/main.cpp" "$build/common/build-info.cpp" \
+    -L"$prefix/lib" -lllama-common -lllama -lggml -lggml-base -lpthread -o /tmp/llama-bench >>"$log" 2>&1) &
+
+# --- models: random weights, real shapes and tokenizers; stages in the order of the issue's bar
+m=/tmp/models
+mkdir -p $m
+make_model() { "$es" make-model -s "$1" --type "$2" -o "$m/$1-$2.gguf" --vocab-dir "$vocab" >/dev/null 2>>"$log.mm"; }
+export -f make_model
+export es m vocab log out root
+for t in f16 q8_0 q4_k_m; do stage 5 "tiny-256 $t" make_model tiny-256 $t; done
+ds=$m/$shape-q8_0.gguf
+[ -f "$ds" ] || stage 30 "$shape q8_0" make_model "$shape" q8_0
+
+# --- batch invariance: every type, flash attention off and on
+exact=$out/exact.txt
+check() { "$es" check-exact -m "$1" --max 256 --prefix 0 --prefix 300 $2 >>"$exact" 2>&1; echo "rc $?" >>"$exact"; }
+export -f check
+export exact
+check_all() {
+    for f in "$@"; do
+        for fa in "" --flash-attn; do stage 10 "check-exact $(basename "$f") $fa" check "$f" "$fa"; done
+    done
+}
+# GPU_CHECK_EDIT_ONLY=1: only the edit replay, one process per group of methods (a crash in one
+# method's run leaves the others' figures)
+if [ -n "${GPU_CHECK_EDIT_ONLY:-}" ]; then
+    edit_groups=("ar,auto,reuse+lookup-longest,lookup-longest" "ar,llama-ngram-simple" "ar,llama-ngram-map-k,llama-ngram-mod")
+else
+    check_all $m/tiny-256-*.gguf "$ds"
+    edit_groups=("ar,auto,lookup-longest,reuse+lookup-longest,llama-ngram-simple,llama-ngram-map-k,llama-ngram-mod")
+fi
+
+# --- real-shape replays: CanItEdit edits on the ds13 shape, fast apply on the 6.7B shape
+bench() {
+    local name=$1
+    shift
+    "$es" bench --replay --dataset "$root/datasets/canitedit/normalized.jsonl" --setting "real-shape replay, $(nvidia-smi --query-gpu=name --format=csv,noheader)" \
+        --out "/tmp/bench-$name" "$@" >>"$log" 2>&1
+    cp "/tmp/bench-$name/report.md" "$out/$name-report.md"
+}
+export -f bench
+for i in "${!edit_groups[@]}"; do
+    stage 40 "edit replay $shape ${edit_groups[$i]}" bench "edit$i" -m "$ds" --task edit --limit 20 --methods "${edit_groups[$i]}"
+done
+[ -n "${GPU_CHECK_EDIT_ONLY:-}" ] && { grep -E "identical_to_ar=|start edit replay|CUDA error|Abort" "$log"; exit 0; }
+[ -f "$m/$big-q8_0.gguf" ] || stage 60 "$big q8_0" make_model "$big" q8_0
+stage 60 "apply replay $big" bench big-apply -m "$m/$big-q8_0.gguf" --task apply --limit 10 \
+    --methods ar,auto,reuse+lookup-longest,lookup-longest,llama-ngram-simple
+
+# --- pass cost by size and llama-bench of the same build
+wait
+for fa in "" --flash-attn; do
+    stage 20 "cost $fa" "$es" cost -m "$ds" --fresh --max 256 --reps 5 $fa >>"$out/cost.txt" 2>>"$log"
+done
+stage 40 llama-bench /tmp/llama-bench -m "$ds" -ngl 99 -fa 0,1 -p 64,256,512 -n 128 -r 3 >>"$out/cost.txt" 2>>"$log"
+
+# --- the other real-shape types
+if [ "$shape" != tiny-256 ]; then
+    for t in f16 q4_k_m; do stage 30 "$shape $t" make_model "$shape" $t && check_all "$m/$shape-$t.gguf"; done
+fi
+say "done"
+
+# the reply of a lease carries the end of the output: a short summary last
+echo "=== summary"
+grep -E "^# |^ +[0-9]+ +[0-9]+ +[0-9]+ |^rc " "$out/exact.txt" 2>/dev/null
+cat "$out/cost.txt" 2>/dev/null | grep -v "^$"
+grep -E "identical_to_ar=|start (edit|apply) replay|CUDA error" "$log" 2>/dev/null
+grep -E "CUDA build|skip" "$log"

@@ -1,0 +1,83 @@
+// editspec check-exact: is this model exact on this backend? Every row of passes of 1..N tokens
+// against one-token decoding (exactness.h). Greedy speculative output equals autoregressive output
+// for sure only where it is; elsewhere `identical_to_ar` in bench and responses says what happened.
+#include "cli/commands.h"
+#include "editspec/exactness.h"
+
+#include <memory>
+
+namespace editspec::cli {
+
+namespace {
+
+struct check_exact_opts {
+    std::string model;
+    std::vector<int32_t> threads = {0};
+    std::vector<int32_t> prefixes = {0, 37, 300};
+    int32_t n_max = 256;
+    bool flash_attn = false;
+};
+
+int run_check_exact(const check_exact_opts & o) {
+    const char * cmd = "check-exact";
+    if (o.n_max < 1 || o.n_max > 512) return fail_input(cmd, "--max " + std::to_string(o.n_max) + " out of range [1, 512]");
+    for (int32_t t : o.threads) {
+        if (t < 0 || t > 1024) return fail_input(cmd, "--threads " + std::to_string(t) + " out of range [0, 1024]");
+    }
+    for (int32_t pf : o.prefixes) {
+        if (pf < 0 || pf > 4096) return fail_input(cmd, "--prefix " + std::to_string(pf) + " out of range [0, 4096]");
+    }
+    const std::string path = o.model.empty() ? default_model_path() : o.model;
+    model_load_result lr = model_load(path);
+    if (!lr.model) return fail_input(cmd, lr.error);
+    printf("# %s (%s), flash attention %s, GPU layers %s, passes of 1..%d tokens against one-token decoding\n",
+           path.c_str(), lr.model->facts().desc.c_str(), o.flash_attn ? "on" : "off",
+           !llama_supports_gpu_offload() ? "none (a CPU-only build)"
+           : engine_gpu_layers() < 0     ? "all"
+                                         : std::to_string(engine_gpu_layers()).c_str(),
+           o.n_max);
+    printf("%8s %8s %6s  %s\n", "threads", "prefix", "sizes", "result");
+    bool all_exact = true;
+    for (int32_t t : o.threads) {
+        for (int32_t pf : o.prefixes) {
+            exactness_params p;
+            p.n_threads = t;
+            p.n_prefix = pf;
+            p.n_max = o.n_max;
+            p.flash_attn = o.flash_attn;
+            const exactness_result r = exactness_check(*lr.model, p);
+            if (!r.error.empty()) return fail_runtime(cmd, r.error);
+            all_exact = all_exact && r.row < 0;
+            char res[160];
+            if (r.row < 0) {
+                snprintf(res, sizeof(res), "exact");
+            } else {
+                snprintf(res, sizeof(res), "differs: pass of %d tokens, row %d, relative L2 %.2e%s", r.n, r.row, r.rel,
+                         r.argmax_differs ? ", greedy token differs" : "");
+            }
+            printf("%8d %8d %6d  %s\n", t, pf, r.n_sizes, res);
+            fflush(stdout);
+        }
+    }
+    printf("%s\n", all_exact ? "exact: every row of every pass matched one-token decoding bit for bit"
+                             : "NOT exact: greedy speculative output may differ from ar on this backend and type");
+    return all_exact ? 0 : 3;
+}
+
+} // namespace
+
+command cmd_check_exact_add(CLI::App & app) {
+    auto o = std::make_shared<check_exact_opts>();
+    CLI::App * sub = app.add_subcommand(
+        "check-exact", "check that every row of an n-token pass equals one-token decoding bit for bit on this backend "
+                       "(what lossless speculative decoding rests on); exit status 3 when it does not");
+    sub->add_option("-m,--model", o->model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
+    sub->add_option("-t,--threads", o->threads, "CPU threads, one check per value (0 = all cores)")->capture_default_str();
+    sub->add_option("--prefix", o->prefixes, "tokens in the KV cache before the passes, one check per value")
+        ->capture_default_str();
+    sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512)")->capture_default_str();
+    sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
+    return {sub, [o] { return run_check_exact(*o); }};
+}
+
+} // namespace editspec::cli
