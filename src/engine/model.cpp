@@ -91,6 +91,15 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
         r.error = "failed to load model '" + path + "' (truncated or unsupported GGUF; EDITSPEC_LOG=info shows libllama's reason)";
         return r;
     }
+    if (!vocab_only && g_gpu_layers != 0 && llama_supports_gpu_offload()) {
+        // measured on an H200: no weight type is batch-exact on CUDA (docs/gpu.md)
+        static std::once_flag warned;
+        std::call_once(warned, [] {
+            ES_LOG_WARN("layers offloaded to a GPU: its kernels are not batch-exact, so greedy speculative output can "
+                        "differ from plain decoding at near-ties (`editspec check-exact` measures it; --gpu-layers 0 "
+                        "keeps the exact CPU path)\n");
+        });
+    }
     std::unique_ptr<model> m(new model());
     m->model_ = lm;
     m->vocab_ = llama_model_get_vocab(lm);
