@@ -43,30 +43,36 @@ stage() {
     echo "cores: $(nproc)"
 } >>"$log" 2>&1
 
-# --- llama.cpp with CUDA for this GPU's architecture
-src=/tmp/llama-src
-rm -rf "$src" && mkdir -p "$src" && tar -xJf "$carry/llama-src.tar.xz" -C "$src"
-export EDITSPEC_LLAMA_SRC=$src EDITSPEC_BACKEND=${EDITSPEC_BACKEND:-cuda} EDITSPEC_CUDA_ARCH=${EDITSPEC_CUDA_ARCH:-90}
-export EDITSPEC_CACHE=/tmp/editspec-cache-$EDITSPEC_BACKEND
+# --- llama.cpp with CUDA for this GPU's architecture: built here, or carried prebuilt in DIR/cuda
+# (an install prefix with bin/llama-bench, built on a machine with the same CUDA release)
 shape=${GPU_CHECK_SHAPE:-deepseek-coder-1.3b}
 big=${GPU_CHECK_BIG:-deepseek-coder-6.7b}
-t0=$SECONDS
-if ! prefix=$("$root/scripts/setup-llama.sh" 2>>"$log" | tail -n 1) || [ ! -d "$prefix/lib" ]; then
-    say "error: the CUDA build of llama.cpp failed"
-    tail -60 "$EDITSPEC_CACHE"/llama.cpp-*/build-*/CMakeFiles/CMakeError.log 2>/dev/null >>"$log"
-    exit 1
+if [ -d "$carry/cuda/lib" ]; then
+    prefix=$carry/cuda
+    say "llama.cpp: prebuilt at $prefix"
+    cp "$prefix/bin/llama-bench" /tmp/llama-bench
+else
+    src=/tmp/llama-src
+    rm -rf "$src" && mkdir -p "$src" && tar -xJf "$carry/llama-src.tar.xz" -C "$src"
+    export EDITSPEC_LLAMA_SRC=$src EDITSPEC_BACKEND=${EDITSPEC_BACKEND:-cuda} EDITSPEC_CUDA_ARCH=${EDITSPEC_CUDA_ARCH:-90}
+    export EDITSPEC_CACHE=/tmp/editspec-cache-$EDITSPEC_BACKEND
+    t0=$SECONDS
+    if ! prefix=$("$root/scripts/setup-llama.sh" 2>>"$log" | tail -n 1) || [ ! -d "$prefix/lib" ]; then
+        say "error: the CUDA build of llama.cpp failed"
+        tail -60 "$EDITSPEC_CACHE"/llama.cpp-*/build-*/CMakeFiles/CMakeError.log 2>/dev/null >>"$log"
+        exit 1
+    fi
+    say "llama.cpp CUDA build: $((SECONDS - t0)) s, installed at $prefix"
+    # llama-bench from the same build, in the background while the models are made
+    build=$(ls -d "$EDITSPEC_CACHE"/llama.cpp-*/build-* | head -1)
+    (g++ -O2 -DNDEBUG -std=c++17 -I"$src/tools/llama-bench" -I"$prefix/include" -I"$prefix/include/llama-common" \
+        "$src/tools/llama-bench/llama-bench.cpp" "$src/tools/llama-bench/main.cpp" "$build/common/build-info.cpp" \
+        -L"$prefix/lib" -lllama-common -lllama -lggml -lggml-base -lpthread -o /tmp/llama-bench >>"$log" 2>&1) &
 fi
-say "llama.cpp CUDA build: $((SECONDS - t0)) s, installed at $prefix"
-export LD_LIBRARY_PATH=$prefix/lib:$carry/lib
+export LD_LIBRARY_PATH=$prefix/lib:$carry/lib:/usr/local/cuda/lib64
 es=$carry/bin/editspec
 vocab=$prefix/share/editspec/vocab
 "$es" check-exact --help >/dev/null || { say "error: editspec does not run here"; ldd "$es" >>"$log"; exit 1; }
-
-# llama-bench from the same build, in the background while the models are made
-build=$(ls -d "$EDITSPEC_CACHE"/llama.cpp-*/build-* | head -1)
-(g++ -O2 -DNDEBUG -std=c++17 -I"$src/tools/llama-bench" -I"$prefix/include" -I"$prefix/include/llama-common" \
-    "$src/tools/llama-bench/llama-bench.cpp" "$src/tools/llama-bench/main.cpp" "$build/common/build-info.cpp" \
-    -L"$prefix/lib" -lllama-common -lllama -lggml -lggml-base -lpthread -o /tmp/llama-bench >>"$log" 2>&1) &
 
 # --- models: random weights, real shapes and tokenizers; stages in the order of the issue's bar
 m=/tmp/models
@@ -88,6 +94,34 @@ check_all() {
         for fa in "" --flash-attn; do stage 10 "check-exact $(basename "$f") $fa" check "$f" "$fa"; done
     done
 }
+# GPU_CHECK_PLAN=invariant: the batch-invariant mode of patches/ggml-cuda-batch-invariant.patch
+# (GGML_CUDA_BATCH_INVARIANT=1; fusion off) against the stock paths: exactness, pass cost, llama-bench,
+# and the edit replay with flash attention on
+if [ "${GPU_CHECK_PLAN:-}" = invariant ]; then
+    inv() { GGML_CUDA_BATCH_INVARIANT=1 GGML_CUDA_DISABLE_FUSION=1 "$@"; }
+    export -f inv
+    [ "$shape" != tiny-256 ] && stage 30 "$shape q4_k_m" make_model "$shape" q4_k_m
+    exact=$out/exact-invariant.txt
+    for f in $m/tiny-256-q8_0.gguf $m/tiny-256-q4_k_m.gguf "$ds" $m/$shape-q4_k_m.gguf $m/tiny-256-f16.gguf; do
+        [ -f "$f" ] || continue
+        stage 10 "invariant check-exact $(basename "$f") FA" bash -c 'inv "$0" check-exact -m "$1" --max 256 --prefix 0 --prefix 300 --flash-attn >>"$2" 2>&1; echo "rc $?" >>"$2"' "$es" "$f" "$exact"
+    done
+    stage 10 "invariant check-exact $(basename "$ds") no FA" bash -c 'inv "$0" check-exact -m "$1" --max 256 --prefix 0 --prefix 300 >>"$2" 2>&1; echo "rc $?" >>"$2"' "$es" "$ds" "$exact"
+    for mode in stock invariant; do
+        run_mode() { if [ "$mode" = invariant ]; then inv "$@"; else "$@"; fi; }
+        export -f run_mode; export mode
+        stage 10 "cost $mode FA" run_mode "$es" cost -m "$ds" --fresh --no-save --max 256 --reps 5 --flash-attn >>"$out/cost-invariant.txt" 2>>"$log"
+        echo "($mode)" >>"$out/cost-invariant.txt"
+        stage 20 "llama-bench $mode" run_mode /tmp/llama-bench -m "$ds" -ngl 99 -fa 1 -p 8,64,512 -n 128 -r 3 >>"$out/cost-invariant.txt" 2>>"$log"
+    done
+    stage 60 "invariant edit replay" bash -c 'inv "$0" bench --replay --dataset "$1/datasets/canitedit/normalized.jsonl" --setting "real-shape replay, batch-invariant mode, flash attention" --out /tmp/bench-inv -m "$2" --task edit --limit 20 --flash-attn --methods ar,reuse+lookup-longest,auto,llama-ngram-simple >>"$3" 2>&1; cp /tmp/bench-inv/report.md "$4/edit-invariant-report.md"' "$es" "$root" "$ds" "$log" "$out"
+    echo "=== summary"
+    grep -E "^# |^ +[0-9]+ +[0-9]+ +[0-9]+ |^rc " "$exact"
+    cat "$out/cost-invariant.txt" | grep -v "^$"
+    grep -E "identical_to_ar=|CUDA error" "$log"
+    exit 0
+fi
+
 # GPU_CHECK_EDIT_ONLY=1: only the edit replay, one process per group of methods (a crash in one
 # method's run leaves the others' figures)
 if [ -n "${GPU_CHECK_EDIT_ONLY:-}" ]; then

@@ -37,7 +37,12 @@ backend=${EDITSPEC_BACKEND:-cpu}
 cuda_arch=${EDITSPEC_CUDA_ARCH:-native}
 case $backend in
 cpu) variant=bi-${patch_sha:0:12}-v$SETUP_VERSION ;;
-cuda) variant=bi-${patch_sha:0:12}-v$SETUP_VERSION-cuda-${cuda_arch//[^A-Za-z0-9]/_} ;;
+cuda)
+    # and our patch to ggml-cuda (its header says what and why)
+    cuda_patch=$root/patches/ggml-cuda-batch-invariant.patch
+    cuda_sha=$(sha256sum "$cuda_patch" | cut -d' ' -f1)
+    variant=bi-${patch_sha:0:12}-v$SETUP_VERSION-cuda-${cuda_arch//[^A-Za-z0-9]/_}-${cuda_sha:0:8}
+    ;;
 *)
     echo "setup-llama: error: EDITSPEC_BACKEND=$backend: expected cpu or cuda" >&2
     exit 2
@@ -114,6 +119,13 @@ if ! (cd "$patched_dir" && git apply --whitespace=nowarn "$patch_file"); then
     exit 2
 fi
 log "applied $(basename "$patch_file") (sha256 ${patch_sha:0:12})"
+if [ "$backend" = cuda ]; then
+    if ! (cd "$patched_dir" && git apply --whitespace=nowarn "$cuda_patch"); then
+        log "error: $cuda_patch does not apply to llama.cpp $LLAMA_COMMIT"
+        exit 2
+    fi
+    log "applied $(basename "$cuda_patch") (sha256 ${cuda_sha:0:12})"
+fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 backend_args=()

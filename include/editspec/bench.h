@@ -131,6 +131,12 @@ struct bench_results {
 
 bool bench_run(const bench_params & p, bench_results & out, std::string * error);
 
+struct request;
+// an edit item as fast apply (--task apply): the file and the snippet of its change (the reference
+// diff's hunks, or the item's own snippet), the prompt and constraint in rq; the expected answer
+// stays the item's reference. The real runs and the oracle share it.
+void bench_apply_request(const model & m, const dataset_item & it, const bench_params & p, request & rq);
+
 // Chat task (CopySpec's tables): MT-Redundant items as published (their turns), and HumanEval items
 // as a code refinement loop of three turns: write the function, make a named change, add a docstring
 // and tests. Every method answers each turn of the same conversation, whose earlier answers are

@@ -8,6 +8,7 @@
 #include "editspec/edit.h"
 #include "editspec/fastcoder.h"
 #include "editspec/methods.h"
+#include "editspec/request.h"
 
 #include <climits>
 #include <cstdio>
@@ -108,6 +109,11 @@ bool oracle_items(const bench_params & p, const model & m, std::vector<item_toke
     for (const dataset_item & it : items) {
         item_tokens t;
         replay_tokenize(m, dataset_raw_layout(it, p.instruction), t.context, t.reference);
+        if (p.apply && it.task == DATASET_TASK_EDIT) {
+            request rq;
+            bench_apply_request(m, it, p, rq);
+            t.context = rq.prompt;
+        }
         if (it.task == DATASET_TASK_EDIT) t.original = edit_original_tokens(m, it.context_code);
         t.repo_datastore = it.repo_datastore;
         out.push_back(std::move(t));
@@ -151,6 +157,9 @@ bool bench_oracle(const bench_params & p, const cost_model & bare_cost, double p
     };
     if (p.task != DATASET_TASK_EDIT && p.task != DATASET_TASK_COMPLETE) {
         return fail("--oracle replays reference outputs; chat datasets have none");
+    }
+    if (p.apply && p.constrain) {
+        return fail("--oracle replays free greedy decoding; --constrain is not modelled (drop one)");
     }
     if (pass_overhead < 0.0) {
         return fail("pass overhead " + std::to_string(pass_overhead) + " is negative");

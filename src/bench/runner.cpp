@@ -161,6 +161,13 @@ std::vector<std::string> bench_chat_turns(const dataset_item & it) {
             "Answer with the whole code again."};
 }
 
+void bench_apply_request(const model & m, const dataset_item & it, const bench_params & p, request & rq) {
+    const apply_input in{it.context_code,
+                         it.update.empty() ? apply_snippet(it.context_code, it.reference, "# ... existing code ...") : it.update,
+                         ""};
+    request_apply_tokens(m, in, rq, p.constrain, p.edit_layout);
+}
+
 namespace {
 
 // the prompts of the items (chat items: the first turn), their references and original code
@@ -184,13 +191,8 @@ bool bench_prompts(const bench_params & p, bench_layout layout, const model & m,
         bp.item = &it;
         replay_tokenize(m, dataset_raw_layout(it, p.instruction), bp.prompt, bp.reference);
         if (p.apply && it.task == DATASET_TASK_EDIT) {
-            // fast apply: the file and the snippet of its change; the expected answer is the reference
-            // (the item's own snippet when it has one)
-            const apply_input in{it.context_code,
-                                 it.update.empty() ? apply_snippet(it.context_code, it.reference, "# ... existing code ...") : it.update,
-                                 ""};
             request rq;
-            request_apply_tokens(m, in, rq, p.constrain, p.edit_layout);
+            bench_apply_request(m, it, p, rq);
             bp.prompt = rq.prompt;
             bp.constraint = rq.constraint;
         } else if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
