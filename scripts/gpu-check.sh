@@ -43,13 +43,14 @@ stage() {
     echo "cores: $(nproc)"
 } >>"$log" 2>&1
 
-# --- llama.cpp with CUDA for this GPU's architecture: built here, or carried prebuilt in DIR/cuda
-# (an install prefix with bin/llama-bench, built on a machine with the same CUDA release)
+# --- llama.cpp with CUDA for this GPU's architecture: built here, or carried prebuilt as
+# DIR/cuda.tar.xz (an install prefix with bin/llama-bench, built where the same CUDA release is)
 shape=${GPU_CHECK_SHAPE:-deepseek-coder-1.3b}
 big=${GPU_CHECK_BIG:-deepseek-coder-6.7b}
-if [ -d "$carry/cuda/lib" ]; then
-    prefix=$carry/cuda
-    say "llama.cpp: prebuilt at $prefix"
+if [ -f "$carry/cuda.tar.xz" ]; then
+    prefix=/tmp/cuda-prefix
+    rm -rf "$prefix" && mkdir -p "$prefix" && tar -xJf "$carry/cuda.tar.xz" -C "$prefix"
+    say "llama.cpp: prebuilt, unpacked to $prefix"
     cp "$prefix/bin/llama-bench" /tmp/llama-bench
 else
     src=/tmp/llama-src

@@ -96,7 +96,7 @@ struct api_request {
     std::string model;                   // as the client named it (echoed)
     bool is_apply = false;               // /v1/apply, or a chat message in the apply format
     apply_input apply;                   // its code, update and instruction (the code is the prediction)
-    bool constrain = false;              // /v1/apply "constrain": every merged line from the code or the update
+    bool constrain = false;              // /v1/apply "constrain" (default: on when greedy): every merged line from the code or the update
     std::string session;                 // a document session (/v1/sessions) whose KV the request starts from
 };
 

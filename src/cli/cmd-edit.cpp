@@ -255,14 +255,17 @@ command cmd_apply_add(CLI::App & app) {
     o->cmd = "apply";
     CLI::App * sub = app.add_subcommand(
         "apply", "merge an edit snippet (unchanged code elided by comments such as '# ... existing code ...') into "
-                 "a file: fast apply, with the file as the prediction (greedy, lossless by default)");
+                 "a file: fast apply, with the file as the prediction (greedy; constrained to the file's and the "
+                 "snippet's lines by default, --no-constrain for the model's free output)");
+    o->constrain = true;
     add_edit_options(sub, *o, "merge the update into");
     sub->add_option("-u,--update", o->update, "the snippet to merge, a file or - for stdin")->required();
     sub->add_option("-i,--instruction", o->instruction, "what the change is for (optional)");
-    sub->add_flag("--constrain", o->constrain,
-                  "constrained decoding: every line of the merged file is a line of the file or of the snippet (not a "
-                  "marker), so a small model cannot garble or loop; differs from the model's free greedy output "
-                  "where it would have");
+    sub->add_flag("--constrain,!--no-constrain", o->constrain,
+                  "constrained decoding (the default): every line of the merged file is a line of the file or of the "
+                  "snippet (not a marker), so a small model cannot garble or loop; differs from the model's free "
+                  "greedy output where it would have. --no-constrain: the model's free greedy output, lossless")
+        ->capture_default_str();
     return {sub, [o] { return run_edit(*o); }};
 }
 

@@ -171,7 +171,8 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
     return get_sampling(j, out, err);
 }
 
-// /v1/apply: {code, update, instruction?, constrain?, max_tokens?, temperature?, ...}
+// /v1/apply: {code, update, instruction?, constrain?, max_tokens?, temperature?, ...}. A greedy apply is
+// constrained unless "constrain": false (the mode that merges right on held-out tasks; README)
 bool parse_apply(const json & j, api_request & out, api_error & err) {
     for (const char * key : {"code", "update"}) {
         if (!j.contains(key) || !j[key].is_string()) return api_fail(err, key, std::string("'") + key + "' must be a string");
@@ -183,11 +184,15 @@ bool parse_apply(const json & j, api_request & out, api_error & err) {
     bool stream = false;
     if (!get_bool(j, "stream", stream, err)) return false;
     if (stream) return api_fail(err, "stream", "/v1/apply answers whole; stream the chat endpoint with the same message");
+    const bool constrain_given = j.contains("constrain") && !j["constrain"].is_null();
     if (!get_bool(j, "constrain", out.constrain, err)) return false;
     out.is_apply = true;
     out.has_prediction = true;
     out.prediction = out.apply.code;
-    return get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) && get_sampling(j, out, err);
+    if (!get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) || !get_sampling(j, out, err)) return false;
+    // a sampled apply is the model's own output; a greedy one is constrained unless told otherwise
+    if (!constrain_given) out.constrain = out.sampling.temp <= 0.0f;
+    return true;
 }
 
 bool parse_completions(const json & j, api_request & out, api_error & err) {

@@ -274,6 +274,8 @@ json response_json(server_state & s, const generation & g, const std::string & i
         case API_APPLY:
             return {{"id", id}, {"object", "editspec.apply"}, {"created", unix_now()}, {"model", model},
                     {"merged_code", apply_merged_code(g.rq.apply, r.text)},
+                    // labelled: constrained output may differ from the model's free greedy output
+                    {"constrained", g.rq.constrain},
                     {"finish_reason", api_finish_reason(r.stop)},
                     {"usage", usage_json(g)},
                     {"timings", timings_json(r)}};

@@ -114,36 +114,43 @@ TEST(server, apply_endpoint_and_message_format) {
     const std::string code = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n";
     const std::string update = "# ... existing code ...\ndef perimeter(w, h):\n    return 2 * w + 2 * h\n";
     int status = 0;
+    // the default: greedy and constrained (each merged line a line of the code or the update), labelled
     const json r = post(s, "/v1/apply", json{{"code", code}, {"update", update}}.dump(), &status);
     ASSERT_EQ(status, 200) << r.dump();
     ASSERT_TRUE(r.contains("merged_code") && r["merged_code"].is_string()) << r.dump();
+    EXPECT_EQ(r["constrained"], true) << r.dump();
     EXPECT_GT(r["usage"]["completion_tokens_details"]["accepted_prediction_tokens"].get<int>(), 0) << r.dump();
     test::temp_dir tmp;
     std::ofstream(tmp.path / "f.py") << code;
     std::ofstream(tmp.path / "u.py") << update;
+    const std::string apply_cmd = std::string(EDITSPEC_BIN) + " apply -m " + k_target + " -f " + (tmp.path / "f.py").string() +
+                                  " -u " + (tmp.path / "u.py").string() + " -t 1 --json";
     std::string out;
-    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " apply -m " + k_target + " -f " + (tmp.path / "f.py").string() +
-                                    " -u " + (tmp.path / "u.py").string() + " -t 1 --json", &out), 0) << out;
+    ASSERT_EQ(test::run_command(apply_cmd, &out), 0) << out;
     EXPECT_EQ(r["merged_code"], json::parse(out)["code"]);
-    // the same as a chat message: the code becomes the prediction by itself
+    EXPECT_EQ(json::parse(out)["constrained"], true) << out;
+    // the model's free greedy output: "constrain": false, --no-constrain, and the chat message format
+    const json rf = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", false}}.dump(), &status);
+    ASSERT_EQ(status, 200) << rf.dump();
+    EXPECT_EQ(rf["constrained"], false) << rf.dump();
+    ASSERT_EQ(test::run_command(apply_cmd + " --no-constrain", &out), 0) << out;
+    EXPECT_EQ(rf["merged_code"], json::parse(out)["code"]);
     const json c = post(s, "/v1/chat/completions",
                         json{{"messages", {{{"role", "user"}, {"content", apply_message({code, update, ""})}}}}}.dump(), &status);
     ASSERT_EQ(status, 200) << c.dump();
-    EXPECT_EQ(edit_extract_code(c["choices"][0]["message"]["content"]), r["merged_code"]);
+    EXPECT_EQ(edit_extract_code(c["choices"][0]["message"]["content"]), rf["merged_code"]);
     EXPECT_TRUE(c["usage"].contains("completion_tokens_details")) << c.dump();
+    // a sampled apply is the model's own output, unconstrained; constrained sampling is refused
+    const json rs = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"temperature", 0.5}}.dump(), &status);
+    ASSERT_EQ(status, 200) << rs.dump();
+    EXPECT_EQ(rs["constrained"], false) << rs.dump();
+    const json bad = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", true}, {"temperature", 0.5}}.dump(), &status);
+    EXPECT_EQ(status, 400) << bad.dump();
     // refusals
     post(s, "/v1/apply", json{{"code", code}}.dump(), &status);
     EXPECT_EQ(status, 400);
     post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"stream", true}}.dump(), &status);
     EXPECT_EQ(status, 400);
-    // constrained: what `editspec apply --constrain` writes; greedy only
-    const json rc = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", true}}.dump(), &status);
-    ASSERT_EQ(status, 200) << rc.dump();
-    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " apply -m " + k_target + " -f " + (tmp.path / "f.py").string() +
-                                    " -u " + (tmp.path / "u.py").string() + " -t 1 --constrain --json", &out), 0) << out;
-    EXPECT_EQ(rc["merged_code"], json::parse(out)["code"]);
-    const json bad = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", true}, {"temperature", 0.5}}.dump(), &status);
-    EXPECT_EQ(status, 400) << bad.dump();
     post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", "yes"}}.dump(), &status);
     EXPECT_EQ(status, 400);
 }
