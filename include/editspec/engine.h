@@ -198,6 +198,12 @@ void engine_init();
 void engine_set_gpu_layers(int32_t n);
 int32_t engine_gpu_layers();
 
+// the batch-invariant CUDA mode (patches/ggml-cuda-batch-invariant.patch), on unless
+// EDITSPEC_CUDA_EXACT=0; with it, and every layer on a GPU, contexts use flash attention, the one
+// attention path the mode makes exact (docs/gpu.md)
+bool engine_cuda_exact();
+bool engine_gpu_exact_attention();
+
 // decode tokens [0, n) of `tokens` into sequence `seq` starting at position `pos0`, in chunks of
 // the context's n_batch; logits are kept for the last token only. False on decode failure.
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq);

@@ -69,7 +69,9 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     const int32_t n_threads = p.n_threads > 0 ? p.n_threads : (int32_t) std::max(1u, std::thread::hardware_concurrency());
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
-    cp.flash_attn_type = p.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    // on the CPU flash attention breaks exactness; on the GPU in the exact mode it is what keeps it
+    const bool flash_attn = p.flash_attn || engine_gpu_exact_attention();
+    cp.flash_attn_type = flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.kv_unified = p.kv_unified;
     cp.type_k = p.type_k;
     cp.type_v = p.type_v;
@@ -84,6 +86,7 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     }
     c->n_vocab_ = m.facts().n_vocab;
     c->params_ = p;
+    c->params_.flash_attn = flash_attn; // what runs (reports, the cost model's cache key)
     return c;
 }
 

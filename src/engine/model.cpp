@@ -22,6 +22,15 @@ int32_t engine_gpu_layers() {
     return g_gpu_layers;
 }
 
+bool engine_cuda_exact() {
+    const char * v = std::getenv("EDITSPEC_CUDA_EXACT");
+    return !(v && std::string(v) == "0");
+}
+
+bool engine_gpu_exact_attention() {
+    return g_gpu_layers < 0 && engine_cuda_exact() && llama_supports_gpu_offload();
+}
+
 void engine_init() {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -30,6 +39,13 @@ void engine_init() {
         // EDITSPEC_CUDA_GRAPHS=1. CPU builds never read the variable.
         const char * graphs = std::getenv("EDITSPEC_CUDA_GRAPHS");
         if (!(graphs && std::string(graphs) == "1")) setenv("GGML_CUDA_DISABLE_GRAPHS", "1", 0);
+        // our batch-invariant CUDA mode (patches/ggml-cuda-batch-invariant.patch): with flash attention
+        // it makes quantized models exact on the GPU, measured on an H200 (docs/gpu.md). Op fusion
+        // picks mat-vec kernels for single tokens behind the mode's back, so it goes too.
+        if (engine_cuda_exact()) {
+            setenv("GGML_CUDA_BATCH_INVARIANT", "1", 0);
+            setenv("GGML_CUDA_DISABLE_FUSION", "1", 0);
+        }
         log_install_llama_callback();
         llama_backend_init();
     });
@@ -92,13 +108,21 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
         return r;
     }
     if (!vocab_only && g_gpu_layers != 0 && llama_supports_gpu_offload()) {
-        // measured on an H200: no weight type is batch-exact on CUDA (docs/gpu.md)
-        static std::once_flag warned;
-        std::call_once(warned, [] {
-            ES_LOG_WARN("layers offloaded to a GPU: its kernels are not batch-exact, so greedy speculative output can "
-                        "differ from plain decoding at near-ties (`editspec check-exact` measures it; --gpu-layers 0 "
-                        "keeps the exact CPU path)\n");
-        });
+        // measured on an H200 (docs/gpu.md): exact with the batch-invariant mode, every layer on the
+        // GPU and quantized matrices; float matrices (cuBLAS) and the stock kernels are not
+        char desc[128];
+        llama_model_desc(lm, desc, sizeof(desc));
+        const std::string d = desc;
+        const bool float_weights = d.find(" F16") != std::string::npos || d.find(" BF16") != std::string::npos ||
+                                   d.find(" F32") != std::string::npos;
+        if (!engine_gpu_exact_attention() || float_weights) {
+            ES_LOG_WARN("'%s' on the GPU is not batch-exact (%s), so greedy speculative output can differ from plain "
+                        "decoding at near-ties (`editspec check-exact` measures it; --gpu-layers 0 keeps the exact "
+                        "CPU path)\n",
+                        path.c_str(),
+                        float_weights ? "float weights go through cuBLAS" :
+                        !engine_cuda_exact() ? "EDITSPEC_CUDA_EXACT=0" : "only some layers offloaded");
+        }
     }
     std::unique_ptr<model> m(new model());
     m->model_ = lm;
