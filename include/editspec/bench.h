@@ -48,6 +48,8 @@ struct bench_params {
     bool replay = false;          // target's choice = the reference token (real-shape random models)
     bool fit_train_ctx = false;   // only items whose prompt and an answer as long as the original code fit the
                                   // model's training context
+    std::string write_tasks;      // --task apply: write the selected tasks here (JSONL: id, code, update,
+                                  // expected) and run nothing, to test an apply endpoint with them
     int32_t limit = 0;            // first N items, 0 = all
     int32_t threads = 0;          // 0 = all cores
     int32_t n_ctx = 4096;         // KV cache per item
@@ -125,6 +127,7 @@ struct bench_results {
     bench_layout layout = BENCH_LAYOUT_RAW; // the layout used (never AUTO)
     int32_t items_in = 0;          // the dataset's items (after --limit)
     int32_t items_past_train_ctx = 0; // skipped by fit_train_ctx
+    int32_t tasks_written = -1;       // with write_tasks: the tasks written
     int32_t reference_tested = 0;  // with run_tests: the dataset's reference solutions, same harness
     std::vector<std::string> reference_failed; // items whose reference fails here (missing module, ...)
 };

@@ -9,6 +9,8 @@
 #include "editspec/request.h"
 #include "editspec/replay.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -161,11 +163,14 @@ std::vector<std::string> bench_chat_turns(const dataset_item & it) {
             "Answer with the whole code again."};
 }
 
+// the item's file and the snippet of its change: the reference diff's hunks, or its own snippet
+static apply_input bench_apply_input(const dataset_item & it) {
+    return {it.context_code,
+            it.update.empty() ? apply_snippet(it.context_code, it.reference, "# ... existing code ...") : it.update, ""};
+}
+
 void bench_apply_request(const model & m, const dataset_item & it, const bench_params & p, request & rq) {
-    const apply_input in{it.context_code,
-                         it.update.empty() ? apply_snippet(it.context_code, it.reference, "# ... existing code ...") : it.update,
-                         ""};
-    request_apply_tokens(m, in, rq, p.constrain, p.edit_layout);
+    request_apply_tokens(m, bench_apply_input(it), rq, p.constrain, p.edit_layout);
 }
 
 namespace {
@@ -378,6 +383,34 @@ runner_params bench_runner_params(const bench_params & p) {
 
 // with --fit-train-ctx, drops the items whose prompt and original exceed the model's training
 // context (counted in out); otherwise warns of them
+// the apply tasks the run would decode (those its context holds), as JSONL for an endpoint's test
+bool bench_write_tasks(const bench_params & p, const std::vector<bench_prompt> & prompts, int32_t n_ctx,
+                       bench_results & out, std::string * error) {
+    if (!p.apply) {
+        if (error) *error = "--write-tasks writes apply tasks: add --task apply";
+        return false;
+    }
+    std::ofstream f(p.write_tasks);
+    if (!f) {
+        if (error) *error = "cannot write '" + p.write_tasks + "'";
+        return false;
+    }
+    out.tasks_written = 0;
+    for (const bench_prompt & bp : prompts) {
+        if ((int32_t) bp.prompt.size() + 8 >= n_ctx) continue;
+        const dataset_item & it = *bp.item;
+        const apply_input in = bench_apply_input(it);
+        f << nlohmann::json{{"id", it.id}, {"code", in.code}, {"update", in.update}, {"expected", it.reference}}.dump()
+          << "\n";
+        out.tasks_written++;
+    }
+    if (!f.flush()) {
+        if (error) *error = "cannot write '" + p.write_tasks + "'";
+        return false;
+    }
+    return true;
+}
+
 void bench_fit_train_ctx(const bench_params & p, const model & m, std::vector<bench_prompt> & prompts, bench_results & out) {
     if (p.fit_train_ctx) {
         const size_t n_train = (size_t) std::max(0, m.facts().n_ctx_train);
@@ -447,6 +480,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     if (!bench_prompts(p, out.layout, m, items, prompts, error)) return false;
     out.items_in = (int32_t) items.size();
     bench_fit_train_ctx(p, m, prompts, out);
+    if (!p.write_tasks.empty()) return bench_write_tasks(p, prompts, rn.ctx->n_ctx(), out, error);
     bench_carry carry;
     carry.stats.resize(specs.size());
     carry.caches.resize(specs.size());

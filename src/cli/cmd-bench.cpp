@@ -121,6 +121,8 @@ int run_bench(bench_opts & o) {
         needs_draft = needs_draft || ms.uses_draft_model();
     }
     if (o.p.model_path.empty()) o.p.model_path = default_model_path();
+    if (o.out.empty() && o.p.write_tasks.empty()) return fail_input(cmd, "--out FOLDER is required");
+    if (!o.p.write_tasks.empty() && !o.p.apply) return fail_input(cmd, "--write-tasks writes apply tasks: add --task apply");
     if (o.oracle) {
         if (o.cost_curve != "design" && o.cost_curve != "model") {
             return fail_input(cmd, "--cost-curve '" + o.cost_curve + "' must be design or model");
@@ -137,6 +139,10 @@ int run_bench(bench_opts & o) {
     std::string err;
     if (!bench_run(o.p, res, &err)) {
         return fail_input(cmd, err);
+    }
+    if (res.tasks_written >= 0) {
+        fprintf(stderr, "bench: wrote %d apply tasks to %s\n", res.tasks_written, o.p.write_tasks.c_str());
+        return 0;
     }
     if (!bench_write(res, o.out, &err)) {
         return fail_runtime(cmd, err);
@@ -179,6 +185,9 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("--prompt-layout", o->prompt_layout, prompt_layout_help())->capture_default_str();
     sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
     sub->add_option("--limit", o->p.limit, "first N items (0 = all)")->capture_default_str();
+    sub->add_option("--write-tasks", o->p.write_tasks,
+                    "--task apply: write the selected tasks to this file (JSONL: id, code, update, expected) and run "
+                    "nothing; scripts/apply-check.py posts them to a server's /v1/apply");
     sub->add_flag("--fit-train-ctx", o->p.fit_train_ctx,
                   "only the items whose prompt and an answer as long as the original code fit the model's training context");
     sub->add_option("-t,--threads", o->p.threads, "CPU threads (0 = all cores)")->capture_default_str();
@@ -201,7 +210,7 @@ command cmd_bench_add(CLI::App & app) {
         ->capture_default_str();
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
     sub->add_flag("--flash-attn", o->p.flash_attn, "flash attention on (not bit-exact: identical_to_ar may turn false)");
-    sub->add_option("--out", o->out, "output folder")->required();
+    sub->add_option("--out", o->out, "output folder (required unless --write-tasks)");
     return {sub, [o] { return run_bench(*o); }};
 }
 

@@ -25,6 +25,7 @@ struct serve_opts {
     int32_t pie_refresh = 0;
     int64_t cache_ram_mib = 8192;
     std::string layout = "file-first";
+    std::vector<std::string> aliases;
 };
 
 int run_serve(const serve_opts & o) {
@@ -96,6 +97,10 @@ int run_serve(const serve_opts & o) {
     sp.max_sessions = o.max_sessions;
     sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
+    for (const std::string & a : o.aliases) {
+        if (a.empty() || a.size() > 256) return fail_input(cmd, "--alias '" + a + "': 1 to 256 characters");
+    }
+    sp.aliases = o.aliases;
     sp.prompt_cache = pc;
     sp.cache_ram_mib = (size_t) o.cache_ram_mib;
     if (const int status = parse_prompt_layout(cmd, o.layout, sp.layout); status != 0) return status;
@@ -132,6 +137,9 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--queue", o->queue, "requests that may wait for a busy slot, in order; past them 503 with Retry-After")
         ->capture_default_str();
     sub->add_option("--max-tokens", o->max_tokens, "most tokens one request may generate")->capture_default_str();
+    sub->add_option("--alias", o->aliases,
+                    "another name /v1/models lists for the model (repeatable), for clients that switch features on "
+                    "by model name, e.g. Continue's `prediction` for gpt-4o-like names");
     sub->add_option("--max-sessions", o->max_sessions, "document sessions (/v1/sessions) held at once, each with its own KV cache")
         ->capture_default_str();
     sub->add_option("--session-idle", o->session_idle_s, "seconds after which an idle session may be evicted by a new one")

@@ -597,8 +597,11 @@ void add_routes(httplib::Server & svr, server_state & s) {
         return s.sessions->close(req.matches[1], out);
     }));
     auto models = [&s](const httplib::Request &, httplib::Response & res) {
-        send_json(res, 200, {{"object", "list"},
-                             {"data", json::array({{{"id", s.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "editspec"}}})}});
+        json data = json::array({{{"id", s.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "editspec"}}});
+        for (const std::string & a : s.params.aliases) {
+            data.push_back({{"id", a}, {"object", "model"}, {"created", 0}, {"owned_by", "editspec"}});
+        }
+        send_json(res, 200, {{"object", "list"}, {"data", data}});
     };
     svr.Get("/v1/models", models);
     svr.Get("/models", models);

@@ -105,6 +105,28 @@ TEST(cli_bench, bad_flags_are_clear_errors) {
     EXPECT_FALSE(fs::exists(d.path / "results.json"));
 }
 
+// --write-tasks: the apply tasks a run would decode, for an endpoint's test (scripts/apply-check.py);
+// snippets elide unchanged code (where the change leaves some), and the expected file is the reference
+TEST(cli_bench, write_tasks_lists_the_apply_tasks) {
+    temp_dir d;
+    const fs::path f = d.path / "tasks.jsonl";
+    std::string out;
+    ASSERT_EQ(editspec::test::run_command(k_bench + " --task apply --limit 3 --write-tasks " + f.string() + " 2>&1", &out), 0) << out;
+    std::ifstream in(f);
+    std::string line;
+    int n = 0, elided = 0;
+    while (std::getline(in, line)) {
+        const nlohmann::json t = nlohmann::json::parse(line);
+        EXPECT_TRUE(t["code"].is_string() && t["expected"].is_string() && t["id"].is_string()) << line;
+        elided += t["update"].get<std::string>().find("# ... existing code ...") != std::string::npos;
+        EXPECT_NE(t["code"], t["expected"]) << line;
+        n++;
+    }
+    EXPECT_EQ(n, 3) << out;
+    EXPECT_GE(elided, 1);
+    expect_input_error(k_bench + " --task edit --write-tasks " + f.string(), "--task apply");
+}
+
 // --oracle: no model passes; with design.md's curve the DeepSeek-Coder tokenizer gives its figures
 TEST(cli_bench, oracle_reproduces_design_figures) {
     temp_dir d;

@@ -286,6 +286,25 @@ TEST(server, api_key) {
     EXPECT_EQ(status, 200) << r.dump();
 }
 
+// --alias: more names in /v1/models (clients switch features on by model name); a request naming
+// one is answered by the loaded model and echoes the name
+TEST(server, aliases_in_the_model_list) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({"--alias", "gpt-4o", "--alias", "editspec"});
+    ASSERT_GT(s.pid, 0);
+    auto res = s.client().Get("/v1/models");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    const json m = json::parse(res->body);
+    ASSERT_EQ(m["data"].size(), 3u) << m.dump();
+    EXPECT_EQ(m["data"][1]["id"], "gpt-4o");
+    EXPECT_EQ(m["data"][2]["id"], "editspec");
+    int status = 0;
+    const json r = post(s, "/v1/completions", R"({"model": "gpt-4o", "prompt": "def f", "max_tokens": 2})", &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    EXPECT_EQ(r["model"], "gpt-4o");
+}
+
 // /v1/sessions: a document whose KV cache follows its edits; the predicted line equals the CLI's
 // (`editspec session`, same strategy and edits); bounded in number; bad input gets a JSON error
 TEST(server, document_sessions) {

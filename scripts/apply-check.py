@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Post apply tasks to a running server's /v1/apply and count the merged files that are exactly right.
+
+  editspec bench --task apply --fit-train-ctx --write-tasks tasks.jsonl      # the tasks (JSONL)
+  editspec serve &                                                           # the endpoint
+  scripts/apply-check.py tasks.jsonl [--url http://127.0.0.1:8012] [--field constrain=false]
+
+Each task is sent as a client would, {"code", "update"} plus the --field extras; a merge is right when
+"merged_code" equals the task's "expected" byte for byte (as `editspec bench` judges it).
+"""
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tasks", help="JSONL of {id, code, update, expected} (editspec bench --write-tasks)")
+    ap.add_argument("--url", default="http://127.0.0.1:8012", help="the server (default: %(default)s)")
+    ap.add_argument("--field", action="append", default=[], metavar="KEY=JSON",
+                    help="an extra request field, e.g. constrain=false (repeatable)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default: %(default)s)")
+    args = ap.parse_args()
+    extra = {}
+    for f in args.field:
+        key, sep, value = f.partition("=")
+        if not sep:
+            sys.exit(f"apply-check: --field {f!r}: expected KEY=JSON")
+        try:
+            extra[key] = json.loads(value)
+        except json.JSONDecodeError as e:
+            sys.exit(f"apply-check: --field {f!r}: {e}")
+    try:
+        with open(args.tasks) as fh:
+            tasks = [json.loads(line) for line in fh if line.strip()]
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"apply-check: {args.tasks}: {e}")
+    exact = tokens = 0
+    seconds = 0.0
+    for i, t in enumerate(tasks, 1):
+        body = json.dumps({"code": t["code"], "update": t["update"], **extra}).encode()
+        req = urllib.request.Request(args.url + "/v1/apply", data=body, headers={"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=args.timeout) as res:
+                r = json.loads(res.read())
+        except urllib.error.HTTPError as e:
+            sys.exit(f"apply-check: task {t['id']}: HTTP {e.code}: {e.read().decode(errors='replace')}")
+        except (urllib.error.URLError, TimeoutError) as e:
+            sys.exit(f"apply-check: {args.url}: {e}")
+        seconds += time.monotonic() - t0
+        ok = r.get("merged_code") == t["expected"]
+        exact += ok
+        tokens += r.get("usage", {}).get("completion_tokens", 0)
+        print(f"[{i}/{len(tasks)}] {t['id']}: {'exact' if ok else 'differs'} "
+              f"(constrained: {r.get('constrained')})", file=sys.stderr)
+    n = len(tasks)
+    print(f"{exact}/{n} merged files exact ({100.0 * exact / max(n, 1):.1f}%), {tokens} tokens in {seconds:.1f} s "
+          f"({tokens / max(seconds, 1e-9):.1f} tokens/s, whole requests)")
+
+
+if __name__ == "__main__":
+    main()
