@@ -13,7 +13,7 @@
 
 static void check(const uint8_t * data, size_t size) {
     if (size == 0) return;
-    const auto ep = (editspec::api_endpoint) (data[0] % 5);
+    const auto ep = (editspec::api_endpoint) (data[0] % editspec::API_ENDPOINT_COUNT);
     const std::string body((const char *) data + 1, size - 1);
     editspec::api_request rq;
     editspec::api_error err;
@@ -32,7 +32,7 @@ static void check(const uint8_t * data, size_t size) {
         if (t < 0) abort(); // ids are range-checked, never wrapped
     }
     // an apply's prediction is its code; a message in the apply format round-trips
-    if (rq.is_apply && (!rq.has_prediction || (ep == editspec::API_APPLY && rq.prediction != rq.apply.code))) abort();
+    if (rq.is_apply && (!rq.has_prediction || ((ep == editspec::API_APPLY || ep == editspec::API_CODE_APPLY) && rq.prediction != rq.apply.code))) abort();
     editspec::apply_input back;
     if (rq.is_apply && !editspec::apply_message_parse(editspec::apply_message(rq.apply), back)) abort();
 }

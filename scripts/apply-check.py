@@ -3,10 +3,13 @@
 
   editspec bench --task apply --fit-train-ctx --write-tasks tasks.jsonl      # the tasks (JSONL)
   editspec serve &                                                           # the endpoint
-  scripts/apply-check.py tasks.jsonl [--url http://127.0.0.1:8012] [--field constrain=false]
+  scripts/apply-check.py tasks.jsonl [--url http://127.0.0.1:8012] [--shape apply|relace|morph] [--field constrain=false]
 
-Each task is sent as a client would, {"code", "update"} plus the --field extras; a merge is right when
-"merged_code" equals the task's "expected" byte for byte (as `editspec bench` judges it).
+Each task is sent as a client would, in one of three shapes plus the --field extras: editspec's
+/v1/apply {"code", "update"} -> "merged_code"; Relace's /v1/code/apply {"initial_code",
+"edit_snippet"} -> "mergedCode"; Morph's chat message <code>...</code><update>...</update> to
+/v1/chat/completions -> the message's code. A merge is right when it equals the task's "expected"
+byte for byte (as `editspec bench` judges it).
 """
 import argparse
 import json
@@ -16,12 +19,36 @@ import urllib.error
 import urllib.request
 
 
+def request_of(shape, t):
+    if shape == "relace":
+        return "/v1/code/apply", {"initial_code": t["code"], "edit_snippet": t["update"]}
+    if shape == "morph":
+        message = f"<code>{t['code']}</code>\n<update>{t['update']}</update>"
+        return "/v1/chat/completions", {"model": "morph-v3-fast", "messages": [{"role": "user", "content": message}]}
+    return "/v1/apply", {"code": t["code"], "update": t["update"]}
+
+
+def merged_of(shape, r):
+    if shape == "relace":
+        return r.get("mergedCode")
+    if shape == "morph":
+        # the message's code: the answer, without a fence around the whole of it
+        text = r["choices"][0]["message"]["content"]
+        lines = text.split("\n")
+        if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+            text = "\n".join(lines[1:-1])
+        return text
+    return r.get("merged_code")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tasks", help="JSONL of {id, code, update, expected} (editspec bench --write-tasks)")
     ap.add_argument("--url", default="http://127.0.0.1:8012", help="the server (default: %(default)s)")
     ap.add_argument("--field", action="append", default=[], metavar="KEY=JSON",
                     help="an extra request field, e.g. constrain=false (repeatable)")
+    ap.add_argument("--shape", choices=["apply", "relace", "morph"], default="apply",
+                    help="the request's shape (default: %(default)s)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default: %(default)s)")
     args = ap.parse_args()
     extra = {}
@@ -41,8 +68,9 @@ def main():
     exact = tokens = 0
     seconds = 0.0
     for i, t in enumerate(tasks, 1):
-        body = json.dumps({"code": t["code"], "update": t["update"], **extra}).encode()
-        req = urllib.request.Request(args.url + "/v1/apply", data=body, headers={"Content-Type": "application/json"})
+        path, fields = request_of(args.shape, t)
+        body = json.dumps({**fields, **extra}).encode()
+        req = urllib.request.Request(args.url + path, data=body, headers={"Content-Type": "application/json"})
         t0 = time.monotonic()
         try:
             with urllib.request.urlopen(req, timeout=args.timeout) as res:
@@ -52,7 +80,7 @@ def main():
         except (urllib.error.URLError, TimeoutError) as e:
             sys.exit(f"apply-check: {args.url}: {e}")
         seconds += time.monotonic() - t0
-        ok = r.get("merged_code") == t["expected"]
+        ok = merged_of(args.shape, r) == t["expected"]
         exact += ok
         tokens += r.get("usage", {}).get("completion_tokens", 0)
         print(f"[{i}/{len(tasks)}] {t['id']}: {'exact' if ok else 'differs'} "

@@ -66,7 +66,9 @@ enum api_endpoint {
     API_COMPLETION,  // /completion (llama.cpp)
     API_INFILL,      // /infill (llama.cpp)
     API_APPLY,       // /v1/apply (editspec)
+    API_CODE_APPLY,  // /v1/code/apply (Relace's shape: initial_code, edit_snippet → mergedCode)
 };
+constexpr int API_ENDPOINT_COUNT = 6;
 
 struct api_error {
     int status = 400;
@@ -100,7 +102,8 @@ struct api_request {
     std::string model;                   // as the client named it (echoed)
     bool is_apply = false;               // /v1/apply, or a chat message in the apply format
     apply_input apply;                   // its code, update and instruction (the code is the prediction)
-    bool constrain = false;              // /v1/apply "constrain" (default: on when greedy): every merged line from the code or the update
+    bool constrain = false;              // "constrain": every merged line from the code or the update
+    bool constrain_given = false;        // ... sent; else api_apply_constrained decides
     std::string session;                 // a document session (/v1/sessions) whose KV the request starts from
 };
 
@@ -143,6 +146,10 @@ bool api_parse(api_endpoint endpoint, const std::string & body, api_request & ou
 // (edit.h). False with *err (e.g. fill-in-the-middle on a model without FIM tokens)
 bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,
                        size_t n_max = SIZE_MAX, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
+
+// whether an apply decodes under the constraint: "constrain" as sent; by default, an apply (any of
+// its shapes) decoded greedily on editspec's apply prompt (the mode that merges right; README)
+bool api_apply_constrained(const api_request & rq, const model & m);
 
 // {"error": {...}} in OpenAI's schema
 nlohmann::json api_error_json(const api_error & err);

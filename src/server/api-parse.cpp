@@ -101,6 +101,12 @@ bool get_sampling(const json & j, api_request & out, api_error & err) {
     return get_stop(j, out, err) && get_bool(j, "stream", out.stream, err) && get_string(j, "model", out.model, err);
 }
 
+// "constrain" as sent, if it was (api_apply_constrained decides otherwise)
+bool get_constrain(const json & j, api_request & out, api_error & err) {
+    out.constrain_given = j.contains("constrain") && !j["constrain"].is_null();
+    return get_bool(j, "constrain", out.constrain, err);
+}
+
 bool parse_chat(const json & j, api_request & out, api_error & err) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty() ||
         j["messages"].size() > API_MESSAGES_MAX) {
@@ -156,6 +162,7 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
     }
     int32_t n = 1;
     if (!get_int(j, "n", 1, 1, n, err)) return false;
+    if (!get_constrain(j, out, err)) return false;
     // fast-apply models' message format: the code is the prediction unless one was sent
     for (auto it = out.messages.rbegin(); it != out.messages.rend(); ++it) {
         if (it->role != "user") continue;
@@ -171,28 +178,29 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
     return get_sampling(j, out, err);
 }
 
-// /v1/apply: {code, update, instruction?, constrain?, max_tokens?, temperature?, ...}. A greedy apply is
-// constrained unless "constrain": false (the mode that merges right on held-out tasks; README)
+// /v1/apply {code, update, instruction?, constrain?, max_tokens?, temperature?, ...} and Relace's
+// /v1/code/apply {initial_code, edit_snippet, instruction?, stream?, ...}: the same request
 bool parse_apply(const json & j, api_request & out, api_error & err) {
-    for (const char * key : {"code", "update"}) {
+    const bool relace = out.endpoint == API_CODE_APPLY;
+    const char * code_key = relace ? "initial_code" : "code";
+    const char * update_key = relace ? "edit_snippet" : "update";
+    for (const char * key : {code_key, update_key}) {
         if (!j.contains(key) || !j[key].is_string()) return api_fail(err, key, std::string("'") + key + "' must be a string");
     }
-    out.apply.code = j["code"].get<std::string>();
-    out.apply.update = j["update"].get<std::string>();
+    out.apply.code = j[code_key].get<std::string>();
+    out.apply.update = j[update_key].get<std::string>();
     if (!get_string(j, "instruction", out.apply.instruction, err)) return false;
-    if (out.apply.update.find_first_not_of(" \t\r\n") == std::string::npos) return api_fail(err, "update", "'update' is empty");
+    if (out.apply.update.find_first_not_of(" \t\r\n") == std::string::npos) {
+        return api_fail(err, update_key, std::string("'") + update_key + "' is empty");
+    }
     bool stream = false;
     if (!get_bool(j, "stream", stream, err)) return false;
-    if (stream) return api_fail(err, "stream", "/v1/apply answers whole; stream the chat endpoint with the same message");
-    const bool constrain_given = j.contains("constrain") && !j["constrain"].is_null();
-    if (!get_bool(j, "constrain", out.constrain, err)) return false;
+    if (stream) return api_fail(err, "stream", "apply answers whole; stream the chat endpoint with the same message");
+    if (!get_constrain(j, out, err)) return false;
     out.is_apply = true;
     out.has_prediction = true;
     out.prediction = out.apply.code;
-    if (!get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) || !get_sampling(j, out, err)) return false;
-    // a sampled apply is the model's own output; a greedy one is constrained unless told otherwise
-    if (!constrain_given) out.constrain = out.sampling.temp <= 0.0f;
-    return true;
+    return get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) && get_sampling(j, out, err);
 }
 
 bool parse_completions(const json & j, api_request & out, api_error & err) {
@@ -332,7 +340,8 @@ bool api_parse(api_endpoint endpoint, const std::string & body, api_request & ou
         case API_COMPLETIONS: return parse_completions(j, out, err);
         case API_COMPLETION:  return parse_llama(j, out, err);
         case API_INFILL:      return parse_infill(j, out, err);
-        case API_APPLY:       return parse_apply(j, out, err);
+        case API_APPLY:
+        case API_CODE_APPLY:  return parse_apply(j, out, err);
     }
     return api_fail(err, "", "unknown endpoint");
 }

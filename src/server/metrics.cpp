@@ -7,7 +7,7 @@ namespace editspec {
 
 std::string server_route_label(const std::string & path) {
     static const char * const exact[] = {"/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
-                                         "/completion", "/infill", "/v1/apply", "/health", "/metrics", "/v1/models",
+                                         "/completion", "/infill", "/v1/apply", "/v1/code/apply", "/health", "/metrics", "/v1/models",
                                          "/models", "/v1/sessions"};
     for (const char * p : exact) {
         if (path == p) return p;

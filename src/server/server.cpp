@@ -116,6 +116,7 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
     g.req.gen.stop = g.rq.stop;
     g.req.gen.prompt_cache = s.params.prompt_cache;
     g.ms = &s.method;
+    g.rq.constrain = api_apply_constrained(g.rq, m);
     if (g.rq.constrain) {
         if (g.rq.sampling.temp > 0.0f) {
             return api_fail(err, "constrain", "a constrained apply decodes greedily: send temperature 0 or leave it out");
@@ -258,9 +259,13 @@ json response_json(server_state & s, const generation & g, const std::string & i
     const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
     switch (g.rq.endpoint) {
         case API_CHAT:
+            // a constrained apply message is answered with the merged file, as fast-apply APIs answer
             return {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0},
-                                              {"message", {{"role", "assistant"}, {"content", r.text}}},
+                                              {"message", {{"role", "assistant"},
+                                                           {"content", g.rq.is_apply && g.rq.constrain
+                                                                           ? apply_merged_code(g.rq.apply, r.text)
+                                                                           : r.text}}},
                                               {"logprobs", nullptr},
                                               {"finish_reason", api_finish_reason(r.stop)}}})},
                     {"usage", usage_json(g)},
@@ -269,6 +274,11 @@ json response_json(server_state & s, const generation & g, const std::string & i
             return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0}, {"text", r.text}, {"logprobs", nullptr},
                                               {"finish_reason", api_finish_reason(r.stop)}}})},
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}};
+        case API_CODE_APPLY: // Relace's fields; "constrained" is ours
+            return {{"mergedCode", apply_merged_code(g.rq.apply, r.text)},
+                    {"constrained", g.rq.constrain},
                     {"usage", usage_json(g)},
                     {"timings", timings_json(r)}};
         case API_APPLY:
@@ -343,7 +353,7 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
         send_error(res, err);
         return;
     }
-    const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY ? "apply-" : "cmpl-");
+    const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY || ep == API_CODE_APPLY ? "apply-" : "cmpl-");
     if (!g->rq.stream) {
         if (!start(s, g, nullptr, err) || !finish(s, *g, err)) {
             send_error(res, err);
@@ -573,6 +583,7 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Post("/completion", generate(API_COMPLETION));
     svr.Post("/infill", generate(API_INFILL));
     svr.Post("/v1/apply", generate(API_APPLY));
+    svr.Post("/v1/code/apply", generate(API_CODE_APPLY));
     svr.Get("/health", [&s](const httplib::Request &, httplib::Response & res) {
         if (s.stopping.load()) send_json(res, 503, {{"status", "stopping"}});
         else send_json(res, 200, {{"status", "ok"}});

@@ -166,6 +166,8 @@ TEST(hostile, every_endpoint_survives_and_answers_client_errors_with_4xx) {
         {"/v1/apply", R"({"code": 5, "update": "x"})"}, {"/v1/apply", R"({"code": "x"})"},
         {"/v1/apply", R"({"code": "x", "update": "y", "stream": true})"},
         {"/v1/apply", R"({"code": "x", "update": "y", "constrain": true, "temperature": 0.5})"},
+        {"/v1/code/apply", R"({"initial_code": 5, "edit_snippet": "x"})"}, {"/v1/code/apply", R"({"initial_code": "x"})"},
+        {"/v1/code/apply", R"({"initial_code": "x", "edit_snippet": " "})"},
         // sessions
         {"/v1/sessions", R"({"text": 5})"}, {"/v1/sessions", R"({"text": "x", "strategy": 5})"},
         {"/v1/sessions", R"({"text": "x", "strategy": "fast"})"}, {"/v1/sessions", R"({"text": "x", "drift_max": "x"})"},

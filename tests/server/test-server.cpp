@@ -135,11 +135,24 @@ TEST(server, apply_endpoint_and_message_format) {
     EXPECT_EQ(rf["constrained"], false) << rf.dump();
     ASSERT_EQ(test::run_command(apply_cmd + " --no-constrain", &out), 0) << out;
     EXPECT_EQ(rf["merged_code"], json::parse(out)["code"]);
-    const json c = post(s, "/v1/chat/completions",
-                        json{{"messages", {{{"role", "user"}, {"content", apply_message({code, update, ""})}}}}}.dump(), &status);
+    const json messages = {{{"role", "user"}, {"content", apply_message({code, update, ""})}}};
+    const json cf = post(s, "/v1/chat/completions", json{{"messages", messages}, {"constrain", false}}.dump(), &status);
+    ASSERT_EQ(status, 200) << cf.dump();
+    EXPECT_EQ(edit_extract_code(cf["choices"][0]["message"]["content"]), rf["merged_code"]);
+    // every apply shape merges as /v1/apply by default: Morph's chat message (on a model without a
+    // chat template, whose prompt is the apply prompt) and Relace's /v1/code/apply
+    const json c = post(s, "/v1/chat/completions", json{{"messages", messages}}.dump(), &status);
     ASSERT_EQ(status, 200) << c.dump();
-    EXPECT_EQ(edit_extract_code(c["choices"][0]["message"]["content"]), rf["merged_code"]);
+    EXPECT_EQ(edit_extract_code(c["choices"][0]["message"]["content"]), r["merged_code"]);
     EXPECT_TRUE(c["usage"].contains("completion_tokens_details")) << c.dump();
+    const json rl = post(s, "/v1/code/apply", json{{"initial_code", code}, {"edit_snippet", update}}.dump(), &status);
+    ASSERT_EQ(status, 200) << rl.dump();
+    EXPECT_EQ(rl["mergedCode"], r["merged_code"]);
+    EXPECT_EQ(rl["constrained"], true);
+    EXPECT_GT(rl["usage"]["completion_tokens"].get<int>(), 0) << rl.dump();
+    const json rl_bad = post(s, "/v1/code/apply", json{{"initial_code", code}}.dump(), &status);
+    EXPECT_EQ(status, 400) << rl_bad.dump();
+    EXPECT_NE(rl_bad.dump().find("edit_snippet"), std::string::npos) << rl_bad.dump();
     // a sampled apply is the model's own output, unconstrained; constrained sampling is refused
     const json rs = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"temperature", 0.5}}.dump(), &status);
     ASSERT_EQ(status, 200) << rs.dump();
