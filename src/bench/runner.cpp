@@ -467,6 +467,7 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     if (!runner_open(bench_runner_params(p), rn, error)) return false;
     const model & m = *rn.target.model;
     out.model_desc = m.facts().desc + " (" + m.facts().arch + ")";
+    out.params.flash_attn = rn.ctx->params().flash_attn; // what runs (on by itself on a GPU in the exact mode)
     if (out.params.model_setting.empty()) {
         out.params.model_setting = p.replay ? "real-shape replay" : "model outputs";
     }
