@@ -47,7 +47,11 @@ cost_model cost_model_design();
 // the same curve in units of its 1-token pass (t(1) = 1)
 cost_model cost_model_relative(const cost_model & cm);
 
-// times passes of 1, 2, 4, ... n_max tokens after a 256-token prefix, reps times each (the fastest
+// the pass sizes measured: every size to 8 (small passes step with the kernels' tiles, which a
+// line between 4 and 8 hides), then steps of 1.5x and 4/3x (12, 16, 24, 32, 48, ...) and n_max
+std::vector<int32_t> cost_model_sizes(int32_t n_max);
+
+// times passes of cost_model_sizes(n_max) tokens after a 256-token prefix, reps times each (the fastest
 // counts: interference from other processes only adds time); leaves the KV cache empty.
 // all_logits false: only the last row's logits, as llama-bench's prompt passes compute them (a
 // comparison on the same work; verification needs every row's, the cost model's figures)

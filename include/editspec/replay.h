@@ -61,6 +61,8 @@ struct replay_params {
     const spec_params * spec = nullptr; // DECODER: sizing (draft_max, tree_max, cost) as the decoder
     accept_stats * stats = nullptr;     // DECODER: statistics carried across items (null: per item)
     int32_t max_leaves = 1;             // DECODER: paths per pass (chain-only when 1)
+    bool    hindsight  = false;         // DECODER: statistics from every offered node once the output
+                                        // reaches it (accept_hindsight), not only from the sent ones
 };
 
 struct replay_result {
@@ -69,6 +71,8 @@ struct replay_result {
     int64_t n_drafts   = 0;   // passes that carried a draft
     int64_t n_drafted  = 0;   // draft tokens verified (tree nodes; clairvoyant: accepted ones)
     int64_t n_accepted = 0;   // draft tokens accepted
+    int64_t n_cut      = 0;   // DECODER: passes whose sent draft was accepted whole while the offered
+                              // tree held more accepted tokens (the sizing cut it short)
     double  cost       = 0.0; // sum over passes of t(1 + drafted)
     double  cost_ar    = 0.0; // n_tokens * t(1): autoregressive decoding
 

@@ -77,6 +77,31 @@ draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sz, co
 void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std::span<const int32_t> accepted,
                               source_stats * by_source);
 
+// Statistics in hindsight (greedy verification): every node the drafters offered is scored once the
+// output reaches its position, sent or not. Scoring only what was sent (accept_stats_record_pass)
+// teaches the sizing only about depths it already sends: a class whose drafts are cut at depth 6
+// never learns that depth 20 would have held, so its long drafts stay cut short.
+//
+//     hs.offer(offered, n_out);                  // before sizing, the output's length then
+//     ... size, verify, commit ...
+//     hs.commit(committed, stats);               // the tokens the pass committed
+//
+// A tree is scored to depth accept_stats::n_depth; what the output never reaches is dropped.
+struct accept_hindsight {
+    void offer(const draft_tree & offered, int64_t pos);
+    void commit(std::span<const llama_token> tokens, accept_stats & stats);
+
+    struct pending {
+        draft_tree tree;
+        std::vector<std::vector<int32_t>> children; // [node + 1] (0 = the root's)
+        int64_t pos   = 0;  // output position of a depth-1 node
+        int32_t at    = -1; // deepest node known accepted (-1 = root)
+        int32_t depth = 0;  // its depth
+    };
+    std::vector<pending> open;
+    token_vec out; // output committed so far
+};
+
 // ----------------------------------------------------------------------------
 // pieces, exposed for tests
 

@@ -14,6 +14,7 @@ void replay_result::add(const replay_result & o) {
     n_drafts   += o.n_drafts;
     n_drafted  += o.n_drafted;
     n_accepted += o.n_accepted;
+    n_cut      += o.n_cut;
     cost       += o.cost;
     cost_ar    += o.cost_ar;
 }
@@ -78,6 +79,8 @@ replay_result oracle_replay(std::span<const llama_token> context, std::span<cons
         budget = params.spec->draft_max > 0 ? params.spec->draft_max : params.spec->tree_max;
     }
 
+    const bool use_hs = by_decoder && params.hindsight; // statistics from every offered node
+    accept_hindsight hs;
     drafter.begin(context);
     draft_tree tree;
     std::vector<int32_t> path;
@@ -85,19 +88,24 @@ replay_result oracle_replay(std::span<const llama_token> context, std::span<cons
     while (pos < N) {
         tree.clear();
         drafter.propose(history, tree, budget);
+        const std::span<const llama_token> rest = reference.subspan(pos);
+        int32_t a_offered = 0; // what verifying the whole offered tree would have accepted
         if (by_decoder) {
+            a_offered = (int32_t) verify_forced_path(tree, verify_forced{rest}, 0).accepted.size();
             pass_shape shape;
             shape.max_depth = (int32_t) std::min<int64_t>(N - pos - 1, INT32_MAX);
             shape.max_leaves = params.max_leaves;
             shape.chain_only = params.max_leaves <= 1;
+            if (use_hs) hs.offer(tree_limit_depth(tree, shape.max_depth), pos);
             tree = tree_for_pass(tree, *params.spec, stats, shape);
         }
 
-        const std::span<const llama_token> rest = reference.subspan(pos);
         path = verify_forced_path(tree, verify_forced{rest}, 0).accepted; // the target's choices are the reference
         const int32_t a = (int32_t) path.size();
         if (by_decoder) {
-            accept_stats_record_pass(stats, tree, path, nullptr);
+            if (!use_hs) accept_stats_record_pass(stats, tree, path, nullptr);
+            const int32_t a_max = (int32_t) std::min<int64_t>(a_offered, N - pos - 1); // the sizing's max_depth
+            r.n_cut += a == tree.max_depth() && a_max > a ? 1 : 0;
         }
         // the target's own token follows the accepted ones unless the reference (EOS) has ended
         const int64_t n_commit = std::min<int64_t>(a + 1, N - pos);
@@ -120,6 +128,7 @@ replay_result oracle_replay(std::span<const llama_token> context, std::span<cons
         const std::span<const llama_token> committed = rest.first(n_commit);
         history.insert(history.end(), committed.begin(), committed.end());
         drafter.accept(committed);
+        if (use_hs) hs.commit(committed, stats);
         pos += n_commit;
     }
     return r;

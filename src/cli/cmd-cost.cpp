@@ -13,7 +13,7 @@ struct cost_opts {
     std::string model;
     int32_t threads = 0;
     int32_t n_max = 256;
-    int32_t reps = 3;
+    int32_t reps = 5;
     int32_t prefix = 256;
     bool flash_attn = false;
     bool fresh = false;
@@ -59,8 +59,8 @@ command cmd_cost_add(CLI::App & app) {
     CLI::App * sub = app.add_subcommand("cost", "measure the cost of one target pass by its size (the cost model drafts are sized by)");
     sub->add_option("-m,--model", o->model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
     sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
-    sub->add_option("--max", o->n_max, "largest pass measured, tokens (powers of two up to it)")->capture_default_str();
-    sub->add_option("--reps", o->reps, "timed repetitions per size (the fastest counts)")->capture_default_str();
+    sub->add_option("--max", o->n_max, "largest pass measured, tokens (every size to 8, then steps of 1.5x and 4/3x up to it)")->capture_default_str();
+    sub->add_option("--reps", o->reps, "timed repetitions per size, at least 10 for sizes to 8 (the fastest counts)")->capture_default_str();
     sub->add_option("--prefix", o->prefix, "with --fresh: tokens already in the KV cache when a pass is timed")->capture_default_str();
     sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");

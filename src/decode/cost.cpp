@@ -66,6 +66,13 @@ cost_model cost_model_relative(const cost_model & cm) {
 }
 
 
+std::vector<int32_t> cost_model_sizes(int32_t n_max) {
+    std::vector<int32_t> v;
+    for (int32_t n = 1; n <= n_max; n = n < 8 ? n + 1 : n % 3 == 0 ? n / 3 * 4 : n / 2 * 3) v.push_back(n);
+    if (v.back() != n_max) v.push_back(n_max);
+    return v;
+}
+
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
                         int32_t n_prefix, bool all_logits) {
     const model & m = ctx.owner();
@@ -89,10 +96,13 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
         return false;
     }
     out = cost_model();
-    for (int32_t n = 1; n <= n_max; n *= 2) {
+    for (int32_t n : cost_model_sizes(n_max)) {
         std::vector<double> times;
-        // one warm-up pass, then reps timed ones
-        for (int32_t r = 0; r <= reps; r++) {
+        // one warm-up pass, then reps timed ones; small passes (the unit of the whole curve, and
+        // the sizes most drafts have) ten times at least: a shared machine's noise moved t(4)/t(1)
+        // from 1.54 to 1.91 between two runs of three
+        const int32_t n_reps = n <= 8 ? std::max(reps, 10) : reps;
+        for (int32_t r = 0; r <= n_reps; r++) {
             b.clear();
             for (int32_t i = 0; i < n; i++) {
                 b.add(tok(n_prefix + i), n_prefix + i, {0}, all_logits || i == n - 1);
@@ -163,7 +173,9 @@ static std::string cache_path(const context & ctx) {
     key << std::filesystem::path(path).filename().string() << "-" << size << "-" << mtime << "-t" << ctx.n_threads()
         << "-fa" << (ctx.params().flash_attn ? 1 : 0)
         // the sgemm kernels (EDITSPEC_LLAMAFILE=ON) have a different curve from the exact build's
-        << (ggml_cpu_has_llamafile() ? "-sgemm" : "");
+        << (ggml_cpu_has_llamafile() ? "-sgemm" : "")
+        // v2: every size to 8 measured (cost_model_sizes); a v1 curve's line from 4 to 8 hid a step at 5
+        << "-v2";
     // a GPU build's curve depends on the layers offloaded
     if (llama_supports_gpu_offload()) key << "-ngl" << engine_gpu_layers();
     key << ".json";
@@ -224,7 +236,7 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
         }
     }
     ES_LOG_INFO("cost model: measuring target passes (once per model file and thread count)\n");
-    if (!cost_model_measure(ctx, out, 256, 3, error)) {
+    if (!cost_model_measure(ctx, out, 256, 5, error)) {
         return false;
     }
     cost_model_save(ctx, out);

@@ -204,4 +204,41 @@ void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std
     }
 }
 
+void accept_hindsight::offer(const draft_tree & offered, int64_t pos) {
+    if (offered.empty()) return;
+    pending p;
+    p.tree = tree_limit_depth(offered, accept_stats::n_depth);
+    p.children.resize(p.tree.nodes.size() + 1);
+    for (int32_t i = 0; i < p.tree.size(); i++) p.children[p.tree.nodes[i].parent + 1].push_back(i);
+    p.pos = pos;
+    open.push_back(std::move(p));
+}
+
+void accept_hindsight::commit(std::span<const llama_token> tokens, accept_stats & stats) {
+    out.insert(out.end(), tokens.begin(), tokens.end());
+    size_t kept = 0;
+    for (size_t k = 0; k < open.size(); k++) {
+        pending & p = open[k];
+        bool done = false;
+        // every child of an accepted node was tested; the one carrying the output's token is accepted
+        while (!done && p.pos + p.depth < (int64_t) out.size()) {
+            const llama_token t = out[(size_t) (p.pos + p.depth)];
+            int32_t next = -1;
+            for (int32_t c : p.children[p.at + 1]) {
+                const draft_node & nd = p.tree.nodes[c];
+                stats.record(nd.source, draft_class(nd), p.depth + 1, nd.token == t);
+                if (nd.token == t) next = c;
+            }
+            done = next < 0;
+            p.at = next;
+            p.depth++;
+        }
+        if (!done) {
+            if (kept != k) open[kept] = std::move(p);
+            kept++;
+        }
+    }
+    open.resize(kept);
+}
+
 } // namespace editspec

@@ -224,11 +224,23 @@ TEST(oracle_replay, decoder_sizing_follows_the_cost_model) {
     replay_result r = oracle_replay(ctx, ref, d, p);
     EXPECT_EQ(r.n_passes, 4);   // 10 + 1 tokens a pass: 11, 22, 33, then 8 left
     EXPECT_EQ(r.n_accepted, 37);
+    EXPECT_EQ(r.n_cut, 0);      // each whole offer sent
 
     sp.cost = &steep;
     r = oracle_replay(ctx, ref, d, p);
     EXPECT_EQ(r.n_passes, 41);  // optimistic statistics cannot outweigh a node's full pass cost
     EXPECT_EQ(r.n_drafted, 0);
+    EXPECT_EQ(r.n_cut, 40);     // every pass but the last (only EOS left) left a right draft unsent
+    // hindsight statistics: the unsent drafts were scored as the output arrived, all accepted
+    accept_stats hs_stats;
+    p.stats = &hs_stats;
+    p.hindsight = true;
+    r = oracle_replay(ctx, ref, d, p);
+    EXPECT_EQ(r.n_passes, 41);
+    EXPECT_GT(hs_stats.reached[DRAFT_SOURCE_TEST][0][5], 0.0f);
+    EXPECT_EQ(hs_stats.reached[DRAFT_SOURCE_TEST][0][5], hs_stats.accepted[DRAFT_SOURCE_TEST][0][5]);
+    p.stats = nullptr;
+    p.hindsight = false;
 
     // a fixed cap through the decoder's path: the plain fixed cap's passes for a linear drafter
     sp.cost = nullptr;

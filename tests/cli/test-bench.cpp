@@ -52,10 +52,18 @@ struct oracle_figures {
 oracle_figures oracle_row(const std::string & md, const std::string & start) {
     oracle_figures f;
     const size_t at = md.find(start);
-    if (at != std::string::npos) {
-        const std::string fmt = start + " %lf | %lf | %lf | %lfx |";
-        sscanf(md.c_str() + at, fmt.c_str(), &f.tokens_per_pass, &f.draft_per_pass, &f.accepted_share, &f.speedup);
-    }
+    if (at == std::string::npos) return f;
+    // after the method and sizing: tokens per pass | draft per pass | accepted share | rejected per
+    // pass | cut short (cost-model rows) | speedup "Nx"
+    const size_t from = at + start.size(), end = md.find('\n', from);
+    std::vector<std::string> cells;
+    std::istringstream row(md.substr(from, end == std::string::npos ? std::string::npos : end - from));
+    for (std::string c; std::getline(row, c, '|');) cells.push_back(c);
+    if (cells.size() < 6) return f;
+    f.tokens_per_pass = atof(cells[0].c_str());
+    f.draft_per_pass  = atof(cells[1].c_str());
+    f.accepted_share  = atof(cells[2].c_str());
+    f.speedup         = atof(cells[5].c_str()); // atof stops at the 'x'
     return f;
 }
 
@@ -133,9 +141,10 @@ TEST(cli_bench, oracle_reproduces_design_figures) {
     const std::string md = oracle_md("--methods ar,lookup-longest,reuse+lookup@8", d.path);
     // design.md §4: longest lookup 7.71 tokens/pass, clairvoyant 3.69x, fixed cap 8 2.52x
     EXPECT_NE(md.find("| lookup-longest | clairvoyant | 7.71 |"), std::string::npos) << md;
-    EXPECT_NE(md.find("| 1.000 | 3.69x |"), std::string::npos) << md;
-    EXPECT_NE(md.find("| lookup-longest | cap 8 | 4.89 | 7.09 | 0.548 | 2.52x |"), std::string::npos) << md;
-    EXPECT_NE(md.find("| ar | uncapped | 1.00 | 0.00 | 0.000 | 1.00x |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| 1.000 | 0.00 |  | 3.69x |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| lookup-longest | cap 8 | 4.89 | 7.09 | 0.548 |"), std::string::npos) << md;
+    EXPECT_NEAR(oracle_row(md, "| lookup-longest | cap 8 |").speedup, 2.52, 1e-9) << md;
+    EXPECT_NE(md.find("| ar | uncapped | 1.00 | 0.00 | 0.000 | 0.00 |  | 1.00x |"), std::string::npos) << md;
     // a fixed cap is the only sizing of its method
     EXPECT_NE(md.find("| reuse+lookup@8 | cap 8 |"), std::string::npos) << md;
     EXPECT_EQ(md.find("| reuse+lookup@8 | grow |"), std::string::npos) << md;
@@ -203,7 +212,8 @@ TEST(cli_cost, fresh_measurement_at_a_prefix) {
     const std::string cmd = "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " +
                             EDITSPEC_TEST_MODEL_Q8 + " -t 1 --fresh --no-save --max 4 --reps 1";
     ASSERT_EQ(editspec::test::run_command(cmd + " --prefix 48 2>/dev/null", &out), 0) << out;
-    // a row per size, 1, 2 and 4 tokens, with costs that never fall
+    // a row per size, 1, 2, 3 and 4 tokens (cost_model_sizes), with costs that do not fall (a size
+    // may cost what the one below it costs: the kernels work in tiles; 10 % for a shared machine)
     double last = 0.0;
     int rows = 0;
     std::istringstream in(out);
@@ -211,12 +221,12 @@ TEST(cli_cost, fresh_measurement_at_a_prefix) {
         int n = 0;
         double ms = 0, tps = 0, rel = 0;
         if (sscanf(line.c_str(), "%d %lf %lf %lf", &n, &ms, &tps, &rel) != 4) continue;
-        EXPECT_EQ(n, 1 << rows) << out;
-        EXPECT_GE(ms, last) << out;
+        EXPECT_EQ(n, rows + 1) << out;
+        EXPECT_GE(ms, 0.9 * last) << out;
         last = ms;
         rows++;
     }
-    EXPECT_EQ(rows, 3) << out;
+    EXPECT_EQ(rows, 4) << out;
     EXPECT_TRUE(fs::is_empty(cache.path)) << "--no-save wrote the cache";
     expect_input_error(cmd + " --prefix 0", "--prefix 0");
 }

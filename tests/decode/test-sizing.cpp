@@ -115,6 +115,39 @@ TEST(accept_stats, a_pass_records_the_tested_nodes_only) {
     EXPECT_EQ(s2.reached[DRAFT_SOURCE_LOOKUP][0][1], 2.0f);
 }
 
+// hindsight: an offered tree is scored as the output arrives, over several passes, sent or not; the
+// same nodes as accept_stats_record_pass would score had the whole tree been sent
+TEST(accept_stats, hindsight_scores_every_offered_node_as_the_output_arrives) {
+    const draft_tree t = sample_tree(); // 1 -> 2 -> 3, 1 -> 4, 5
+    accept_stats s;
+    accept_hindsight hs;
+    hs.commit(std::vector<llama_token>{9}, s); // output before the offer: nothing to score
+    hs.offer(t, 1);                             // offered at output position 1
+    hs.commit(std::vector<llama_token>{1}, s);  // a pass committed one token: depth 1 decided
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][0][1], 2.0f);  // 1 and 5
+    EXPECT_EQ(s.accepted[DRAFT_SOURCE_LOOKUP][0][1], 1.0f); // 1
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][0][2], 0.0f);  // not yet known
+    EXPECT_EQ(hs.open.size(), 1u);
+    hs.commit(std::vector<llama_token>{2, 7}, s); // 2 accepted at depth 2, 3 rejected at depth 3
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][0][2], 2.0f);  // 2 and 4
+    EXPECT_EQ(s.accepted[DRAFT_SOURCE_LOOKUP][0][2], 1.0f);
+    EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][0][3], 1.0f);
+    EXPECT_EQ(s.accepted[DRAFT_SOURCE_LOOKUP][0][3], 0.0f);
+    EXPECT_TRUE(hs.open.empty());
+    // the same counts as recording the whole tree sent with its accepted path 1 -> 2
+    accept_stats sent;
+    const int32_t path[] = {0, 1};
+    accept_stats_record_pass(sent, t, path, nullptr);
+    EXPECT_EQ(sent.reached, s.reached);
+    EXPECT_EQ(sent.accepted, s.accepted);
+}
+
+TEST(cost_model, sizes_measured) {
+    EXPECT_EQ(cost_model_sizes(256), (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
+    EXPECT_EQ(cost_model_sizes(20), (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20}));
+    EXPECT_EQ(cost_model_sizes(1), (std::vector<int32_t>{1}));
+}
+
 TEST(tree_sizing, node_probs_multiply_along_paths_and_share_among_siblings) {
     const draft_tree t = sample_tree();
     const std::vector<float> p = tree_node_probs(t, fixed_rate(0.8f));
