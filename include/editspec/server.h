@@ -67,8 +67,10 @@ enum api_endpoint {
     API_INFILL,      // /infill (llama.cpp)
     API_APPLY,       // /v1/apply (editspec)
     API_CODE_APPLY,  // /v1/code/apply (Relace's shape: initial_code, edit_snippet → mergedCode)
+    API_FIM,         // /v1/fim/completions (Mistral's shape: prompt, suffix → a chat-shaped answer;
+                     // Continue's OpenAI-compatible adapters send their autocomplete here)
 };
-constexpr int API_ENDPOINT_COUNT = 6;
+constexpr int API_ENDPOINT_COUNT = 7;
 
 struct api_error {
     int status = 400;
@@ -99,6 +101,8 @@ struct api_request {
     bool include_usage = false;          // stream_options.include_usage
     double t_max_predict_ms = 0.0;       // llama.cpp: stop after this long (0 = no limit)
     std::vector<std::string> response_fields; // llama.cpp: only these ("timings/predicted_n": nested)
+    int32_t n_cmpl = 1;                  // llama.cpp: completions of the prompt ("n_cmpl", or "n"), answered
+                                         // as an array when over 1; completion i samples with seed + i
     std::string model;                   // as the client named it (echoed)
     bool is_apply = false;               // /v1/apply, or a chat message in the apply format
     apply_input apply;                   // its code, update and instruction (the code is the prediction)
@@ -116,6 +120,7 @@ constexpr size_t  API_STOP_MAX              = 16;        // stop strings
 constexpr size_t  API_STOP_BYTES_MAX        = 256;       // bytes of one stop string
 constexpr size_t  API_INPUT_EXTRA_MAX       = 256;       // /infill input_extra chunks
 constexpr size_t  API_EDITS_MAX             = 1024;      // edits in one /v1/sessions/ID/edits
+constexpr int32_t API_N_CMPL_MAX            = 8;         // /completion, /infill: n_cmpl (llama.vscode sends 3)
 
 // what one connection may do
 constexpr size_t  SERVER_HEADERS_MAX        = 100;       // headers of a request (431 past them)
@@ -141,7 +146,8 @@ bool api_parse(api_endpoint endpoint, const std::string & body, api_request & ou
 // the prompt's tokens on model m: the chat template for chat (on a model without a chat template, a
 // last user message that holds fenced code is prompted as `editspec edit` prompts: edit_prompt of
 // its last fenced block, the instruction being the message without its fenced code); FIM tokens
-// around prefix / suffix; else the text with BOS. Never depends on the prediction. A chat may stop
+// around prefix / suffix; else the text with BOS, special tokens written in it parsed (as llama-server
+// does). Never depends on the prediction. A chat may stop
 // rendering past n_max tokens (chat_tokens). Edit and apply prompts are laid out as `layout` says
 // (edit.h). False with *err (e.g. fill-in-the-middle on a model without FIM tokens)
 bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,

@@ -114,6 +114,7 @@ std::string limits_footer() {
            " levels; " + std::to_string(API_MESSAGES_MAX) + " chat messages; prediction " +
            std::to_string(API_PREDICTION_BYTES_MAX >> 10) + " KiB; " + std::to_string(API_STOP_MAX) + " stop strings of " +
            std::to_string(API_STOP_BYTES_MAX) + " bytes; " + std::to_string(API_INPUT_EXTRA_MAX) + " /infill input_extra chunks; " +
+           std::to_string(API_N_CMPL_MAX) + " completions (n_cmpl) per /completion or /infill; " +
            std::to_string(API_EDITS_MAX) + " edits per /v1/sessions/ID/edits; " + std::to_string(SERVER_HEADERS_MAX) +
            " headers of " + std::to_string(SERVER_HEADER_BYTES_MAX >> 10) + " KiB in all (431). A POST body must be JSON "
            "(415), sent whole with Content-Length (411). Clients silent for " + std::to_string(SERVER_READ_TIMEOUT_S) +
@@ -126,7 +127,8 @@ std::string limits_footer() {
 command cmd_serve_add(CLI::App & app) {
     auto o = std::make_shared<serve_opts>();
     CLI::App * sub = app.add_subcommand("serve", "serve OpenAI- and llama.cpp-compatible HTTP endpoints (chat, completions, "
-                                                 "Predicted Outputs, /completion, /infill)");
+                                                 "Predicted Outputs, /v1/fim/completions, /completion, /infill, "
+                                                 "/v1/apply, /v1/code/apply; docs/editors.md)");
     add_request_options(sub, o->req,
                         "decoding method of every request (below; a request with `prediction` adds Reuse)");
     sub->add_option("--host", o->host, "address to listen on (loopback unless told otherwise)")->capture_default_str();

@@ -86,16 +86,24 @@ bool get_stop(const json & j, api_request & out, api_error & err) {
 // the sampling fields every endpoint shares
 bool get_sampling(const json & j, api_request & out, api_error & err) {
     double temp = 0.0, top_p = 1.0;
-    int32_t top_k = 0, seed = 0;
+    int32_t top_k = 0;
     if (!get_number(j, "temperature", 0.0, 100.0, temp, err) || !get_number(j, "top_p", 0.0, 1.0, top_p, err) ||
-        !get_int(j, "top_k", 0, 1 << 20, top_k, err) || !get_int(j, "seed", INT32_MIN, INT32_MAX, seed, err)) {
+        !get_int(j, "top_k", 0, 1 << 20, top_k, err)) {
         return false;
+    }
+    // any 64-bit integer, folded to the sampler's 32 bits: Tabby sends the time in milliseconds
+    uint64_t seed = 0;
+    if (j.contains("seed") && !j["seed"].is_null()) {
+        const json & v = j["seed"];
+        if (v.is_number_unsigned()) seed = v.get<uint64_t>();
+        else if (v.is_number_integer()) seed = (uint64_t) v.get<int64_t>();
+        else return api_fail(err, "seed", "'seed' must be an integer");
     }
     if (top_p <= 0.0) return api_fail(err, "top_p", "'top_p' must be above 0");
     out.sampling.temp = (float) temp;
     out.sampling.top_p = (float) top_p;
     out.sampling.top_k = top_k;
-    out.sampling.seed = (uint32_t) seed;
+    out.sampling.seed = (uint32_t) (seed ^ (seed >> 32));
     if (!get_string(j, "session", out.session, err)) return false;
     if (out.session.size() > 64) return api_fail(err, "session", "'session' is not a session id (POST /v1/sessions returns one)");
     return get_stop(j, out, err) && get_bool(j, "stream", out.stream, err) && get_string(j, "model", out.model, err);
@@ -238,7 +246,8 @@ bool parse_llama(const json & j, api_request & out, api_error & err) {
         return api_fail(err, "prompt", "'prompt' is required");
     }
     if (!get_int(j, "n_predict", -1, INT32_MAX, out.n_predict, err) ||
-        !get_number(j, "t_max_predict_ms", 0.0, 1e9, out.t_max_predict_ms, err)) {
+        !get_number(j, "t_max_predict_ms", 0.0, 1e9, out.t_max_predict_ms, err) ||
+        !get_int(j, j.contains("n_cmpl") ? "n_cmpl" : "n", 1, API_N_CMPL_MAX, out.n_cmpl, err)) {
         return false;
     }
     if (j.contains("response_fields") && !j["response_fields"].is_null()) {
@@ -251,7 +260,11 @@ bool parse_llama(const json & j, api_request & out, api_error & err) {
             out.response_fields.push_back(f.get<std::string>());
         }
     }
-    return get_sampling(j, out, err);
+    if (!get_sampling(j, out, err)) return false;
+    if (out.n_cmpl > 1 && out.stream) {
+        return api_fail(err, "n_cmpl", "'n_cmpl' over 1 is answered whole: send \"stream\": false");
+    }
+    return true;
 }
 
 bool parse_infill(const json & j, api_request & out, api_error & err) {
@@ -337,7 +350,8 @@ bool api_parse(api_endpoint endpoint, const std::string & body, api_request & ou
     if (!api_parse_json(body, j, err)) return false;
     switch (endpoint) {
         case API_CHAT:        return parse_chat(j, out, err);
-        case API_COMPLETIONS: return parse_completions(j, out, err);
+        case API_COMPLETIONS:
+        case API_FIM:         return parse_completions(j, out, err);
         case API_COMPLETION:  return parse_llama(j, out, err);
         case API_INFILL:      return parse_infill(j, out, err);
         case API_APPLY:

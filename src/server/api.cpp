@@ -99,7 +99,9 @@ bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llam
         }
         out = rq.prompt_tokens;
     } else {
-        out = m.tokenize(rq.prompt, true, false);
+        // special tokens written as text are the tokens, as llama-server reads a prompt: a client
+        // formats its own fill-in-the-middle prompt with the model's FIM tokens (Zed's edit predictions)
+        out = m.tokenize(rq.prompt, true, /*parse_special=*/true);
     }
     if (out.empty()) return api_fail(err, "prompt", "the prompt is empty");
     return true;

@@ -270,6 +270,12 @@ json response_json(server_state & s, const generation & g, const std::string & i
                                               {"finish_reason", api_finish_reason(r.stop)}}})},
                     {"usage", usage_json(g)},
                     {"timings", timings_json(r)}}; // llama-server's extension, same fields
+        case API_FIM: // Mistral's: the completion as a chat message
+            return {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0},
+                                              {"message", {{"role", "assistant"}, {"content", r.text}}},
+                                              {"finish_reason", api_finish_reason(r.stop)}}})},
+                    {"usage", usage_json(g)}};
         case API_COMPLETIONS:
             return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0}, {"text", r.text}, {"logprobs", nullptr},
@@ -326,6 +332,7 @@ json stream_chunk(server_state & s, const generation & g, const std::string & id
     const json fin = finish ? json(finish) : json(nullptr);
     switch (g.rq.endpoint) {
         case API_CHAT:
+        case API_FIM:
             return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0},
                                               {"delta", finish ? json::object() : json{{"role", "assistant"}, {"content", text}}},
@@ -346,6 +353,31 @@ std::string sse(const json & j) {
 // ----------------------------------------------------------------------------
 // handlers
 
+// llama.cpp's n_cmpl: the completions of one prompt, one after another on the slots (completion i
+// samples with seed + i; greedy ones are equal), answered as an array with each one's index
+void send_completions(server_state & s, api_endpoint ep, const std::string & body, const std::shared_ptr<generation> & first,
+                      const std::string & id, httplib::Response & res) {
+    json out = json::array();
+    api_error err;
+    for (int32_t i = 0; i < first->rq.n_cmpl; i++) {
+        auto g = first;
+        if (i > 0) {
+            g = std::make_shared<generation>();
+            if (!prepare(s, ep, body, *g, err)) break; // parsed once already: only a changed server could refuse
+            g->req.gen.sampling.seed += (uint32_t) i;
+        }
+        if (!start(s, g, nullptr, err) || !finish(s, *g, err)) break;
+        json one = response_json(s, *g, id);
+        one["index"] = i;
+        out.push_back(std::move(one));
+    }
+    if ((int32_t) out.size() < first->rq.n_cmpl) {
+        send_error(res, err);
+        return;
+    }
+    send_json(res, 200, out);
+}
+
 void handle_generate(server_state & s, api_endpoint ep, const httplib::Request & req, httplib::Response & res) {
     auto g = std::make_shared<generation>();
     api_error err;
@@ -354,6 +386,10 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
         return;
     }
     const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY || ep == API_CODE_APPLY ? "apply-" : "cmpl-");
+    if (!g->rq.stream && g->rq.n_cmpl > 1) {
+        send_completions(s, ep, req.body, g, id, res);
+        return;
+    }
     if (!g->rq.stream) {
         if (!start(s, g, nullptr, err) || !finish(s, *g, err)) {
             send_error(res, err);
@@ -582,6 +618,8 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Post("/completions", generate(API_COMPLETIONS));
     svr.Post("/completion", generate(API_COMPLETION));
     svr.Post("/infill", generate(API_INFILL));
+    svr.Post("/v1/fim/completions", generate(API_FIM));
+    svr.Post("/fim/completions", generate(API_FIM));
     svr.Post("/v1/apply", generate(API_APPLY));
     svr.Post("/v1/code/apply", generate(API_CODE_APPLY));
     svr.Get("/health", [&s](const httplib::Request &, httplib::Response & res) {

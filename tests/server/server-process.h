@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <random>
@@ -23,7 +24,7 @@ using json = nlohmann::json;
 
 inline const std::string k_target = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
 
-// `editspec serve` on a free port, stopped (SIGTERM) at scope exit
+// `editspec serve` on a free port (the shipped target, or extra's "-m"), stopped (SIGTERM) at scope exit
 struct server_process {
     pid_t pid = -1;
     int port = 0;
@@ -35,7 +36,10 @@ struct server_process {
         std::mt19937 rng(std::random_device{}());
         for (int attempt = 0; attempt < 5 && pid < 0; attempt++) {
             port = 20000 + (int) (rng() % 20000);
-            std::vector<std::string> args = {EDITSPEC_BIN, "serve", "-m", k_target, "-t", "1", "--port", std::to_string(port)};
+            // the shipped target unless extra names a model
+            const bool own_model = std::find(extra.begin(), extra.end(), "-m") != extra.end();
+            std::vector<std::string> args = {EDITSPEC_BIN, "serve", "-t", "1", "--port", std::to_string(port)};
+            if (!own_model) args.insert(args.end(), {"-m", k_target});
             args.insert(args.end(), extra.begin(), extra.end());
             std::vector<char *> argv;
             for (std::string & a : args) argv.push_back(a.data());

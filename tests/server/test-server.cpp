@@ -17,6 +17,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
@@ -49,6 +50,26 @@ TEST(server, openai_node_sdk) {
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("\"ok\":true"), std::string::npos) << out;
     EXPECT_NE(out.find("\"canitedit_same_with_and_without_prediction\":20"), std::string::npos) << out;
+}
+
+// Continue's own client library: chat stream and whole, an edit with `prediction` under the name
+// Continue sends it for, and its autocomplete's fill-in-the-middle (on the test model: FIM tokens)
+TEST(server, continue_adapters) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    const std::string dir = std::string(EDITSPEC_SOURCE_DIR) + "/build/node";
+    ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/@continuedev/openai-adapters"))
+        << dir << ": Continue's adapters are not installed; scripts/test.sh installs them (tests/server/install-sdk.sh)";
+    std::filesystem::copy_file(std::string(EDITSPEC_SOURCE_DIR) + "/tests/server/continue-adapters.mjs",
+                               dir + "/continue-adapters.mjs", std::filesystem::copy_options::overwrite_existing);
+    server_process s({"--alias", "gpt-4o"});
+    server_process fim({"-m", test::tiny_model_path(), "--max-tokens", "32"});
+    ASSERT_GT(s.pid, 0);
+    ASSERT_GT(fim.pid, 0);
+    std::string out;
+    const int rc = test::run_command("node " + dir + "/continue-adapters.mjs http://127.0.0.1:" + std::to_string(s.port) +
+                                         "/v1/ http://127.0.0.1:" + std::to_string(fim.port) + "/v1/ 2>&1", &out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("\"ok\":true"), std::string::npos) << out;
 }
 
 TEST(server, editor_shaped_requests_and_greedy_equality) {
@@ -102,6 +123,80 @@ TEST(server, editor_shaped_requests_and_greedy_equality) {
         r = post(s, "/v1/chat/completions", body.dump(), &status);
         ASSERT_EQ(status, 200) << r.dump();
         EXPECT_EQ(r["choices"][0]["message"]["content"], json::parse(out)["text"]) << "with prediction: " << with_prediction;
+    }
+}
+
+namespace {
+
+// `path` in j: a key of that name (llama.cpp's response_fields are flat), else a/b/0 through nested
+// objects and arrays; null when absent
+const json * field_at(const json & j, const std::string & path) {
+    if (j.is_object() && j.contains(path)) return &j[path];
+    const json * v = &j;
+    size_t at = 0;
+    while (v) {
+        const size_t slash = path.find('/', at);
+        const std::string key = path.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+        if (v->is_object()) {
+            v = v->contains(key) ? &(*v)[key] : nullptr;
+        } else if (v->is_array() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) {
+            const size_t i = std::stoul(key);
+            v = i < v->size() ? &(*v)[i] : nullptr;
+        } else {
+            v = nullptr;
+        }
+        if (slash == std::string::npos) break;
+        at = slash + 1;
+    }
+    return v;
+}
+
+} // namespace
+
+// request bodies of llama.vim, llama.vscode, Tabby, Continue and Zed, taken from their source
+// (tests/server/client-requests.json), posted byte for byte: each is answered 200 with the fields
+// its client reads. A model with FIM tokens (the test model has DeepSeek-Coder's vocabulary).
+TEST(server, recorded_client_requests) {
+    std::ifstream f(std::string(EDITSPEC_SOURCE_DIR) + "/tests/server/client-requests.json");
+    ASSERT_TRUE(f) << "tests/server/client-requests.json";
+    const json corpus = json::parse(f);
+    ASSERT_GE(corpus["requests"].size(), 8u);
+    server_process s({"-m", test::tiny_model_path(), "--max-tokens", "64"});
+    ASSERT_GT(s.pid, 0);
+    for (const json & rec : corpus["requests"]) {
+        const std::string what = rec["client"].get<std::string>() + ": " + rec["what"].get<std::string>();
+        auto c = s.client();
+        auto r = c.Post(rec["path"].get<std::string>().c_str(), rec["body"].get<std::string>(), "application/json");
+        ASSERT_TRUE(r) << what;
+        ASSERT_EQ(r->status, 200) << what << "\n" << r->body;
+        if (!rec["stream"].get<bool>()) {
+            const json j = json::parse(r->body);
+            std::vector<const json *> answers = {&j};
+            if (rec.contains("array_of")) {
+                ASSERT_TRUE(j.is_array() && j.size() == rec["array_of"].get<size_t>()) << what << "\n" << r->body;
+                answers.clear();
+                for (const json & x : j) answers.push_back(&x);
+            }
+            for (const json * a : answers) {
+                for (const json & k : rec["reads"]) EXPECT_TRUE(field_at(*a, k)) << what << ": no " << k << "\n" << r->body;
+            }
+            continue;
+        }
+        // server-sent events: "data: {...}" lines, OpenAI's streams ending with [DONE]
+        std::vector<json> events;
+        std::istringstream lines(r->body);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+            events.push_back(json::parse(line.substr(6)));
+        }
+        ASSERT_FALSE(events.empty()) << what << "\n" << r->body;
+        for (const json & e : events) {
+            for (const json & k : rec["every_event"]) EXPECT_TRUE(field_at(e, k)) << what << ": an event without " << k << ": " << e.dump();
+        }
+        for (const json & k : rec["some_event"]) {
+            EXPECT_TRUE(std::any_of(events.begin(), events.end(), [&](const json & e) { return field_at(e, k) != nullptr; }))
+                << what << ": no event with " << k << "\n" << r->body;
+        }
     }
 }
 
