@@ -14,6 +14,7 @@
 #include "editspec/prompt-cache.h"
 #include "editspec/sampling.h"
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,7 @@ enum stop_reason {
     STOP_REASON_MAX_TOKENS, // n_predict tokens were produced
     STOP_REASON_CONTEXT,    // the KV cache is full
     STOP_REASON_CALLBACK,   // on_text returned false
+    STOP_REASON_LINE,       // a line rule: n_indent or t_max_ms (generate_params)
     STOP_REASON_ERROR,      // decode failed or bad input; see generate_result::error
 };
 
@@ -37,6 +39,11 @@ struct generate_params {
     int32_t n_predict = 256;          // most tokens to generate, -1 = until EOG or the context is full
     sampling_params sampling;          // temp 0 = greedy
     std::vector<std::string> stop;     // stop strings; the text ends before the first one
+    // llama.cpp's infill limits, checked line by line: the text ends before a line (after the
+    // first) indented by fewer than n_indent spaces or tabs (the block being completed has ended),
+    // and at the first newline generated after t_max_ms of generation (no half line). 0 = off
+    int32_t n_indent = 0;
+    double  t_max_ms = 0.0;
     // streaming: called with each new piece of text (whole UTF-8 characters, held back while it
     // could still be the start of a stop string); return false to stop
     std::function<bool(std::string_view)> on_text;
@@ -104,8 +111,14 @@ private:
     const model & model_;
     const generate_params & params_;
     generate_result & result_;
+    // false when a line rule (n_indent, t_max_ms) ends the text; text_before: its length before
+    // the last piece
+    bool line_rules(size_t text_before);
+
     std::string pending_; // text not yet streamed
     size_t max_stop_len_ = 0;
+    size_t line_scan_ = 0; // n_indent: lines that begin after text_[line_scan_, ...) newlines are undecided
+    std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(); // t_max_ms counts from here
 };
 
 // checks a prompt against the context (and a constraint against the sampling) before decoding;

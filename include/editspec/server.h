@@ -99,7 +99,8 @@ struct api_request {
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;          // stream_options.include_usage
-    double t_max_predict_ms = 0.0;       // llama.cpp: stop after this long (0 = no limit)
+    double t_max_predict_ms = 0.0;       // llama.cpp: stop at the first newline after this long generating (0 = no limit)
+    int32_t n_indent = 0;                // llama.cpp: end before a new line indented less than this (0 = off)
     std::vector<std::string> response_fields; // llama.cpp: only these ("timings/predicted_n": nested)
     int32_t n_cmpl = 1;                  // llama.cpp: completions of the prompt ("n_cmpl", or "n"), answered
                                          // as an array when over 1; completion i samples with seed + i

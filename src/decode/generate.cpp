@@ -16,6 +16,7 @@ const char * stop_reason_name(stop_reason r) {
         case STOP_REASON_MAX_TOKENS: return "max_tokens";
         case STOP_REASON_CONTEXT:    return "context_full";
         case STOP_REASON_CALLBACK:   return "callback";
+        case STOP_REASON_LINE:       return "line_rule";
         case STOP_REASON_ERROR:      return "error";
     }
     return "unknown";
@@ -79,11 +80,20 @@ bool output_sink::push(llama_token token) {
             return false;
         }
     }
+    if ((params_.n_indent > 0 || params_.t_max_ms > 0.0) && !line_rules(text_before)) {
+        finish();
+        return false;
+    }
     if (params_.on_text) {
         // hold back what could begin a stop string, and incomplete UTF-8
         size_t hold = utf8_incomplete_tail(pending_);
         if (max_stop_len_ > 0) {
             hold = std::max(hold, std::min(pending_.size(), max_stop_len_ - 1));
+        }
+        // ... and a new line's indentation until the line shows it is kept (n_indent)
+        const size_t nl = pending_.rfind('\n');
+        if (params_.n_indent > 0 && nl != std::string::npos && pending_.find_first_not_of(" \t", nl + 1) == std::string::npos) {
+            hold = std::max(hold, pending_.size() - nl - 1);
         }
         if (pending_.size() > hold) {
             const std::string out = pending_.substr(0, pending_.size() - hold);
@@ -98,6 +108,31 @@ bool output_sink::push(llama_token token) {
     }
     if (params_.n_predict >= 0 && (int32_t) result_.tokens.size() >= params_.n_predict) {
         result_.stop = STOP_REASON_MAX_TOKENS;
+        return false;
+    }
+    return true;
+}
+
+bool output_sink::line_rules(size_t text_before) {
+    std::string & text = result_.text;
+    if (params_.n_indent > 0) {
+        // each line after a newline, once its first character that is not a space or tab is in
+        for (size_t nl; (nl = text.find('\n', line_scan_)) != std::string::npos;) {
+            const size_t first = text.find_first_not_of(" \t", nl + 1);
+            if (first == std::string::npos) break; // only indentation so far: undecided
+            if (text[first] != '\n' && (int64_t) (first - nl - 1) < params_.n_indent) {
+                const size_t dropped = text.size() - (nl + 1);
+                text.resize(nl + 1);
+                pending_.resize(pending_.size() >= dropped ? pending_.size() - dropped : 0);
+                result_.stop = STOP_REASON_LINE;
+                return false;
+            }
+            line_scan_ = nl + 1;
+        }
+    }
+    if (params_.t_max_ms > 0.0 && text.find('\n', text_before) != std::string::npos &&
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count() >= params_.t_max_ms) {
+        result_.stop = STOP_REASON_LINE;
         return false;
     }
     return true;

@@ -225,7 +225,7 @@ bool parse_completions(const json & j, api_request & out, api_error & err) {
            get_sampling(j, out, err);
 }
 
-// llama.cpp's fields: prompt as text or tokens, n_predict, response_fields, t_max_predict_ms
+// llama.cpp's fields: prompt as text or tokens, n_predict, response_fields, t_max_predict_ms, n_indent, n_cmpl
 bool parse_llama(const json & j, api_request & out, api_error & err) {
     if (j.contains("prompt") && !j["prompt"].is_null()) {
         const json & p = j["prompt"];
@@ -247,6 +247,7 @@ bool parse_llama(const json & j, api_request & out, api_error & err) {
     }
     if (!get_int(j, "n_predict", -1, INT32_MAX, out.n_predict, err) ||
         !get_number(j, "t_max_predict_ms", 0.0, 1e9, out.t_max_predict_ms, err) ||
+        !get_int(j, "n_indent", 0, 1 << 20, out.n_indent, err) ||
         !get_int(j, j.contains("n_cmpl") ? "n_cmpl" : "n", 1, API_N_CMPL_MAX, out.n_cmpl, err)) {
         return false;
     }

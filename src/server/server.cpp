@@ -114,6 +114,8 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
     g.req.gen.n_predict = std::min({want, room, s.params.max_tokens});
     g.req.gen.sampling = g.rq.sampling;
     g.req.gen.stop = g.rq.stop;
+    g.req.gen.n_indent = g.rq.n_indent;
+    g.req.gen.t_max_ms = g.rq.t_max_predict_ms;
     g.req.gen.prompt_cache = s.params.prompt_cache;
     g.ms = &s.method;
     g.rq.constrain = api_apply_constrained(g.rq, m);
@@ -133,10 +135,8 @@ bool prepare(server_state & s, api_endpoint ep, const std::string & body, genera
 // starts g on a slot (waiting its turn in the queue); the generation's text goes to ch when given.
 // False with err: 503 when the queue is full or the server stops.
 bool start(server_state & s, const std::shared_ptr<generation> & g, const std::shared_ptr<text_channel> & ch, api_error & err) {
-    const auto t0 = clock_type::now();
-    const double limit_ms = g->rq.t_max_predict_ms;
     server_state * sp = &s;
-    g->req.gen.on_text = [sp, ch, t0, limit_ms](std::string_view text) {
+    g->req.gen.on_text = [sp, ch](std::string_view text) {
         if (sp->stopping.load()) return false;
         if (ch) {
             {
@@ -146,7 +146,7 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
             }
             ch->cv.notify_all();
         }
-        return limit_ms <= 0 || ms_since(t0) < limit_ms;
+        return true;
     };
     struct finish_on_exit { // the channel hears the end when the job is done with, run or not
         std::shared_ptr<text_channel> ch;

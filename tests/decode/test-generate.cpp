@@ -87,6 +87,51 @@ TEST_F(generate_fixture, stop_string_cuts_the_text) {
     EXPECT_EQ(streamed, cut.text); // the stop string never reaches the stream
 }
 
+// llama.cpp's infill limits on a known text, token by token through the sink
+TEST_F(generate_fixture, line_rules_end_the_text_at_a_line) {
+    const std::string text = "def f(x):\n    y = x\n\n    return y\nz = f(1)\n";
+    const token_vec toks = m->tokenize(text, false, false);
+    auto sink_text = [&](const generate_params & gp, generate_result & r, std::string & streamed) {
+        output_sink sink(*m, gp, r);
+        for (llama_token t : toks) {
+            if (!sink.push(t)) return;
+        }
+        sink.finish();
+    };
+    // n_indent 4: the blank line is kept, the first line back at column 0 is not (nor streamed)
+    generate_params gp;
+    gp.n_indent = 4;
+    std::string streamed;
+    gp.on_text = [&](std::string_view s) {
+        streamed += s;
+        return true;
+    };
+    generate_result r;
+    sink_text(gp, r, streamed);
+    EXPECT_EQ(r.stop, STOP_REASON_LINE);
+    EXPECT_EQ(r.text, "def f(x):\n    y = x\n\n    return y\n");
+    EXPECT_EQ(streamed, r.text);
+    // indented enough throughout: nothing cut
+    gp.n_indent = 0;
+    generate_result whole;
+    streamed.clear();
+    sink_text(gp, whole, streamed);
+    EXPECT_EQ(whole.stop, STOP_REASON_NONE);
+    EXPECT_EQ(whole.text, text);
+    // t_max_ms already spent: the text ends at the first newline, never inside a line
+    gp.t_max_ms = 1e-6;
+    generate_result timed;
+    streamed.clear();
+    sink_text(gp, timed, streamed);
+    EXPECT_EQ(timed.stop, STOP_REASON_LINE);
+    const size_t nl = timed.text.find('\n');
+    ASSERT_NE(nl, std::string::npos) << timed.text;
+    EXPECT_EQ(text.rfind(timed.text, 0), 0u) << timed.text; // a prefix
+    // at most the next line's indentation after the newline (a token may carry both)
+    EXPECT_EQ(timed.text.find_first_not_of(" \t", nl + 1), std::string::npos) << timed.text;
+    EXPECT_EQ(streamed, timed.text);
+}
+
 TEST_F(generate_fixture, callback_can_stop) {
     generate_params gp;
     gp.n_predict = 40;
