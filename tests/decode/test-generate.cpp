@@ -28,6 +28,14 @@ struct generate_fixture : public ::testing::Test {
     }
 };
 
+// streams gp's text into out (out must outlive the generation)
+void stream_into(generate_params & gp, std::string & out) {
+    gp.on_text = [&out](std::string_view s) {
+        out += s;
+        return true;
+    };
+}
+
 TEST_F(generate_fixture, greedy_is_deterministic) {
     generate_params gp;
     gp.n_predict = 24;
@@ -59,10 +67,7 @@ TEST_F(generate_fixture, streaming_pieces_concatenate_to_the_text) {
     generate_params gp;
     gp.n_predict = 40;
     std::string streamed;
-    gp.on_text = [&](std::string_view s) {
-        streamed += s;
-        return true;
-    };
+    stream_into(gp, streamed);
     const generate_result r = run("for i in range(3):", gp);
     EXPECT_EQ(streamed, r.text);
     EXPECT_EQ(r.text, m->detokenize(r.tokens));
@@ -77,10 +82,7 @@ TEST_F(generate_fixture, stop_string_cuts_the_text) {
     const std::string stop = full.text.substr(full.text.size() / 2, 3);
     gp.stop = {stop};
     std::string streamed;
-    gp.on_text = [&](std::string_view s) {
-        streamed += s;
-        return true;
-    };
+    stream_into(gp, streamed);
     const generate_result cut = run("while True:", gp);
     EXPECT_EQ(cut.stop, STOP_REASON_STRING);
     EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
@@ -91,7 +93,7 @@ TEST_F(generate_fixture, stop_string_cuts_the_text) {
 TEST_F(generate_fixture, line_rules_end_the_text_at_a_line) {
     const std::string text = "def f(x):\n    y = x\n\n    return y\nz = f(1)\n";
     const token_vec toks = m->tokenize(text, false, false);
-    auto sink_text = [&](const generate_params & gp, generate_result & r, std::string & streamed) {
+    auto sink_text = [&](const generate_params & gp, generate_result & r) {
         output_sink sink(*m, gp, r);
         for (llama_token t : toks) {
             if (!sink.push(t)) return;
@@ -102,12 +104,9 @@ TEST_F(generate_fixture, line_rules_end_the_text_at_a_line) {
     generate_params gp;
     gp.n_indent = 4;
     std::string streamed;
-    gp.on_text = [&](std::string_view s) {
-        streamed += s;
-        return true;
-    };
+    stream_into(gp, streamed);
     generate_result r;
-    sink_text(gp, r, streamed);
+    sink_text(gp, r);
     EXPECT_EQ(r.stop, STOP_REASON_LINE);
     EXPECT_EQ(r.text, "def f(x):\n    y = x\n\n    return y\n");
     EXPECT_EQ(streamed, r.text);
@@ -115,14 +114,14 @@ TEST_F(generate_fixture, line_rules_end_the_text_at_a_line) {
     gp.n_indent = 0;
     generate_result whole;
     streamed.clear();
-    sink_text(gp, whole, streamed);
+    sink_text(gp, whole);
     EXPECT_EQ(whole.stop, STOP_REASON_NONE);
     EXPECT_EQ(whole.text, text);
     // t_max_ms already spent: the text ends at the first newline, never inside a line
     gp.t_max_ms = 1e-6;
     generate_result timed;
     streamed.clear();
-    sink_text(gp, timed, streamed);
+    sink_text(gp, timed);
     EXPECT_EQ(timed.stop, STOP_REASON_LINE);
     const size_t nl = timed.text.find('\n');
     ASSERT_NE(nl, std::string::npos) << timed.text;
