@@ -7,6 +7,9 @@ Layout of the vocabulary (ids):
     0 <|bos|>  1 <|eos|>  2 <|pad|>      control tokens; llama.cpp adds BOS (add_bos_token = true)
     3 .. 258                             the 256 bytes, in GPT-2's bytes_to_unicode spelling
     259 ..                               one token per merge, in merge order
+    n_vocab .. n_vocab + 2               <|fim_prefix|> <|fim_suffix|> <|fim_middle|>: added by
+                                         vocab_add_fim for the fill-in-the-middle fine-tune only, so
+                                         the pre-trainings and every other id stay as they were
 
 Pre-tokenization is llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT2 ("gpt-2"):
     's|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)
@@ -25,6 +28,8 @@ PRETOKENIZE = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s
 
 SPECIAL = ["<|bos|>", "<|eos|>", "<|pad|>"]
 N_SPECIAL = len(SPECIAL)
+# Qwen2.5-Coder's spelling, which llama.cpp also recognizes by text
+FIM = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"]
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -138,3 +143,49 @@ def bpe_save_vocab_gguf(path: str, merges: list[tuple[int, int]], n_ctx: int = 5
     w.write_tensors_to_file()
     w.close()
     os.replace(tmp, path)
+
+
+def vocab_add_fim(src: str, dst: str) -> dict:
+    """dst = the vocabulary GGUF src with the three FIM tokens appended as control tokens and named by
+    tokenizer.ggml.fim_{pre,suf,mid}_token_id; a vocabulary that names FIM tokens already (DeepSeek-
+    Coder's) is copied unchanged. Returns {"pre", "suf", "mid", "n_vocab"}."""
+    from model import gguf_import, gguf_tokenizer_fields
+    gguf = gguf_import()
+    fields = gguf_tokenizer_fields(src)
+    kv = {k: v for k, v, _, _ in fields}
+    toks = list(kv["tokenizer.ggml.tokens"])
+    keys = ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.fim_mid_token_id")
+    if all(k in kv for k in keys):
+        ids = [int(kv[k]) for k in keys]
+        fields_out = fields
+    else:
+        if any(t in toks for t in FIM):
+            raise ValueError(f"{src}: has a FIM token's text but not the FIM token ids")
+        ids = [len(toks) + i for i in range(len(FIM))]
+        fields_out = []
+        for k, v, vt, sub in fields:
+            if k == "tokenizer.ggml.tokens":
+                v = toks + FIM
+            elif k == "tokenizer.ggml.token_type":
+                v = list(v) + [int(gguf.TokenType.CONTROL)] * len(FIM)
+            elif k == "tokenizer.ggml.scores":
+                v = list(v) + [0.0] * len(FIM)
+            fields_out.append((k, v, vt, sub))
+        for k, i in zip(keys, ids):
+            fields_out.append((k, i, gguf.GGUFValueType.UINT32, None))
+    tmp = dst + ".tmp"
+    w = gguf.GGUFWriter(tmp, "llama")
+    w.add_name("editspec-bpe-fim")
+    r = gguf.GGUFReader(src)
+    for key, f in r.fields.items():   # the placeholder hparams of a vocabulary GGUF
+        if key.startswith("llama."):
+            n = len(fields_out[[k for k, *_ in fields_out].index("tokenizer.ggml.tokens")][1])
+            w.add_key_value(key, n if key == "llama.vocab_size" else f.contents(), f.types[0])
+    for k, v, vt, sub in fields_out:
+        w.add_key_value(k, v, vt, sub_type=sub)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, dst)
+    return {"pre": ids[0], "suf": ids[1], "mid": ids[2], "n_vocab": len(toks) + (0 if fields_out is fields else len(FIM))}

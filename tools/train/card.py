@@ -46,8 +46,11 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     ts = _load(os.path.join(dd, "tokenize-stats.json"), {})
     ev = _load(os.path.join(out, "eval", "summary.json"), {})
     runs = {n: (_load(os.path.join(out, n, "spec.json"), {}), _load(os.path.join(out, n, "done.json"), {}))
-            for n in ("target", "target-apply", "draft", "draft-plain", "draft-edit")}
-    apply_run = "target-apply" if runs["target-apply"][1] else "target"
+            for n in ("target", "target-apply", "target-fim", "draft", "draft-plain", "draft-edit")}
+    apply_run = next(n for n in ("target-fim", "target-apply", "target") if runs[n][1] or n == "target")
+    init_of = {"target-apply": "target", "target-fim": "target-apply", "draft-plain": "draft", "draft-edit": "draft"}
+    fst = _load(os.path.join(out, "fim-data", "fim-stats.json"), {})
+    fe = _load(os.path.join(out, "eval", "fim.json"), {})
     ap = _load(os.path.join(out, "eval", "apply.json"), {})
     ast = _load(os.path.join(out, "apply-data", "applies-stats.json"), {})
     L = []
@@ -55,7 +58,8 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     sets = "".join(f" --set {kv}" for kv in overrides)
     L.append(f"Made by `python3 tools/train/run.py --preset {preset} --seed {seed}{sets}` (tools/train/README.md) on "
              f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min (its stages as timed when they ran"
-             + ("; the target's pre-training taken from an earlier run, below, is not in it" if runs["target"][1].get("from") else "")
+             + ("; the trainings taken from an earlier run, below, are not in it"
+                if any(runs[n][1].get("from") for n in ("target", "target-apply")) else "")
              + ").\n")
     L.append("| file | role | parameters | layers x width | context | tokens seen | training time |")
     L.append("| --- | --- | --- | --- | --- | --- | --- |")
@@ -65,10 +69,10 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
         m = s.get("model", {})
         tok = d.get("tokens", 0)
         secs = d.get("seconds", 0)
-        if n != "target":
-            d0 = runs["draft" if n != "target-apply" else "target"][1]
-            tok += d0.get("tokens", 0)
-            secs += d0.get("seconds", 0)
+        while n in init_of:   # the trainings it started from
+            n = init_of[n]
+            tok += runs[n][1].get("tokens", 0)
+            secs += runs[n][1].get("seconds", 0)
         L.append(f"| `{fname}` | {role} | {d.get('params', 0) / 1e6:.1f}M | {m.get('n_layer')} x {m.get('n_embd')} | "
                  f"{m.get('n_ctx')} | {tok / 1e6:.2f}M | {secs / 60:.0f} min |")
     L.append("\nBoth are `llama` architecture GGUF (F16 matrices, tied input/output embeddings) with the same "
@@ -88,13 +92,25 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                  f"the change with elision markers: {a_tr.get('tasks')} training tasks from training files (with "
                  f"{a_tr.get('edits_mixed_in')} edits mixed in), {ast.get('applies_heldout', {}).get('examples')} held-out "
                  "tasks from held-out files.")
+    if fst:
+        f_tr = fst.get("fim_train", {})
+        L.append(f"- Fill-in-the-middle examples (tools/train/fim.py): a prefix, a suffix and the middle between them cut "
+                 f"from the training files in the shapes editors send (whole lines at the cursor, a line already begun, "
+                 f"any span): {f_tr.get('examples')} training examples ({json.dumps(f_tr.get('shapes', {}))}) with "
+                 f"{fst.get('apply_mixed_in')} apply and edit examples mixed in; {fst.get('fim_heldout', {}).get('examples')} "
+                 "from held-out files for the trainer's check; the next-line positions of the evaluation from held-out files.")
     L.append("- No evaluation set (CanItEdit, HumanEval, ...) was used for training.\n")
     v = ts.get("vocab", {})
     L.append("## Tokenizer\n")
     L.append(f"Byte-level BPE with {v.get('n_vocab')} tokens trained by the pipeline on the training files "
              "(llama.cpp pre-tokenizer `gpt-2`, BOS `<|bos|>`, EOS `<|eos|>`). "
              f"Held-out code: {ts.get('code_heldout', {}).get('bytes', 0) / max(1, ts.get('code_heldout', {}).get('tokens', 1)):.2f} "
-             "bytes per token (DeepSeek-Coder's 32k vocabulary: 3.09). Why not DeepSeek-Coder's: tools/train/README.md.\n")
+             "bytes per token (DeepSeek-Coder's 32k vocabulary: 3.09). Why not DeepSeek-Coder's: tools/train/README.md."
+             + (f" The target and the shipped draft add three control tokens at the end, `<|fim_prefix|>` {fst['fim_ids']['pre']}, "
+                f"`<|fim_suffix|>` {fst['fim_ids']['suf']} and `<|fim_middle|>` {fst['fim_ids']['mid']} (named in the GGUF's "
+                "`tokenizer.ggml.fim_*_token_id`): the FIM fine-tune learns them; the draft's rows for them are zeros "
+                "(`model.gguf_vocab_extend`), so every other id and the pre-trainings stay as they were."
+                if fst.get("fim_ids") else "") + "\n")
     L.append("## Training\n")
     L.append("| run | init | steps | batch x context | lr | loss weights | tokens | time | tokens/s |")
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -103,16 +119,17 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
             continue
         w = s.get("weights", {})
         wt = ", ".join(f"{k} {v:g}" for k, v in w.items())
-        init = "random" if not s.get("init") else ("target (its GGUF export)" if n == "target-apply" else "draft")
+        init = "random" if not s.get("init") else (f"{init_of[n]} (its GGUF export)" if n.startswith("target") else "draft")
         L.append(f"| {n} | {init} | {s.get('steps')} | {s.get('batch')} x {s.get('model', {}).get('n_ctx')} | "
                  f"{s.get('lr')} | {wt} | {d.get('tokens', 0) / 1e6:.2f}M | {d.get('seconds', 0) / 60:.1f} min | "
                  f"{d.get('tokens', 0) / max(1, d.get('seconds', 1)):.0f} |")
-    pre = runs["target"][1]
-    if pre.get("from"):
-        L.append(f"\nThe target's pre-training was not run here: `--pretrained-target {pre['from']}` (sha256 "
-                 f"{pre.get('sha256', '')[:16]}…), the export of an earlier run of this preset and seed, whose recorded "
-                 "training spec the pipeline checked against this run's; the rows above that start from it and every "
-                 "stage after it ran here. The pre-training's own time is in that run's card, not in this one's total.")
+    for n in ("target", "target-apply"):
+        pre = runs[n][1]
+        if pre.get("from"):
+            L.append(f"\n`{n}` was not trained here: `--take {n}={pre['from']}` (sha256 "
+                     f"{pre.get('sha256', '')[:16]}…), the export of an earlier run of this preset and seed, whose recorded "
+                     "training spec the pipeline checked against this run's; the rows that start from it and every "
+                     "stage after it ran here. Its training time is in that run's card, not in this one's total.")
     st = runs.get("target", (None, None))[0] or {}
     more = st.get("threads_more")
     L.append("\nAdamW (0.9, 0.95), weight decay 0.1 on matrices, warm-up then cosine to 10%, gradient clip 1.0, "
@@ -138,6 +155,15 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                  f"{best.get('tokens_per_pass', 0):.2f} tokens per target pass, identical to `ar`: {best.get('identical_to_ar')}; "
                  f"`reuse` {ms.get('reuse', {}).get('speedup_vs_ar', 0):.2f}x, {ms.get('reuse', {}).get('tokens_per_pass', 0):.2f} "
                  f"(`{r.get('command', '').split(' --out')[0].replace(out + '/', 'OUT/')}`).\n")
+    if fe:
+        v = fe.get("variants", {})
+        L.append(f"Fill in the middle, next line: {fe.get('positions')} positions at the start of a non-blank line of the "
+                 "held-out files, the whole lines around it as an editor sends them; greedy through `editspec serve`, the "
+                 "answer's first line against the file's line. Exactly right: "
+                 f"`/infill` with the suffix {_pct(v.get('infill_suffix', {}).get('exact_rate'))}, with an empty suffix "
+                 f"{_pct(v.get('infill_no_suffix', {}).get('exact_rate'))}, `/completion` of the prefix alone "
+                 f"{_pct(v.get('completion_prefix', {}).get('exact_rate'))} (right only with the suffix: "
+                 f"{fe.get('suffix_only_right')}, only without: {fe.get('prefix_only_right')}; `evaluate.py --fim-only`).\n")
     ca = ev.get("code_acc", {})
     L.append("| model | next-token accuracy (held-out files) | cross-entropy (nats/token) |")
     L.append("| --- | --- | --- |")

@@ -355,3 +355,97 @@ def stage_applies(data_dir: str, apply_dir: str, tool: str, seed: int, n_ctx: in
     shutil.rmtree(apply_dir, ignore_errors=True)
     os.replace(tmp_dir, apply_dir)
     return stats
+
+
+# ----------------------------------------------------------------------------
+# stage: fim (issue 40)
+
+def fim_tokenize(tool, vocab, sp, fim_ids, rows, n_ctx, n_keep, path_base, tmp):
+    """[BOS] PRE prefix SUF suffix MID typed | middle EOS for each row (fim.fim_example), each part
+    tokenized on its own as editspec's server does; kinds: the prompt up to `typed` KIND_PROMPT, the
+    middle KIND_NEW, then KIND_EOS; examples longer than n_ctx + 1 tokens dropped; the same npz fields
+    as examples_tokenize"""
+    parts = ("prefix", "suffix", "typed", "middle")
+    docs, msg = _tokenize(tool, vocab, [r[k] for r in rows for k in parts], tmp, path_base + ".bin")
+    dtype = np.uint16 if sp["n_vocab"] <= 65535 else np.int32
+    toks, kinds, offs, keep, n_drop = [], [], [0], [], 0
+    for i, r in enumerate(rows):
+        pre, suf, typed, mid = (docs[4 * i + j][0] for j in range(4))
+        prompt = np.concatenate([[sp["bos"], fim_ids["pre"]], pre, [fim_ids["suf"]], suf, [fim_ids["mid"]], typed])
+        t = np.concatenate([prompt, mid, [sp["eos"]]])
+        if t.size > n_ctx + 1:
+            n_drop += 1
+            continue
+        if 0 <= n_keep <= len(keep):
+            break
+        kinds.append(np.concatenate([np.full(prompt.size, KIND_PROMPT), np.full(mid.size, KIND_NEW), [KIND_EOS]]).astype(np.uint8))
+        toks.append(t)
+        offs.append(offs[-1] + t.size)
+        keep.append(i)
+    if not toks:
+        raise ValueError(f"fim: none of {len(rows)} FIM examples fits n_ctx = {n_ctx} tokens")
+    np.savez(path_base + ".npz", tokens=np.concatenate(toks).astype(dtype), kinds=np.concatenate(kinds),
+             offsets=np.array(offs, np.int64), rows=np.array(keep, np.int64))
+    os.remove(path_base + ".bin")
+    return {"examples": len(keep), "dropped_too_long": n_drop, "tokens": int(offs[-1]),
+            "tokens_middle": int(sum((k == KIND_NEW).sum() for k in kinds))}, msg
+
+
+def _npz_join(path: str, parts: list[tuple[str, int]]) -> None:
+    """path.npz = the first n examples of each (npz path, n) in turn (-1: all), rows renumbered"""
+    toks, kinds, offs = [], [], [0]
+    for p, n in parts:
+        z = np.load(p)
+        o = z["offsets"]
+        m = len(o) - 1 if n < 0 else min(n, len(o) - 1)
+        toks.append(z["tokens"][:o[m]])
+        kinds.append(z["kinds"][:o[m]])
+        offs += [offs[-1] + int(x) for x in o[1:m + 1]]
+    dtype = np.result_type(*[t.dtype for t in toks])
+    np.savez(path, tokens=np.concatenate(toks).astype(dtype), kinds=np.concatenate(kinds),
+             offsets=np.array(offs, np.int64), rows=np.arange(len(offs) - 1, dtype=np.int64))
+
+
+def stage_fim(data_dir: str, apply_dir: str, fim_dir: str, tool: str, seed: int, n_ctx: int, n_train: int,
+              n_heldout: int, n_apply_mix: int, n_eval: int, log=print) -> dict:
+    """the FIM fine-tuning's data folder (read by train.py like data_dir): tokenizer.gguf with the FIM
+    tokens (bpe.vocab_add_fim); edits-train.npz = FIM examples from the training files, then the first
+    n_apply_mix examples of apply_dir's (apply tasks and edits) so those skills stay trained;
+    edits-heldout.npz = FIM examples from the held-out files (the trainer's held-out check);
+    nextline-heldout.jsonl = n_eval next-line positions in the held-out files (fim.next_line_tasks)"""
+    import bpe
+    import fim
+    tmp_dir = fim_dir + ".tmp"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    os.makedirs(tmp_dir)
+    for f in ("code-train.npy", "code-heldout.npy", "corpus.json"):
+        shutil.copyfile(os.path.join(data_dir, f), os.path.join(tmp_dir, f))
+    vocab = os.path.join(tmp_dir, "tokenizer.gguf")
+    ids = bpe.vocab_add_fim(os.path.join(data_dir, "tokenizer.gguf"), vocab)
+    sp = vocab_special(vocab)
+    man = json.load(open(os.path.join(data_dir, "corpus.json")))
+    tmp = os.path.join(tmp_dir, "tok.tmp.jsonl")
+    stats = {"fim_ids": ids, "n_ctx": n_ctx}
+    for split, n in (("train", n_train), ("heldout", n_heldout)):
+        files = [(f["path"], open(os.path.join(man["root"], f["path"]), encoding="utf-8").read()) for f in man[split]]
+        # characters of prefix and suffix for an n_ctx-token window: ~3.3 bytes per token with the shipped
+        # tokenizer, so ~2/3 of the window at most, and a middle of up to 400 characters
+        max_prefix, max_suffix = n_ctx * 3 // 2, n_ctx * 3 // 4
+        rows = fim.fim_examples(files, seed + (0 if split == "train" else 1), n + n // 4, max_prefix, max_suffix)
+        base = os.path.join(tmp_dir, f"fim-{split}")
+        st, msg = fim_tokenize(tool, vocab, sp, ids, rows, n_ctx, n, base, tmp)
+        st["shapes"] = dict(Counter(rows[i]["shape"] for i in np.load(base + ".npz")["rows"]))
+        stats[f"fim_{split}"] = st
+        log(f"fim: {split}: {st['examples']} FIM examples ({st['dropped_too_long']} longer than {n_ctx} tokens dropped), "
+            f"{st['tokens']} tokens; {msg}")
+        if split == "train":
+            _npz_join(os.path.join(tmp_dir, "edits-train.npz"), [(base + ".npz", -1), (os.path.join(apply_dir, "edits-train.npz"), n_apply_mix)])
+        else:
+            shutil.copyfile(base + ".npz", os.path.join(tmp_dir, "edits-heldout.npz"))
+            _write_jsonl(os.path.join(tmp_dir, "nextline-heldout.jsonl"),
+                         fim.next_line_tasks(files, seed, n_eval, max_prefix, max_suffix))
+    stats["apply_mixed_in"] = n_apply_mix
+    _write_json(os.path.join(tmp_dir, "fim-stats.json"), stats)
+    shutil.rmtree(fim_dir, ignore_errors=True)
+    os.replace(tmp_dir, fim_dir)
+    return stats

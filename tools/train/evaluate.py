@@ -122,6 +122,70 @@ def apply_eval(a, out, log):
     data._write_json(os.path.join(ev_dir, "apply.json"), res)
 
 
+def _post(port: int, path: str, body: dict) -> dict:
+    import urllib.request
+    rq = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(rq, timeout=300) as r:
+        return json.loads(r.read())
+
+
+def fim_eval(a, out, log):
+    """OUT/eval/fim.json: next-line exact match on the held-out positions of fim-data (fim.next_line_tasks)
+    through `editspec serve`: /infill with llama.vim's fields (input_prefix, input_suffix, prompt) and
+    the suffix, the same with an empty suffix (an editor at the end of a file), and /completion of the
+    prefix alone; greedy, the first line of the answer against the file's line"""
+    import socket
+    target = os.path.join(out, a.target, "model.gguf")
+    tasks = data.read_jsonl(os.path.join(out, "fim-data", "nextline-heldout.jsonl"))
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    ev_dir = os.path.join(out, "eval")
+    os.makedirs(ev_dir, exist_ok=True)
+    cmd = [a.editspec, "serve", "-m", target, "--port", str(port), "-t", str(a.threads), "--max-tokens", "64"]
+    logf = open(os.path.join(ev_dir, "fim-serve.log"), "w")
+    srv = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+    t = time.time()
+    try:
+        for _ in range(600):
+            try:
+                import urllib.request
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
+                break
+            except OSError:
+                if srv.poll() is not None:
+                    raise RuntimeError(f"{' '.join(cmd)} exited ({srv.returncode}); see {logf.name}")
+                time.sleep(0.5)
+        greedy = {"n_predict": 48, "temperature": 0, "stop": ["\n"], "cache_prompt": True}
+        variants = {
+            "infill_suffix": lambda x: ("/infill", {"input_prefix": x["prefix"], "input_suffix": x["suffix"], "prompt": "", **greedy}),
+            "infill_no_suffix": lambda x: ("/infill", {"input_prefix": x["prefix"], "input_suffix": "", "prompt": "", **greedy}),
+            "completion_prefix": lambda x: ("/completion", {"prompt": x["prefix"], **greedy}),
+        }
+        res = {"target": target, "positions": len(tasks), "command": " ".join(cmd), "variants": {}}
+        outs = {}
+        for name, make in variants.items():
+            got = []
+            for x in tasks:
+                path, body = make(x)
+                got.append(_post(port, path, body).get("content", "").split("\n")[0])
+            outs[name] = got
+            n = sum(g == x["line"] for g, x in zip(got, tasks))
+            res["variants"][name] = {"exact": n, "exact_rate": round(n / max(1, len(tasks)), 4)}
+            log(f"eval: fim next line, {name}: {n}/{len(tasks)} exact")
+        both = outs["infill_suffix"], outs["completion_prefix"]
+        res["suffix_only_right"] = sum(g == x["line"] != h for g, h, x in zip(*both, tasks))
+        res["prefix_only_right"] = sum(h == x["line"] != g for g, h, x in zip(*both, tasks))
+        res["seconds"] = round(time.time() - t, 1)
+    finally:
+        srv.terminate()
+        srv.wait()
+    data._write_jsonl(os.path.join(ev_dir, "fim-outputs.jsonl"),
+                      [{"path": x["path"], "line": x["line"], **{k: v[i] for k, v in outs.items()}} for i, x in enumerate(tasks)])
+    data._write_json(os.path.join(ev_dir, "fim.json"), res)
+
+
 EE_CAP = 16   # draft nodes per pass in the EfficientEdit runs: fixed, so no measured cost curve enters the figures
 
 
@@ -259,17 +323,23 @@ def main():
     ap.add_argument("--doc-tokens", type=int, default=1024, help="score the first N tokens of each held-out file (0 = all)")
     ap.add_argument("--target", default="target", help="the target's folder in OUT (target-apply: the shipped one)")
     ap.add_argument("--apply-only", action="store_true", help="only the fast-apply evaluation (eval/apply.json)")
+    ap.add_argument("--fim-only", action="store_true", help="only the fill-in-the-middle evaluation (eval/fim.json)")
+    ap.add_argument("--draft-file", default="model.gguf",
+                    help="the drafts' GGUF in their folders (model-fim.gguf: with the FIM target's vocabulary)")
     a = ap.parse_args()
     log = lambda s: print(s, flush=True)  # noqa: E731
     if a.apply_only:
         apply_eval(a, a.out, log)
+        return
+    if a.fim_only:
+        fim_eval(a, a.out, log)
         return
     out, dd = a.out, os.path.join(a.out, "data")
     ev_dir = os.path.join(out, "eval")
     os.makedirs(ev_dir, exist_ok=True)
     E, th = a.eval_bin, str(a.threads)
     dec = decision_points(os.path.join(os.path.dirname(E), "editspec-train-tokenize"), dd)
-    models = {n: os.path.join(out, n, "model.gguf") for n in ("target", "draft", "draft-plain", "draft-edit")}
+    models = {n: os.path.join(out, n, a.draft_file) for n in ("target", "draft", "draft-plain", "draft-edit")}
     models["target"] = os.path.join(out, a.target, "model.gguf")
     models = {n: p for n, p in models.items() if os.path.exists(p)}
     res = {"models": models}

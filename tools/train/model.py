@@ -209,10 +209,12 @@ def gguf_tokenizer_fields(vocab_gguf: str):
     return out
 
 
-def model_load_gguf(net: llama, path: str) -> dict:
+def model_load_gguf(net: llama, path: str, grow_vocab: bool = False) -> dict:
     """loads the weights of a GGUF that model_save_gguf wrote (F32 or F16) into net, whose shape must
     match (its n_ctx may differ: RoPE has no learned positions); returns the file's key-values
-    editspec.* (the training spec of the run that made it)"""
+    editspec.* (the training spec of the run that made it). grow_vocab: net may have more tokens than
+    the file (tokens appended to its vocabulary: the FIM fine-tune's); their embedding rows start as
+    the mean of the file's rows"""
     gguf = gguf_import()
     import numpy as np
     r = gguf.GGUFReader(path)
@@ -229,7 +231,12 @@ def model_load_gguf(net: llama, path: str) -> dict:
     with torch.no_grad():
         for gname, pname in names.items():
             t = tensors[gname]
-            a = np.asarray(t.data).astype(np.float32).reshape(tuple(params[pname].shape))
+            shape = tuple(params[pname].shape)
+            if grow_vocab and gname in ("token_embd.weight", "output.weight") and t.shape[-1] < shape[0]:
+                a = np.asarray(t.data).astype(np.float32).reshape((-1, shape[1]))
+                a = np.concatenate([a, np.repeat(a.mean(0, keepdims=True), shape[0] - a.shape[0], 0)])
+            else:
+                a = np.asarray(t.data).astype(np.float32).reshape(shape)
             params[pname].copy_(torch.from_numpy(a))
     out = {}
     for key, f in r.fields.items():
@@ -282,3 +289,45 @@ def model_save_gguf(net: llama, path: str, vocab_gguf: str, ftype: str = "f16", 
     w.write_tensors_to_file()
     w.close()
     os.replace(tmp, path)
+
+
+def gguf_vocab_extend(src: str, vocab_gguf: str, dst: str) -> int:
+    """dst = the model GGUF src with vocab_gguf's vocabulary, which extends src's by tokens appended at
+    the end (bpe.vocab_add_fim): their embedding rows are zeros, so a model that never learned them
+    (the draft) reads them as nothing and never predicts them over a token it scores above zero; every
+    other tensor and key-value is copied. Returns the number of tokens added."""
+    gguf = gguf_import()
+    import numpy as np
+    r = gguf.GGUFReader(src)
+    toks_src = r.fields["tokenizer.ggml.tokens"]
+    n_src = len(toks_src.data)
+    fields = gguf_tokenizer_fields(vocab_gguf)
+    toks = next(v for k, v, _, _ in fields if k == "tokenizer.ggml.tokens")
+    if toks[:n_src] != [toks_src.contents(i) for i in range(n_src)]:
+        raise ValueError(f"{vocab_gguf}: its vocabulary does not extend that of {src}")
+    n_add = len(toks) - n_src
+    tmp = dst + ".tmp"
+    w = gguf.GGUFWriter(tmp, "llama")
+    for key, f in r.fields.items():
+        if key.startswith("tokenizer.") or key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        val = f.contents()
+        if key == "llama.vocab_size":
+            val = len(toks)
+        if f.types[0] == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, val, f.types[0], sub_type=f.types[-1])
+        else:
+            w.add_key_value(key, val, f.types[0])
+    for key, val, vtype, sub in fields:
+        w.add_key_value(key, val, vtype, sub_type=sub)
+    for t in r.tensors:
+        a = np.asarray(t.data)
+        if t.name in ("token_embd.weight", "output.weight"):
+            a = np.concatenate([a, np.zeros((n_add, a.shape[1]), a.dtype)])
+        w.add_tensor(t.name, np.ascontiguousarray(a))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, dst)
+    return n_add

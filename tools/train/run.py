@@ -14,13 +14,16 @@ its last checkpoint):
     tokenizer  BPE trained on the training files (or DeepSeek-Coder's vocabulary)      data/tokenizer.gguf
     tokenize   llama.cpp tokenizes everything; edit tokens get their kinds             data/*.npy, *.npz
     applies    fast-apply tasks (file piece, snippet, merged file) from both splits     apply-data/
+    fim-data   fill-in-the-middle examples, the FIM tokens added to the vocabulary     fim-data/
     train      pre-train the target (code + edits) and, beside it, the draft; then     target/ draft/
-               the target fine-tuned on apply tasks at a longer context (shipped)      target-apply/
+               the target fine-tuned on apply tasks at a longer context, then         target-apply/
+               on FIM examples with apply tasks and edits mixed in (shipped)          target-fim/
     labels     the target's own answers to training edits (EfficientEdit §III-B)            labels/
     finetune   the draft fine-tuned twice on them: plain (answer tokens) and
                edit-oriented (EfficientEdit eq. 8: new-line tokens only)               draft-plain/ draft-edit/
     eval       held-out metrics through llama.cpp and editspec                          eval/summary.json
     apply-eval held-out apply tasks (and CanItEdit's) through `editspec bench`          eval/apply.json
+    fim-eval   next-line exact match on held-out files, with and without the suffix   eval/fim.json
     card       the model card                                                           MODEL_CARD.md
 
 With --jobs 2 (the default) the two pre-trainings run at the same time, one thread each (the target
@@ -56,7 +59,9 @@ PRESETS = {
               "finetune": {"steps": 30, "batch": 4, "lr": 1e-3, "warmup": 5}, "labels": 40,
               "eval": {"spec_prompts": 10, "spec_gen": 32, "max_edits": 8, "spec_edits": 8}, "eval_every": 30,
               "apply": {"n_ctx": 1024, "steps": 30, "batch": 2, "lr": 3e-4, "warmup": 5, "p_edit": 0.85, "tasks_train": 300,
-                        "tasks_heldout": 20, "max_chars": 1200, "edits_mix": 100}},
+                        "tasks_heldout": 20, "max_chars": 1200, "edits_mix": 100},
+              "fim": {"n_ctx": 1024, "steps": 30, "batch": 2, "lr": 3e-4, "warmup": 5, "p_edit": 0.9, "fim_train": 500,
+                      "fim_heldout": 20, "apply_mix": 100, "eval_lines": 40}},
     # the test suite's preset (tests/train): toy shapes and steps on a small corpus (--corpus-root), every
     # stage in about a minute; checks that the pipeline runs and is deterministic, not what it learns
     "test": {"n_vocab": 384, "n_ctx": 512, "edits_train": 400, "edits_heldout": 12,
@@ -67,7 +72,9 @@ PRESETS = {
              "finetune": {"steps": 6, "batch": 2, "lr": 1e-3, "warmup": 2}, "labels": 8,
              "eval": {"spec_prompts": 4, "spec_gen": 16, "max_edits": 6, "spec_edits": 4}, "eval_every": 6,
              "apply": {"n_ctx": 768, "steps": 6, "batch": 2, "lr": 3e-4, "warmup": 2, "p_edit": 0.85, "tasks_train": 40,
-                       "tasks_heldout": 6, "max_chars": 800, "edits_mix": 20}},
+                       "tasks_heldout": 6, "max_chars": 800, "edits_mix": 20},
+             "fim": {"n_ctx": 768, "steps": 6, "batch": 2, "lr": 3e-4, "warmup": 2, "p_edit": 0.9, "fim_train": 40,
+                     "fim_heldout": 6, "apply_mix": 20, "eval_lines": 8}},
     # learning curves in ~8 minutes of one core each
     "short": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
               "target": {"shape": TARGET_SHAPE, "steps": 160, "batch": 4, "lr": 1e-3, "warmup": 30},
@@ -75,7 +82,9 @@ PRESETS = {
               "finetune": {"steps": 60, "batch": 4, "lr": 5e-4, "warmup": 10}, "labels": 300,
               "eval": {"spec_prompts": 40, "spec_gen": 128, "max_edits": 200, "spec_edits": 40}, "eval_every": 40,
               "apply": {"n_ctx": 1024, "steps": 120, "batch": 2, "lr": 3e-4, "warmup": 20, "p_edit": 0.85, "tasks_train": 2000,
-                        "tasks_heldout": 100, "max_chars": 1200, "edits_mix": 500}},
+                        "tasks_heldout": 100, "max_chars": 1200, "edits_mix": 500},
+              "fim": {"n_ctx": 1024, "steps": 120, "batch": 2, "lr": 3e-4, "warmup": 20, "p_edit": 0.9, "fim_train": 4000,
+                      "fim_heldout": 100, "apply_mix": 1000, "eval_lines": 200}},
     # the shipped models: steps set from the throughput measured here (README.md): the draft ~6,500
     # tokens/s on one core (3000 x 2048: ~16 min), beside it the 7-layer target on the other core
     # ~2,300 (~1,100 steps by then), then on both cores ~3,800 (the other 8,500 steps: ~71 min). 70 % of
@@ -92,7 +101,12 @@ PRESETS = {
              # fast apply (issue 21): the pre-trained target fine-tuned on apply tasks at a longer context
              # (whole pieces of files: the code, the snippet and the merged code), with edits and code mixed in
              "apply": {"n_ctx": 1024, "steps": 1200, "batch": 2, "lr": 5e-4, "warmup": 50, "p_edit": 0.85,
-                       "tasks_train": 8000, "tasks_heldout": 200, "max_chars": 1200, "edits_mix": 3000}},
+                       "tasks_train": 8000, "tasks_heldout": 200, "max_chars": 1200, "edits_mix": 3000},
+             # fill in the middle (issue 40): target-apply's export, its vocabulary grown by the three FIM
+             # tokens, fine-tuned on FIM examples shaped as editors send them with apply tasks and edits
+             # mixed in (tools/train/fim.py); this is the shipped target
+             "fim": {"n_ctx": 1024, "steps": 500, "batch": 2, "lr": 3e-4, "warmup": 30, "p_edit": 0.9, "fim_train": 20000,
+                     "fim_heldout": 200, "apply_mix": 4000, "eval_lines": 300}},
 }
 
 WEIGHTS_PRETRAIN = {"prompt": 0.0, "same": 1.0, "new": 1.0, "eos": 1.0, "code": 1.0}
@@ -188,7 +202,7 @@ def cpu_has_bf16() -> bool:
 
 def train_spec(name, out, data_dir, seed, preset, role, init="", weights=None, seed_offset=0):
     p = PRESETS[preset]
-    r = p[role] if role in ("target", "draft", "apply") else p["finetune"]
+    r = p[role] if role in ("target", "draft", "apply", "fim") else p["finetune"]
     shape = p["draft" if role in ("draft", "finetune") else "target"]["shape"]
     return {
         "name": name, "data": data_dir, "out": os.path.join(out, name), "seed": seed + seed_offset,
@@ -307,7 +321,19 @@ def main():
                     help="take this GGUF as the target's pre-training instead of running it (~87 min): it must be that "
                          "stage's export for this preset and seed, which its recorded training spec is checked against "
                          "(models/editspec-target.gguf before issue 21 is, for --preset full --seed 1)")
+    ap.add_argument("--take", action="append", default=[], metavar="NAME=GGUF",
+                    help="take a training's result from this GGUF instead of running it, checked against its recorded "
+                         "spec like --pretrained-target (NAME: target or target-apply; models/editspec-target.gguf of "
+                         "df13679..8a53dd9 is target-apply for --preset full --seed 1)")
     a = ap.parse_args()
+    takes = {}
+    for kv in a.take:
+        name, sep, path = kv.partition("=")
+        if not sep or name not in ("target", "target-apply"):
+            sys.exit(f"run: --take {kv}: give NAME=GGUF with NAME target or target-apply")
+        takes[name] = path
+    if a.pretrained_target:
+        takes.setdefault("target", a.pretrained_target)
     ensure_python()
     sys.path.insert(0, HERE)
     t_start = time.time()
@@ -403,6 +429,17 @@ def main():
     n_vocab = data.vocab_special(os.path.join(dd, "tokenizer.gguf"))["n_vocab"]
     if n_vocab != p["n_vocab"]:
         p["n_vocab"] = n_vocab   # DeepSeek-Coder's vocabulary
+    fd = os.path.join(out, "fim-data")
+    pf = p["fim"]
+    k_fim_data = key_of(["fim-data", k_applies, a.seed, pf, src_hash("fim.py", "data.py", "bpe.py")])
+
+    def do_fim_data():
+        if not st.done("fim-data", k_fim_data):
+            data.stage_fim(dd, ad, fd, tok_tool, a.seed, pf["n_ctx"], pf["fim_train"], pf["fim_heldout"], pf["apply_mix"],
+                           pf["eval_lines"], log=log)
+            st.mark("fim-data", k_fim_data)
+    timed("fim-data", do_fim_data)
+    fim_vocab = os.path.join(fd, "tokenizer.gguf")
 
     # training
     s_target = train_spec("target", out, dd, a.seed, a.preset, "target")
@@ -421,42 +458,68 @@ def main():
         s_apply["threads_more"] = {"threads": 2, "after": os.path.join(s_draft["out"], "done.json")}
     k_apply = key_of([k_target, k_applies, {k: v for k, v in s_apply.items() if k != "threads_more"}, k_train_src])
 
-    def pretrained_take(path):
-        """the target's pre-training is the given export: checked against the spec this run would train with"""
+    # fill in the middle: target-apply's export with the FIM tokens added, fine-tuned (the shipped target)
+    s_fim = train_spec("target-fim", out, fd, a.seed, a.preset, "fim", init=os.path.join(out, "target-apply", "model.gguf"),
+                       weights=WEIGHTS_PRETRAIN, seed_offset=4000)
+    s_fim["model"]["n_vocab"] = data.vocab_special(fim_vocab)["n_vocab"]
+    if a.jobs >= 2:
+        s_fim["threads_more"] = {"threads": 2, "after": os.path.join(s_draft["out"], "done.json")}
+    k_fim = key_of([k_apply, k_fim_data, {k: v for k, v in s_fim.items() if k != "threads_more"}, k_train_src])
+    specs = {"target": s_target, "draft": s_draft, "target-apply": s_apply, "target-fim": s_fim}
+    deps = {"target-apply": ["target"], "target-fim": ["target-apply"]}
+
+    def take(name, path):
+        """a training's result is the given export: checked against the spec this run would train with"""
         import model as model_py
-        want = {k: v for k, v in s_target_key.items() if k not in ("out", "data", "init")}
-        net = model_py.llama(model_py.model_config(**s_target["model"]))
+        s = specs[name]
+        want = {k: v for k, v in s.items() if k not in ("out", "data", "init", "threads", "threads_more")}
+        net = model_py.llama(model_py.model_config(**s["model"]))
         try:
             got = json.loads(model_py.model_load_gguf(net, path).get("editspec.train.spec", "{}"))
         except (ValueError, OSError) as e:
-            sys.exit(f"run: --pretrained-target {path}: {e}; it is not this preset's pre-training")
-        got.pop("threads_more", None)   # a scheduling detail (and a path), no result depends on it
+            sys.exit(f"run: --take {name}={path}: {e}; it is not this preset's {name}")
+        for k in ("threads", "threads_more"):   # scheduling details (and a path), no result depends on them
+            got.pop(k, None)
         if got != json.loads(json.dumps(want, sort_keys=True)):
             diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-            sys.exit(f"run: --pretrained-target {path}: made by another training spec (differs in {', '.join(diff) or '?'}); "
-                     f"it is not this preset's pre-training")
-        os.makedirs(s_target["out"], exist_ok=True)
-        shutil.copyfile(path, os.path.join(s_target["out"], "model.gguf"))
-        done = {"name": "target", "from": os.path.abspath(path), "sha256": hashlib.sha256(open(path, "rb").read()).hexdigest(),
-                "steps": s_target["steps"], "tokens": s_target["steps"] * s_target["batch"] * s_target["model"]["n_ctx"],
-                "params": net.cfg.n_params()}
-        data._write_json(os.path.join(s_target["out"], "done.json"), done)
-        st.mark("target", k_target, done)
-        log(f"train: target: taken from {path} (its recorded spec matches; sha256 {done['sha256'][:12]})")
+            sys.exit(f"run: --take {name}={path}: made by another training spec (differs in {', '.join(diff) or '?'}); "
+                     f"it is not this preset's {name}")
+        os.makedirs(s["out"], exist_ok=True)
+        shutil.copyfile(path, os.path.join(s["out"], "model.gguf"))
+        done = {"name": name, "from": os.path.abspath(path), "sha256": hashlib.sha256(open(path, "rb").read()).hexdigest(),
+                "steps": s["steps"], "tokens": s["steps"] * s["batch"] * s["model"]["n_ctx"], "params": net.cfg.n_params()}
+        data._write_json(os.path.join(s["out"], "done.json"), done)
+        st.mark(name, keys[name], done)
+        log(f"train: {name}: taken from {path} (its recorded spec matches; sha256 {done['sha256'][:12]})")
 
     def do_train():
-        # the pre-trainings, one thread each, side by side; the apply fine-tuning once the target is done
-        if a.pretrained_target and not st.done("target", k_target):
-            pretrained_take(a.pretrained_target)
-        todo = [s for s in (s_target, s_draft, s_apply) if not st.done(s["name"], keys[s["name"]])]
-        run_todo(todo, deps={"target-apply": ["target"]})
-    keys = {"target": k_target, "draft": k_draft, "target-apply": k_apply}
+        # the pre-trainings, one thread each, side by side; the apply fine-tuning once the target is done,
+        # then the FIM one. --until NAME of a training runs only it and what it starts from
+        for name in ("target", "target-apply"):
+            if name in takes and not st.done(name, keys[name]):
+                take(name, takes[name])
+        names = list(specs)
+        if a.until in specs:
+            names, grow = [a.until], True
+            while grow:
+                more = [d for n in names if not st.done(n, keys[n]) for d in deps.get(n, []) if d not in names]
+                names, grow = names + more, bool(more)
+        todo = [specs[n] for n in specs if n in names and not st.done(n, keys[n])]
+        if "draft" not in [s["name"] for s in todo]:   # no sibling on the other core: take both from the start
+            todo = [{**s, "threads": s["threads_more"]["threads"]} if "threads_more" in s else s for s in todo]
+        run_todo(todo, deps=deps)
+        if a.until in specs:
+            log(f"run: stopping after training {a.until} (--until)")
+            sys.exit(0)
+    keys = {"target": k_target, "draft": k_draft, "target-apply": k_apply, "target-fim": k_fim}
 
     def run_todo(todo, deps=None):
         for s in todo:   # a stale run starts over; an interrupted one (same settings, no stamp) resumes
             ck = os.path.join(s["out"], "spec.json")
             stamp = os.path.join(out, f"stage-{s['name']}.json")
-            if os.path.exists(ck) and json.load(open(ck)) != s:
+            sched = ("threads", "threads_more")   # scheduling only: no result depends on them
+            if os.path.exists(ck) and {k: v for k, v in json.load(open(ck)).items() if k not in sched} != \
+                    {k: v for k, v in s.items() if k not in sched}:
                 log(f"train: {s['name']}: settings changed, starting over")
                 shutil.rmtree(s["out"])
             elif os.path.exists(s["out"]) and os.path.exists(stamp):
@@ -498,16 +561,21 @@ def main():
 
     def do_finetune():
         run_todo([s for s in (s_plain, s_edit) if not st.done(s["name"], keys[s["name"]])])
+        # the drafts with the FIM target's vocabulary (its added tokens as zero rows), so they draft for it
+        import model as model_py
+        for n in ("draft", "draft-plain", "draft-edit"):
+            model_py.gguf_vocab_extend(os.path.join(out, n, "model.gguf"), fim_vocab, os.path.join(out, n, "model-fim.gguf"))
     timed("finetune", do_finetune)
 
-    # evaluation
-    k_eval = key_of([k_apply, k_plain, k_edit, p["eval"], src_hash("evaluate.py", "eval.cpp")])
+    # evaluation (of the shipped target, target-fim, with the drafts that share its vocabulary)
+    k_eval = key_of([k_fim, k_plain, k_edit, p["eval"], src_hash("evaluate.py", "eval.cpp", "model.py")])
 
     def do_eval():
         if st.done("eval", k_eval):
             return
         e = p["eval"]
-        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--eval-bin", eval_tool, "--target", "target-apply",
+        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--eval-bin", eval_tool, "--target", "target-fim",
+                        "--draft-file", "model-fim.gguf",
                         "--editspec", editspec_bin(), "--threads", "1",
                         "--spec-prompts", str(e["spec_prompts"]), "--spec-gen", str(e["spec_gen"]),
                         "--max-edits", str(e["max_edits"]), "--spec-edits", str(e["spec_edits"]), "--jobs", str(a.jobs)],
@@ -516,16 +584,28 @@ def main():
     timed("eval", do_eval)
 
     # fast apply on the held-out apply tasks (and CanItEdit's, where the dataset is found: evaluation only)
-    k_apply_eval = key_of([k_apply, k_plain, k_applies, src_hash("evaluate.py")])
+    k_apply_eval = key_of([k_fim, k_plain, k_applies, src_hash("evaluate.py")])
 
     def do_apply_eval():
         if st.done("apply-eval", k_apply_eval):
             return
-        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--apply-only", "--target", "target-apply",
+        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--apply-only", "--target", "target-fim",
                         "--editspec", editspec_bin(), "--eval-bin", eval_tool, "--threads", str(max(1, a.jobs))],
                        check=True, env=env)
         st.mark("apply-eval", k_apply_eval)
     timed("apply-eval", do_apply_eval)
+
+    # fill in the middle: next-line exact match on held-out files with and without the suffix
+    k_fim_eval = key_of([k_fim, k_fim_data, src_hash("evaluate.py")])
+
+    def do_fim_eval():
+        if st.done("fim-eval", k_fim_eval):
+            return
+        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--fim-only", "--target", "target-fim",
+                        "--editspec", editspec_bin(), "--eval-bin", eval_tool, "--threads", str(max(1, a.jobs))],
+                       check=True, env=env)
+        st.mark("fim-eval", k_fim_eval)
+    timed("fim-eval", do_fim_eval)
 
     # model card
     def do_card():
@@ -536,10 +616,10 @@ def main():
     if a.ship:
         mdir = os.path.join(ROOT, "models")
         os.makedirs(mdir, exist_ok=True)
-        shutil.copyfile(os.path.join(out, "target-apply", "model.gguf"), os.path.join(mdir, "editspec-target.gguf"))
+        shutil.copyfile(os.path.join(out, "target-fim", "model.gguf"), os.path.join(mdir, "editspec-target.gguf"))
         import card
         ship = card.shipped_draft(out)   # the better fine-tune in the whole EfficientEdit (the card says which)
-        shutil.copyfile(os.path.join(out, ship, "model.gguf"), os.path.join(mdir, "editspec-draft.gguf"))
+        shutil.copyfile(os.path.join(out, ship, "model-fim.gguf"), os.path.join(mdir, "editspec-draft.gguf"))
         shutil.copyfile(os.path.join(out, "MODEL_CARD.md"), os.path.join(mdir, "MODEL_CARD.md"))
         log(f"ship: models/editspec-target.gguf, models/editspec-draft.gguf ({ship}), models/MODEL_CARD.md")
     log(f"run: done in {(time.time() - t_start) / 60:.1f} min; stage seconds {json.dumps(timings)}; results in {out}")

@@ -64,6 +64,8 @@ class pipeline_test(unittest.TestCase):
         for f in sorted(f for f in os.listdir(src) if f.endswith(".py"))[:N_FILES]:
             shutil.copyfile(os.path.join(src, f), os.path.join(root, f))
         cls.gguf_py = os.path.join(os.path.dirname(run.llama_prefix()), "src", "gguf-py")
+        if cls.gguf_py not in sys.path:   # for the tests that read GGUFs themselves
+            sys.path.insert(0, cls.gguf_py)
         cls.runs = []
         for name in ("a", "b"):
             out = os.path.join(cls.tmp, name)
@@ -81,15 +83,19 @@ class pipeline_test(unittest.TestCase):
 
     def test_stages_and_card(self):
         out = self.runs[0]
-        for s in ("build", "corpus", "edits", "tokenizer", "tokenize", "applies", "target", "draft", "target-apply", "labels",
-                  "draft-plain", "draft-edit", "eval", "apply-eval"):
+        for s in ("build", "corpus", "edits", "tokenizer", "tokenize", "applies", "fim-data", "target", "draft", "target-apply",
+                  "target-fim", "labels", "draft-plain", "draft-edit", "eval", "apply-eval", "fim-eval"):
             self.assertTrue(os.path.exists(os.path.join(out, f"stage-{s}.json")), s)
         with open(os.path.join(out, "MODEL_CARD.md")) as f:
             card = f.read()
         self.assertIn("draft-edit", card)
         ev = read_json(os.path.join(out, "eval", "summary.json"))
         self.assertEqual(set(ev["code_acc"]), {"target", "draft", "draft-plain", "draft-edit"})
-        self.assertTrue(ev["models"]["target"].endswith("target-apply/model.gguf"))   # the shipped target is evaluated
+        self.assertTrue(ev["models"]["target"].endswith("target-fim/model.gguf"))   # the shipped target is evaluated
+        self.assertTrue(ev["models"]["draft-plain"].endswith("draft-plain/model-fim.gguf"))   # with drafts of its vocabulary
+        fe = read_json(os.path.join(out, "eval", "fim.json"))
+        self.assertEqual(set(fe["variants"]), {"infill_suffix", "infill_no_suffix", "completion_prefix"})
+        self.assertEqual(fe["positions"], run.PRESETS["test"]["fim"]["eval_lines"])
         ap = read_json(os.path.join(out, "eval", "apply.json"))
         self.assertGreater(ap["heldout"]["items_fit"], 0)
         for m in ("reuse", "reuse+lookup-longest"):
@@ -114,6 +120,66 @@ class pipeline_test(unittest.TestCase):
         self.assertEqual(data.apply_prompt_render("", "U", "C"),
                          "### Instruction:\nApply the update to the code.\n### Update:\nU\n### Original code:\nC\n### Edited code:\n")
 
+    def test_fim_examples(self):
+        # [BOS] PRE prefix SUF suffix MID typed (prompt kinds) | middle (new) EOS; the FIM tokens appended
+        # to the vocabulary, named in the GGUFs, and the drafts extended to the same vocabulary
+        out = self.runs[0]
+        fd = os.path.join(out, "fim-data")
+        sp = data.vocab_special(os.path.join(fd, "tokenizer.gguf"))
+        n0 = data.vocab_special(os.path.join(out, "data", "tokenizer.gguf"))["n_vocab"]
+        self.assertEqual(sp["n_vocab"], n0 + 3)
+        pre, suf, mid = n0, n0 + 1, n0 + 2
+        z = np.load(os.path.join(fd, "fim-train.npz"))
+        toks, kinds, offs = z["tokens"], z["kinds"], z["offsets"]
+        self.assertGreater(len(offs) - 1, 10)
+        for i in range(len(offs) - 1):
+            t, k = toks[offs[i]:offs[i + 1]].tolist(), kinds[offs[i]:offs[i + 1]]
+            self.assertEqual(t[:2], [sp["bos"], pre])
+            self.assertEqual((t.count(pre), t.count(suf), t.count(mid)), (1, 1, 1))
+            self.assertLess(t.index(suf), t.index(mid))
+            self.assertEqual(t[-1], sp["eos"])
+            self.assertEqual(k[-1], data.KIND_EOS)
+            self.assertTrue((k[:t.index(mid) + 1] == data.KIND_PROMPT).all())
+            body = k[t.index(mid) + 1:-1]
+            self.assertTrue(np.isin(body, [data.KIND_PROMPT, data.KIND_NEW]).all())
+            self.assertGreater(int((body == data.KIND_NEW).sum()), 0)
+        # the training set is the FIM examples, then apply examples (no FIM tokens)
+        zt = np.load(os.path.join(fd, "edits-train.npz"))
+        self.assertEqual(len(zt["offsets"]) - 1, len(offs) - 1 + run.PRESETS["test"]["fim"]["apply_mix"])
+        self.assertTrue((zt["tokens"][:offs[-1]] == toks).all())
+        self.assertTrue((zt["tokens"][offs[-1]:] < n0).all())
+        import model as model_py
+        gguf = model_py.gguf_import()
+        for f in ("target-fim/model.gguf", "draft-plain/model-fim.gguf"):
+            r = gguf.GGUFReader(os.path.join(out, f))
+            self.assertEqual([int(r.fields[f"tokenizer.ggml.fim_{x}_token_id"].contents()) for x in ("pre", "suf", "mid")],
+                             [pre, suf, mid], f)
+            self.assertEqual(len(r.fields["tokenizer.ggml.tokens"].data), n0 + 3, f)
+        # the extended draft's new rows are zeros; its other rows are the draft's
+        ra = {t.name: t for t in gguf.GGUFReader(os.path.join(out, "draft-plain", "model.gguf")).tensors}
+        rb = {t.name: t for t in gguf.GGUFReader(os.path.join(out, "draft-plain", "model-fim.gguf")).tensors}
+        ea, eb = np.asarray(ra["token_embd.weight"].data), np.asarray(rb["token_embd.weight"].data)
+        self.assertTrue((eb[:n0] == ea).all())
+        self.assertTrue((eb[n0:] == 0).all())
+        # next-line tasks: the line between the prefix and the suffix
+        for x in data.read_jsonl(os.path.join(fd, "nextline-heldout.jsonl")):
+            self.assertTrue(x["prefix"].endswith("\n") and x["suffix"].startswith("\n") and x["line"].strip(), x)
+
+    def test_take_target_apply_makes_the_same_fim_model(self):
+        # target-fim starts from target-apply's export, its vocabulary grown: a run given that export makes
+        # a byte-identical FIM model, training nothing else (--until target-fim)
+        out = os.path.join(self.tmp, "f")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "--preset", "test", "--seed", "1", "--out", out,
+                            "--corpus-root", os.path.join(self.tmp, "corpus"), "--jobs", "1", "--until", "target-fim",
+                            "--take", "target-apply=" + os.path.join(self.runs[0], "target-apply", "model.gguf")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("target-apply: taken from", r.stdout + r.stderr)
+        for n in ("target", "draft"):
+            self.assertFalse(os.path.exists(os.path.join(out, n, "model.gguf")), n)
+        self.assertTrue(filecmp.cmp(os.path.join(out, "target-fim", "model.gguf"),
+                                    os.path.join(self.runs[0], "target-fim", "model.gguf"), shallow=False))
+
     def test_pretrained_target_makes_the_same_model(self):
         # the apply fine-tuning starts from the target's export, so a run given that export instead of
         # pre-training makes a byte-identical apply model; a GGUF of another spec is refused
@@ -123,7 +189,7 @@ class pipeline_test(unittest.TestCase):
         r = subprocess.run(base + ["--pretrained-target", os.path.join(self.runs[0], "draft", "model.gguf")],
                            capture_output=True, text=True)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("not this preset's pre-training", r.stdout + r.stderr)
+        self.assertIn("not this preset's target", r.stdout + r.stderr)
         r = subprocess.run(base + ["--pretrained-target", os.path.join(self.runs[0], "target", "model.gguf")],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
@@ -146,19 +212,22 @@ class pipeline_test(unittest.TestCase):
         code = os.path.join(self.tmp, "f.py")
         with open(code, "w") as f:
             f.write("def add(a, b):\n    return a + b\n")
-        r = subprocess.run([editspec_bin(), "edit", "-m", target, "--draft-model", os.path.join(out, "draft-edit", "model.gguf"),
-                            "--method", "efficientedit@16", "-f", code, "-i", "Rename `a` to `x`.", "-t", "1", "--json"],
-                           capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        res = json.loads(r.stdout)
-        self.assertGreater(res["by_source"]["model"]["drafted"], 0)   # the draft model took part
+        for t, d in ((target, "model.gguf"), (os.path.join(out, "target-fim", "model.gguf"), "model-fim.gguf")):
+            r = subprocess.run([editspec_bin(), "edit", "-m", t, "--draft-model", os.path.join(out, "draft-edit", d),
+                                "--method", "efficientedit@16", "-f", code, "-i", "Rename `a` to `x`.", "-t", "1", "--json"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            res = json.loads(r.stdout)
+            self.assertGreater(res["by_source"]["model"]["drafted"], 0)   # the draft model took part
 
     def test_deterministic(self):
         a, b = self.runs
         files = ["data/corpus.json", "data/edits-train.jsonl", "data/edits-heldout.jsonl", "data/tokenizer.gguf",
                  "data/edits-train.npz", "data/code-train.npy", "labels/edits-train.npz",
                  "target/model.gguf", "draft/model.gguf", "draft-plain/model.gguf", "draft-edit/model.gguf",
-                 "apply-data/edits-train.npz", "apply-data/applies-heldout-bench.jsonl", "target-apply/model.gguf"]
+                 "apply-data/edits-train.npz", "apply-data/applies-heldout-bench.jsonl", "target-apply/model.gguf",
+                 "fim-data/edits-train.npz", "fim-data/nextline-heldout.jsonl", "target-fim/model.gguf",
+                 "draft-plain/model-fim.gguf"]
         for f in files:
             pa, pb = os.path.join(a, f), os.path.join(b, f)
             self.assertTrue(os.path.exists(pa), f)

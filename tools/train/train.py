@@ -210,7 +210,7 @@ def main():
     elif spec.get("init", "").endswith(".gguf"):
         # a pre-trained model's export (F16): what the pipeline ships, so a fine-tuning can start from it
         from model import model_load_gguf
-        model_load_gguf(net, spec["init"])
+        model_load_gguf(net, spec["init"], grow_vocab=True)   # the FIM fine-tune adds tokens
         print(f"{spec['name']}: initialized from {spec['init']}", flush=True)
     elif spec.get("init"):
         ck = torch.load(spec["init"], map_location="cpu")
