@@ -45,6 +45,10 @@ struct model_facts {
     llama_token fim_pre = LLAMA_TOKEN_NULL;
     llama_token fim_suf = LLAMA_TOKEN_NULL;
     llama_token fim_mid = LLAMA_TOKEN_NULL;
+    // fill in the middle as suffix-prefix-middle ([SUF] suffix [PRE] prefix [MID]; llama-server's
+    // --spm-infill) rather than prefix-suffix-middle: GGUF key editspec.fim_order = "spm" (the shipped
+    // target, whose middle then continues its prefix)
+    bool fim_spm = false;
     bool add_bos = false;      // the tokenizer adds BOS when add_special is set
 };
 

@@ -147,6 +147,7 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
     f.fim_pre = llama_vocab_fim_pre(m->vocab_);
     f.fim_suf = llama_vocab_fim_suf(m->vocab_);
     f.fim_mid = llama_vocab_fim_mid(m->vocab_);
+    f.fim_spm = meta_str(lm, "editspec.fim_order") == "spm";
     f.add_bos = llama_vocab_get_add_bos(m->vocab_);
 
     r.model = std::move(m);

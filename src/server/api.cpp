@@ -84,10 +84,17 @@ bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llam
             const token_vec t = m.tokenize(text, false, false);
             out.insert(out.end(), t.begin(), t.end());
         };
-        out.push_back(f.fim_pre);
-        append(rq.prefix);
-        out.push_back(f.fim_suf);
-        append(rq.suffix);
+        if (f.fim_spm) {
+            out.push_back(f.fim_suf);
+            append(rq.suffix);
+            out.push_back(f.fim_pre);
+            append(rq.prefix);
+        } else {
+            out.push_back(f.fim_pre);
+            append(rq.prefix);
+            out.push_back(f.fim_suf);
+            append(rq.suffix);
+        }
         out.push_back(f.fim_mid);
         append(rq.prompt);
     } else if (!rq.prompt_tokens.empty()) {

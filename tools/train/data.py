@@ -360,9 +360,10 @@ def stage_applies(data_dir: str, apply_dir: str, tool: str, seed: int, n_ctx: in
 # ----------------------------------------------------------------------------
 # stage: fim (issue 40)
 
-def fim_tokenize(tool, vocab, sp, fim_ids, rows, n_ctx, n_keep, path_base, tmp):
-    """[BOS] PRE prefix SUF suffix MID typed | middle EOS for each row (fim.fim_example), each part
-    tokenized on its own as editspec's server does; kinds: the prompt up to `typed` KIND_PROMPT, the
+def fim_tokenize(tool, vocab, sp, fim_ids, rows, n_ctx, n_keep, path_base, tmp, order="psm"):
+    """[BOS] PRE prefix SUF suffix MID typed | middle EOS for each row (fim.fim_example), or with
+    order "spm" [BOS] SUF suffix PRE prefix MID typed | middle EOS, each part tokenized on its own as
+    editspec's server does (src/server/api.cpp); kinds: the prompt up to `typed` KIND_PROMPT, the
     middle KIND_NEW, then KIND_EOS; examples longer than n_ctx + 1 tokens dropped; the same npz fields
     as examples_tokenize"""
     parts = ("prefix", "suffix", "typed", "middle")
@@ -371,7 +372,9 @@ def fim_tokenize(tool, vocab, sp, fim_ids, rows, n_ctx, n_keep, path_base, tmp):
     toks, kinds, offs, keep, n_drop = [], [], [0], [], 0
     for i, r in enumerate(rows):
         pre, suf, typed, mid = (docs[4 * i + j][0] for j in range(4))
-        prompt = np.concatenate([[sp["bos"], fim_ids["pre"]], pre, [fim_ids["suf"]], suf, [fim_ids["mid"]], typed])
+        p_part, s_part = np.concatenate([[fim_ids["pre"]], pre]), np.concatenate([[fim_ids["suf"]], suf])
+        first, second = (s_part, p_part) if order == "spm" else (p_part, s_part)
+        prompt = np.concatenate([[sp["bos"]], first, second, [fim_ids["mid"]], typed])
         t = np.concatenate([prompt, mid, [sp["eos"]]])
         if t.size > n_ctx + 1:
             n_drop += 1
@@ -407,12 +410,13 @@ def _npz_join(path: str, parts: list[tuple[str, int]]) -> None:
 
 
 def stage_fim(data_dir: str, apply_dir: str, fim_dir: str, tool: str, seed: int, n_ctx: int, n_train: int,
-              n_heldout: int, n_apply_mix: int, n_eval: int, log=print) -> dict:
+              n_heldout: int, n_apply_mix: int, n_eval: int, order: str = "psm", log=print) -> dict:
     """the FIM fine-tuning's data folder (read by train.py like data_dir): tokenizer.gguf with the FIM
     tokens (bpe.vocab_add_fim); edits-train.npz = FIM examples from the training files, then the first
     n_apply_mix examples of apply_dir's (apply tasks and edits) so those skills stay trained;
     edits-heldout.npz = FIM examples from the held-out files (the trainer's held-out check);
-    nextline-heldout.jsonl = n_eval next-line positions in the held-out files (fim.next_line_tasks)"""
+    nextline-heldout.jsonl = n_eval next-line positions in the held-out files (fim.next_line_tasks);
+    order: the prompt's layout (fim_tokenize)"""
     import bpe
     import fim
     tmp_dir = fim_dir + ".tmp"
@@ -425,7 +429,7 @@ def stage_fim(data_dir: str, apply_dir: str, fim_dir: str, tool: str, seed: int,
     sp = vocab_special(vocab)
     man = json.load(open(os.path.join(data_dir, "corpus.json")))
     tmp = os.path.join(tmp_dir, "tok.tmp.jsonl")
-    stats = {"fim_ids": ids, "n_ctx": n_ctx}
+    stats = {"fim_ids": ids, "n_ctx": n_ctx, "order": order}
     for split, n in (("train", n_train), ("heldout", n_heldout)):
         files = [(f["path"], open(os.path.join(man["root"], f["path"]), encoding="utf-8").read()) for f in man[split]]
         # characters of prefix and suffix for an n_ctx-token window: ~3.3 bytes per token with the shipped
@@ -433,7 +437,7 @@ def stage_fim(data_dir: str, apply_dir: str, fim_dir: str, tool: str, seed: int,
         max_prefix, max_suffix = n_ctx * 3 // 2, n_ctx * 3 // 4
         rows = fim.fim_examples(files, seed + (0 if split == "train" else 1), n + n // 4, max_prefix, max_suffix)
         base = os.path.join(tmp_dir, f"fim-{split}")
-        st, msg = fim_tokenize(tool, vocab, sp, ids, rows, n_ctx, n, base, tmp)
+        st, msg = fim_tokenize(tool, vocab, sp, ids, rows, n_ctx, n, base, tmp, order)
         st["shapes"] = dict(Counter(rows[i]["shape"] for i in np.load(base + ".npz")["rows"]))
         stats[f"fim_{split}"] = st
         log(f"fim: {split}: {st['examples']} FIM examples ({st['dropped_too_long']} longer than {n_ctx} tokens dropped), "

@@ -161,7 +161,9 @@ def fim_eval(a, out, log):
         variants = {
             "infill_suffix": lambda x: ("/infill", {"input_prefix": x["prefix"], "input_suffix": x["suffix"], "prompt": "", **greedy}),
             "infill_no_suffix": lambda x: ("/infill", {"input_prefix": x["prefix"], "input_suffix": "", "prompt": "", **greedy}),
-            "completion_prefix": lambda x: ("/completion", {"prompt": x["prefix"], **greedy}),
+            # the prefix without its last newline: a prompt ending in a bare "\n" token cuts where the
+            # tokenizer joins a newline with the next line's indentation, so the model would not continue it
+            "completion_prefix": lambda x: ("/completion", {"prompt": x["prefix"][:-1], **greedy, "stop": [], "n_predict": 64}),
         }
         res = {"target": target, "positions": len(tasks), "command": " ".join(cmd), "variants": {}}
         outs = {}
@@ -169,7 +171,9 @@ def fim_eval(a, out, log):
             got = []
             for x in tasks:
                 path, body = make(x)
-                got.append(_post(port, path, body).get("content", "").split("\n")[0])
+                text = _post(port, path, body).get("content", "")
+                # the completion's first line is the rest of the prefix's last line (empty, the newline)
+                got.append(text.split("\n")[1] if name == "completion_prefix" and "\n" in text else text.split("\n")[0])
             outs[name] = got
             n = sum(g == x["line"] for g, x in zip(got, tasks))
             res["variants"][name] = {"exact": n, "exact_rate": round(n / max(1, len(tasks)), 4)}

@@ -121,7 +121,7 @@ class pipeline_test(unittest.TestCase):
                          "### Instruction:\nApply the update to the code.\n### Update:\nU\n### Original code:\nC\n### Edited code:\n")
 
     def test_fim_examples(self):
-        # [BOS] PRE prefix SUF suffix MID typed (prompt kinds) | middle (new) EOS; the FIM tokens appended
+        # [BOS] SUF suffix PRE prefix MID typed (prompt kinds) | middle (new) EOS; the FIM tokens appended
         # to the vocabulary, named in the GGUFs, and the drafts extended to the same vocabulary
         out = self.runs[0]
         fd = os.path.join(out, "fim-data")
@@ -134,9 +134,9 @@ class pipeline_test(unittest.TestCase):
         self.assertGreater(len(offs) - 1, 10)
         for i in range(len(offs) - 1):
             t, k = toks[offs[i]:offs[i + 1]].tolist(), kinds[offs[i]:offs[i + 1]]
-            self.assertEqual(t[:2], [sp["bos"], pre])
+            self.assertEqual(t[:2], [sp["bos"], suf])   # suffix-prefix-middle
             self.assertEqual((t.count(pre), t.count(suf), t.count(mid)), (1, 1, 1))
-            self.assertLess(t.index(suf), t.index(mid))
+            self.assertLess(t.index(pre), t.index(mid))
             self.assertEqual(t[-1], sp["eos"])
             self.assertEqual(k[-1], data.KIND_EOS)
             self.assertTrue((k[:t.index(mid) + 1] == data.KIND_PROMPT).all())
@@ -155,6 +155,8 @@ class pipeline_test(unittest.TestCase):
             self.assertEqual([int(r.fields[f"tokenizer.ggml.fim_{x}_token_id"].contents()) for x in ("pre", "suf", "mid")],
                              [pre, suf, mid], f)
             self.assertEqual(len(r.fields["tokenizer.ggml.tokens"].data), n0 + 3, f)
+        r = gguf.GGUFReader(os.path.join(out, "target-fim", "model.gguf"))
+        self.assertEqual(r.fields["editspec.fim_order"].contents(), "spm")   # editspec serve lays its prompts out so
         # the extended draft's new rows are zeros; its other rows are the draft's
         ra = {t.name: t for t in gguf.GGUFReader(os.path.join(out, "draft-plain", "model.gguf")).tensors}
         rb = {t.name: t for t in gguf.GGUFReader(os.path.join(out, "draft-plain", "model-fim.gguf")).tensors}

@@ -286,7 +286,8 @@ def main():
     model_save_gguf(net, gguf_path, os.path.join(spec["data"], "tokenizer.gguf"), ftype=spec.get("ftype", "f16"),
                     name=f"editspec-{spec['name']}",
                     extra={"editspec.train.spec": json.dumps({k: v for k, v in spec.items() if k not in ("out", "data", "init")},
-                                                             sort_keys=True)})
+                                                             sort_keys=True),
+                           **({"editspec.fim_order": spec["fim_order"]} if spec.get("fim_order") else {})})
     ev = evaluate(net, spec, held, n_eval_code, n_eval_edits)
     done = {"name": spec["name"], "steps": steps, "tokens": steps * tok_per_step, "seconds": round(secs, 1),
             "params": cfg.n_params(), "gguf": gguf_path, **ev}
