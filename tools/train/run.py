@@ -586,29 +586,21 @@ def main():
         st.mark("eval", k_eval)
     timed("eval", do_eval)
 
+    def evaluate_part(name, key, flag):
+        """a stage that runs one part of evaluate.py on the shipped target"""
+        if st.done(name, key):
+            return
+        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, flag, "--target", "target-fim",
+                        "--editspec", editspec_bin(), "--eval-bin", eval_tool, "--threads", str(max(1, a.jobs))],
+                       check=True, env=env)
+        st.mark(name, key)
+
     # fast apply on the held-out apply tasks (and CanItEdit's, where the dataset is found: evaluation only)
     k_apply_eval = key_of([k_fim, k_plain, k_applies, src_hash("evaluate.py")])
-
-    def do_apply_eval():
-        if st.done("apply-eval", k_apply_eval):
-            return
-        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--apply-only", "--target", "target-fim",
-                        "--editspec", editspec_bin(), "--eval-bin", eval_tool, "--threads", str(max(1, a.jobs))],
-                       check=True, env=env)
-        st.mark("apply-eval", k_apply_eval)
-    timed("apply-eval", do_apply_eval)
-
+    timed("apply-eval", lambda: evaluate_part("apply-eval", k_apply_eval, "--apply-only"))
     # fill in the middle: next-line exact match on held-out files with and without the suffix
     k_fim_eval = key_of([k_fim, k_fim_data, src_hash("evaluate.py")])
-
-    def do_fim_eval():
-        if st.done("fim-eval", k_fim_eval):
-            return
-        subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--out", out, "--fim-only", "--target", "target-fim",
-                        "--editspec", editspec_bin(), "--eval-bin", eval_tool, "--threads", str(max(1, a.jobs))],
-                       check=True, env=env)
-        st.mark("fim-eval", k_fim_eval)
-    timed("fim-eval", do_fim_eval)
+    timed("fim-eval", lambda: evaluate_part("fim-eval", k_fim_eval, "--fim-only"))
 
     # model card
     def do_card():
