@@ -148,6 +148,12 @@ class pipeline_test(unittest.TestCase):
         self.assertEqual(len(zt["offsets"]) - 1, len(offs) - 1 + run.PRESETS["test"]["fim"]["apply_mix"])
         self.assertTrue((zt["tokens"][:offs[-1]] == toks).all())
         self.assertTrue((zt["tokens"][offs[-1]:] < n0).all())
+        # drawn from all of apply-data's examples (its edits come last), not its first ones
+        rows = data.read_jsonl(os.path.join(out, "apply-data", "applies-train.jsonl"))
+        za = np.load(os.path.join(out, "apply-data", "edits-train.npz"))
+        mixed = {bytes(zt["tokens"][a:b]) for a, b in zip(zt["offsets"][len(offs) - 1:-1], zt["offsets"][len(offs):])}
+        edit_ex = [bytes(za["tokens"][za["offsets"][i]:za["offsets"][i + 1]]) for i, r in enumerate(za["rows"]) if "update" not in rows[r]]
+        self.assertTrue(edit_ex and any(e in mixed for e in edit_ex))
         import model as model_py
         gguf = model_py.gguf_import()
         for f in ("target-fim/model.gguf", "draft-plain/model-fim.gguf"):
