@@ -399,10 +399,10 @@ def _npz_join(path: str, parts: list[tuple[str, list | None]]) -> None:
     toks, kinds, offs = [], [], [0]
     for p, pick in parts:
         z = np.load(p)
-        o = z["offsets"]
+        o, t, k = z["offsets"], z["tokens"], z["kinds"]   # an NpzFile reads an array at each z[...]
         for i in (range(len(o) - 1) if pick is None else pick):
-            toks.append(z["tokens"][o[i]:o[i + 1]])
-            kinds.append(z["kinds"][o[i]:o[i + 1]])
+            toks.append(t[o[i]:o[i + 1]])
+            kinds.append(k[o[i]:o[i + 1]])
             offs.append(offs[-1] + int(o[i + 1] - o[i]))
     dtype = np.result_type(*[t.dtype for t in toks])
     np.savez(path, tokens=np.concatenate(toks).astype(dtype), kinds=np.concatenate(kinds),
