@@ -16,6 +16,8 @@
 # to a clone of the pinned commit; the cache key holds the patch's hash, so a changed patch builds
 # anew. ggml is built with llamafile's sgemm kernels, which the patch makes batch-invariant: a row
 # of an n-token pass gets the same arithmetic as that token decoded alone (docs/exactness.md).
+# ggml's RPC backend is built in (`--rpc`, `editspec rpc-server`: docs/scale-out.md); a worker runs
+# the same patched CPU kernels as the main process.
 set -euo pipefail
 
 NLC_VERSION=3.22.1
@@ -31,8 +33,8 @@ if [ ! -f "$patch_file" ]; then
 fi
 patch_sha=$(sha256sum "$patch_file" | cut -d' ' -f1)
 # bump SETUP_VERSION when the build's configuration changes (2: common library installed;
-# 3: static archives' symbols not exported, see below)
-SETUP_VERSION=3
+# 3: static archives' symbols not exported, see below; 4: ggml's RPC backend built in, AMX off)
+SETUP_VERSION=4
 backend=${EDITSPEC_BACKEND:-cpu}
 cuda_arch=${EDITSPEC_CUDA_ARCH:-native}
 case $backend in
@@ -138,13 +140,20 @@ if [ "$backend" = cuda ]; then
 else
     log "building libllama + ggml (CPU, batch-invariant kernels) with $jobs jobs; this takes about 5 minutes once"
 fi
+# No AMX kernels, though -march=native enables them on CPUs that have AMX (Sapphire Rapids and later):
+# our patch makes the sgemm kernels batch-invariant, not AMX's, and AMX's Q8_0 and K-quant kernels
+# crashed the tests on such a CPU (SIGILL in tinygemm_kernel_amx, 2026-11-27). GCC lets an explicit
+# -mno- flag win over what -march implies, wherever it stands on the command line.
+no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 generator=()
 if [ "$backend" = cuda ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$patched_dir" -B "$build_dir" "${generator[@]}" "${backend_args[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF \
-    -DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON -DGGML_RPC=ON -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+    -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" \
     -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--exclude-libs,ALL" >"$work/configure.log" 2>&1 \
     || { cat "$work/configure.log" >&2; exit 1; }
 # --exclude-libs: libllama-common links llama.cpp's own copy of cpp-httplib as a static archive and
