@@ -202,6 +202,12 @@ void engine_init();
 void engine_set_gpu_layers(int32_t n);
 int32_t engine_gpu_layers();
 
+// a GPU of this machine (CUDA). llama_supports_gpu_offload() says yes for any build with the RPC
+// backend (include/editspec/rpc.h), whose workers are CPUs running our exact kernels.
+bool engine_has_gpu();
+// layers can leave this process: a GPU or RPC workers (--rpc)
+bool engine_offloads();
+
 // the batch-invariant CUDA mode (patches/ggml-cuda-batch-invariant.patch), on unless
 // EDITSPEC_CUDA_EXACT=0; with it, and every layer on a GPU, contexts use flash attention, the one
 // attention path the mode makes exact (docs/gpu.md)

@@ -32,7 +32,7 @@ int run_check_exact(const check_exact_opts & o) {
     if (!lr.model) return fail_input(cmd, lr.error);
     printf("# %s (%s), flash attention %s, GPU layers %s, passes of 1..%d tokens against one-token decoding\n",
            path.c_str(), lr.model->facts().desc.c_str(), o.flash_attn ? "on" : "off",
-           !llama_supports_gpu_offload() ? "none (a CPU-only build)"
+           !engine_offloads()            ? "none (a CPU-only build)"
            : engine_gpu_layers() < 0     ? "all"
                                          : std::to_string(engine_gpu_layers()).c_str(),
            o.n_max);

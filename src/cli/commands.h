@@ -31,6 +31,7 @@ command cmd_serve_add(CLI::App & app);
 command cmd_chat_add(CLI::App & app);
 command cmd_index_add(CLI::App & app);
 command cmd_session_add(CLI::App & app);
+command cmd_rpc_server_add(CLI::App & app);
 
 // "editspec <cmd>: error: <msg>" on stderr; returns 2
 int fail_input(const char * cmd, const std::string & msg);

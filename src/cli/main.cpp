@@ -1,6 +1,7 @@
 // editspec: speculative decoding for code edits and completions.
 #include "cli/commands.h"
 #include "editspec/engine.h"
+#include "editspec/rpc.h"
 
 #include <cstdio>
 #include <vector>
@@ -23,13 +24,19 @@ int main(int argc, char ** argv) {
         editspec::cli::cmd_index_add(app),
         editspec::cli::cmd_session_add(app),
     };
-    // one device option on every command: models load through one engine setting
+    // the device options on every command: models load through one engine setting
     int32_t gpu_layers = -1;
+    std::string rpc;
     for (const auto & c : commands) {
         c.sub->add_option("--gpu-layers", gpu_layers,
-                          "model layers offloaded to the GPU (-1 = all; ignored by a CPU-only build)")
+                          "model layers offloaded to the GPU or the --rpc workers (-1 = all; ignored by a CPU-only "
+                          "build without --rpc)")
             ->capture_default_str();
+        c.sub->add_option("--rpc", rpc,
+                          "HOST:PORT,... RPC workers (`editspec rpc-server`) that hold the model's layers, split by "
+                          "their memory; loopback or a private network only (docs/scale-out.md)");
     }
+    commands.push_back(editspec::cli::cmd_rpc_server_add(app));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp & e) {
@@ -43,6 +50,13 @@ int main(int argc, char ** argv) {
         return 2;
     }
     editspec::engine_set_gpu_layers(gpu_layers);
+    if (!rpc.empty()) {
+        std::string error;
+        if (!editspec::engine_add_rpc_servers(rpc, &error)) {
+            fprintf(stderr, "editspec: error: %s\n", error.c_str());
+            return 2;
+        }
+    }
     for (const auto & c : commands) {
         if (c.sub->parsed()) {
             return c.run();

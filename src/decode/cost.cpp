@@ -2,6 +2,7 @@
 #include "editspec/clock.h"
 #include "editspec/cost.h"
 #include "editspec/log.h"
+#include "editspec/rpc.h"
 
 #include <ggml-cpu.h>
 #include <nlohmann/json.hpp>
@@ -176,8 +177,9 @@ static std::string cache_path(const context & ctx) {
         << (ggml_cpu_has_llamafile() ? "-sgemm" : "")
         // v2: every size to 8 measured (cost_model_sizes); a v1 curve's line from 4 to 8 hid a step at 5
         << "-v2";
-    // a GPU build's curve depends on the layers offloaded
-    if (llama_supports_gpu_offload()) key << "-ngl" << engine_gpu_layers();
+    // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
+    if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
+    if (!engine_rpc_servers().empty()) key << "-rpc" << engine_rpc_servers().size();
     key << ".json";
     return root + "/cost/" + key.str();
 }

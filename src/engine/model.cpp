@@ -1,6 +1,9 @@
 // Model loading, tokenizer and model facts over libllama.
 #include "editspec/engine.h"
 #include "editspec/log.h"
+#include "editspec/rpc.h"
+
+#include "ggml-backend.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -22,13 +25,28 @@ int32_t engine_gpu_layers() {
     return g_gpu_layers;
 }
 
+bool engine_has_gpu() {
+    engine_init();
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        const auto t = ggml_backend_dev_type(d);
+        const bool rpc = std::string(ggml_backend_reg_name(ggml_backend_dev_backend_reg(d))) == "RPC";
+        if ((t == GGML_BACKEND_DEVICE_TYPE_GPU || t == GGML_BACKEND_DEVICE_TYPE_IGPU) && !rpc) return true;
+    }
+    return false;
+}
+
+bool engine_offloads() {
+    return engine_has_gpu() || !engine_rpc_servers().empty();
+}
+
 bool engine_cuda_exact() {
     const char * v = std::getenv("EDITSPEC_CUDA_EXACT");
     return !(v && std::string(v) == "0");
 }
 
 bool engine_gpu_exact_attention() {
-    return g_gpu_layers < 0 && engine_cuda_exact() && llama_supports_gpu_offload();
+    return g_gpu_layers < 0 && engine_cuda_exact() && engine_has_gpu();
 }
 
 void engine_init() {
@@ -107,7 +125,7 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
         r.error = "failed to load model '" + path + "' (truncated or unsupported GGUF; EDITSPEC_LOG=info shows libllama's reason)";
         return r;
     }
-    if (!vocab_only && g_gpu_layers != 0 && llama_supports_gpu_offload()) {
+    if (!vocab_only && g_gpu_layers != 0 && engine_has_gpu()) {
         // measured on an H200 (docs/gpu.md): exact with the batch-invariant mode, every layer on the
         // GPU and quantized matrices; float matrices (cuBLAS) and the stock kernels are not
         char desc[128];

@@ -1,0 +1,185 @@
+// A model split over two RPC workers (editspec rpc-server on loopback) decodes the same tokens as
+// the same model in one process: greedy autoregressive and speculative, on several weight types.
+// A worker that is not there is a clear error, not an abort.
+#include "common/test-util.h"
+#include "editspec/decoder.h"
+#include "editspec/rpc.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <random>
+#include <spawn.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <thread>
+
+extern char ** environ;
+
+using namespace editspec;
+
+namespace {
+
+// `editspec rpc-server -t 1` on a free loopback port, killed at scope exit
+struct worker_process {
+    pid_t pid = -1;
+    std::string endpoint;
+
+    worker_process() {
+        std::mt19937 rng(std::random_device{}());
+        for (int attempt = 0; attempt < 5 && pid < 0; attempt++) {
+            const int port = 20000 + (int) (rng() % 20000);
+            std::vector<std::string> args = {EDITSPEC_BIN, "rpc-server", "-t", "1", "-p", std::to_string(port)};
+            std::vector<char *> argv;
+            for (std::string & a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) pid = -1;
+            endpoint = "127.0.0.1:" + std::to_string(port);
+            if (pid > 0 && !wait_up()) stop();
+        }
+    }
+    ~worker_process() { stop(); }
+    void stop() {
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+            pid = -1;
+        }
+    }
+    // up when its port takes a connection
+    bool wait_up() {
+        const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+        for (int i = 0; i < 100; i++) {
+            int st = 0;
+            if (waitpid(pid, &st, WNOHANG) == pid) { pid = -1; return false; } // exited (port taken?)
+            const int fd = socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_port = htons((uint16_t) port);
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            const bool up = connect(fd, (sockaddr *) &a, sizeof(a)) == 0;
+            close(fd);
+            if (up) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return false;
+    }
+};
+
+// a drafter that proposes the reference continuation, cut and spoiled at random places
+struct noisy_truth_drafter : drafter_i {
+    const token_vec & ref;
+    size_t n_prompt = 0;
+    std::mt19937 rng;
+    int32_t n_vocab;
+    noisy_truth_drafter(const token_vec & ref, uint32_t seed, int32_t n_vocab) : ref(ref), rng(seed), n_vocab(n_vocab) {}
+    const char * name() const override { return "noisy-truth"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token> prompt) override { n_prompt = prompt.size(); }
+    void accept(std::span<const llama_token>) override {}
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
+        const size_t i = history.size() - n_prompt;
+        for (int b = 0; b < 3; b++) {
+            token_vec t;
+            for (size_t k = i; k < ref.size() && t.size() < 1 + rng() % 12; k++) t.push_back(ref[k]);
+            if (t.empty()) return;
+            if (rng() % 2) t[rng() % t.size()] = (llama_token) (rng() % n_vocab);
+            tree.add_path(-1, t, source(), budget);
+        }
+    }
+};
+
+struct rpc_fixture : public ::testing::Test {
+    static inline worker_process * w1 = nullptr;
+    static inline worker_process * w2 = nullptr;
+    static void SetUpTestSuite() {
+        w1 = new worker_process();
+        w2 = new worker_process();
+    }
+    static void TearDownTestSuite() {
+        delete w1;
+        delete w2;
+    }
+
+    // greedy ar in one process, then ar and speculative with every layer on the two workers: the
+    // speculative output equals the split model's ar always, and the one process's when the workers
+    // run the same kernels (not for weights the local CPU repacks: Q4_K, whose repacked gemv sums in
+    // another order than the plain dot product a worker runs on its plain buffers)
+    void check_split(const std::string & type, bool same_kernels) {
+        ASSERT_GT(w1->pid, 0);
+        ASSERT_GT(w2->pid, 0);
+        static bool added = false;
+        if (!added) {
+            std::string err;
+            ASSERT_TRUE(engine_add_rpc_servers(w1->endpoint + "," + w2->endpoint, &err)) << err;
+            added = true;
+        }
+        const std::string path = test::typed_model_path(type);
+        engine_set_gpu_layers(0); // every layer here
+        auto local_m = test::load_or_fail(path);
+        ASSERT_TRUE(local_m);
+        auto local = test::make_spec_context(*local_m, 256, 1);
+        std::mt19937 rng(7);
+        const std::vector<test::ar_case> cases = test::ar_cases(*local, rng, 4, 48);
+        local.reset();
+        local_m.reset();
+
+        engine_set_gpu_layers(-1); // every layer on the workers, split by their memory
+        auto split_m = test::load_or_fail(path);
+        ASSERT_TRUE(split_m);
+        auto split = test::make_spec_context(*split_m, 256, 1);
+        engine_set_gpu_layers(0);
+        for (size_t c = 0; c < cases.size(); c++) {
+            generate_params gp;
+            gp.n_predict = (int32_t) cases[c].ar.tokens.size();
+            const generate_result ar = generate_ar(*split, cases[c].prompt, gp);
+            ASSERT_NE(ar.stop, STOP_REASON_ERROR) << ar.error;
+            if (same_kernels) EXPECT_EQ(ar.tokens, cases[c].ar.tokens) << type << " case " << c << ": ar split over two workers";
+            noisy_truth_drafter d(ar.tokens, 100 + (uint32_t) c, split_m->facts().n_vocab);
+            drafter_i * ds[] = {&d};
+            spec_params sp;
+            sp.draft_max = 16;
+            const generate_result spec = generate_spec(*split, cases[c].prompt, gp, sp, ds);
+            ASSERT_NE(spec.stop, STOP_REASON_ERROR) << spec.error;
+            EXPECT_EQ(spec.tokens, ar.tokens) << type << " case " << c << ": speculative split over two workers";
+            EXPECT_LT(spec.target_passes, ar.target_passes) << "the drafts were used";
+        }
+    }
+};
+
+TEST_F(rpc_fixture, split_over_two_workers_decodes_like_one_process_q8_0) {
+    check_split("q8_0", true);
+}
+
+TEST_F(rpc_fixture, split_over_two_workers_decodes_like_one_process_f16) {
+    check_split("f16", true);
+}
+
+TEST_F(rpc_fixture, split_over_two_workers_is_lossless_q4_k_m) {
+    check_split("q4_k_m", false);
+}
+
+TEST(rpc, unreachable_or_malformed_workers_are_clear_errors) {
+    std::string err;
+    EXPECT_FALSE(engine_add_rpc_servers("127.0.0.1", &err));
+    EXPECT_NE(err.find("is not HOST:PORT"), std::string::npos) << err;
+    EXPECT_FALSE(engine_add_rpc_servers("127.0.0.1:50052,,", &err));
+    EXPECT_NE(err.find("is not HOST:PORT"), std::string::npos) << err;
+    // a port nobody listens on: refused at once, the process goes on
+    EXPECT_FALSE(engine_add_rpc_servers("127.0.0.1:1", &err));
+    EXPECT_NE(err.find("no RPC worker answers"), std::string::npos) << err;
+    EXPECT_TRUE(engine_rpc_servers().empty());
+    // the CLI says the same and exits 2
+    std::string out;
+    std::string cmd = EDITSPEC_BIN;
+    cmd += " complete --rpc 127.0.0.1:1 -p 'x' -n 1 2>&1";
+    const int st = test::run_command(cmd, &out);
+    EXPECT_EQ(st, 2) << out;
+    EXPECT_NE(out.find("no RPC worker answers"), std::string::npos) << out;
+}
+
+} // namespace
