@@ -27,6 +27,8 @@ say() { echo "test: $* ($(( $(date +%s) - start )) s)" >&2; }
 
 # the training pipeline's test (tools/train/test_pipeline.py, long tier) runs torch from Debian's packages
 [ "$long" = 1 ] && "$root/scripts/deb-install.sh" python3-numpy python3-torch libopenblas0-pthread
+# the replicas test's balancer (deploy/, bench/replicas.py)
+"$root/scripts/deb-install.sh" haproxy curl
 "$root/scripts/build.sh"
 # the server test's client: the OpenAI Node SDK, from the npm registry, once (cached in build/node)
 "$root/tests/server/install-sdk.sh" "$root/build/node" >/dev/null

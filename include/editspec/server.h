@@ -110,6 +110,9 @@ struct api_request {
     bool constrain = false;              // "constrain": every merged line from the code or the update
     bool constrain_given = false;        // ... sent; else api_apply_constrained decides
     std::string session;                 // a document session (/v1/sessions) whose KV the request starts from
+    std::string cache_key;               // "prompt_cache_key" (OpenAI's), else "user", else the X-Session-Id
+                                         // header: what a balancer routes by to keep a conversation on the replica
+                                         // that caches it (deploy/); echoed in the X-Editspec-Cache-Key header
 };
 
 // what one request may carry; past these a request is refused with 400 naming the field
@@ -122,6 +125,7 @@ constexpr size_t  API_STOP_BYTES_MAX        = 256;       // bytes of one stop st
 constexpr size_t  API_INPUT_EXTRA_MAX       = 256;       // /infill input_extra chunks
 constexpr size_t  API_EDITS_MAX             = 1024;      // edits in one /v1/sessions/ID/edits
 constexpr int32_t API_N_CMPL_MAX            = 8;         // /completion, /infill: n_cmpl (llama.vscode sends 3)
+constexpr size_t  API_CACHE_KEY_BYTES_MAX   = 256;       // prompt_cache_key, user, X-Session-Id
 
 // what one connection may do
 constexpr size_t  SERVER_HEADERS_MAX        = 100;       // headers of a request (431 past them)
@@ -143,6 +147,9 @@ bool api_parse_json(const std::string & body, nlohmann::json & out, api_error & 
 
 // parses a request body of `endpoint`; false with *err (status 400, the field named)
 bool api_parse(api_endpoint endpoint, const std::string & body, api_request & out, api_error & err);
+
+// a cache key (prompt_cache_key, user, X-Session-Id) fits API_CACHE_KEY_BYTES_MAX and a header
+bool api_cache_key_ok(const std::string & key);
 
 // the prompt's tokens on model m: the chat template for chat (on a model without a chat template, a
 // last user message that holds fenced code is prompted as `editspec edit` prompts: edit_prompt of

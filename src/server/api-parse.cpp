@@ -106,6 +106,12 @@ bool get_sampling(const json & j, api_request & out, api_error & err) {
     out.sampling.seed = (uint32_t) (seed ^ (seed >> 32));
     if (!get_string(j, "session", out.session, err)) return false;
     if (out.session.size() > 64) return api_fail(err, "session", "'session' is not a session id (POST /v1/sessions returns one)");
+    if (!get_string(j, "prompt_cache_key", out.cache_key, err)) return false;
+    if (out.cache_key.empty() && !get_string(j, "user", out.cache_key, err)) return false;
+    if (!api_cache_key_ok(out.cache_key)) {
+        return api_fail(err, "prompt_cache_key", "'prompt_cache_key' and 'user' take at most " +
+                                                      std::to_string(API_CACHE_KEY_BYTES_MAX) + " printable bytes");
+    }
     return get_stop(j, out, err) && get_bool(j, "stream", out.stream, err) && get_string(j, "model", out.model, err);
 }
 
@@ -342,6 +348,14 @@ bool api_fail(api_error & err, const std::string & param, const std::string & me
     err.param = param;
     err.message = message;
     return false;
+}
+
+bool api_cache_key_ok(const std::string & key) {
+    if (key.size() > API_CACHE_KEY_BYTES_MAX) return false;
+    for (unsigned char c : key) {
+        if (c < 0x20 || c == 0x7f) return false; // it goes back in a header
+    }
+    return true;
 }
 
 bool api_parse(api_endpoint endpoint, const std::string & body, api_request & out, api_error & err) {

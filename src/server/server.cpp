@@ -386,6 +386,15 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
         return;
     }
     const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY || ep == API_CODE_APPLY ? "apply-" : "cmpl-");
+    if (g->rq.cache_key.empty()) {
+        g->rq.cache_key = req.get_header_value("X-Session-Id");
+        if (!api_cache_key_ok(g->rq.cache_key)) {
+            send_error(res, make_error(400, "the X-Session-Id header takes at most " + std::to_string(API_CACHE_KEY_BYTES_MAX) +
+                                                " printable bytes"));
+            return;
+        }
+    }
+    if (!g->rq.cache_key.empty()) res.set_header("X-Editspec-Cache-Key", g->rq.cache_key);
     if (!g->rq.stream && g->rq.n_cmpl > 1) {
         send_completions(s, ep, req.body, g, id, res);
         return;
