@@ -2,8 +2,9 @@
 """Replicas behind HAProxy: does each conversation's later turn land where its cache is?
 
     bench/replicas.py                       the bar's load: 2 replicas, 8 clients x 20 conversations of
-                                            3 turns, routed by cache key and round-robin in turn, then
-                                            again by key with one replica killed a third of the way in
+                                            3 turns, through one replica (the reference answers), then
+                                            routed by cache key and round-robin in turn, then again by
+                                            key with one replica killed a third of the way in
     bench/replicas.py --check --clients 2 --conversations 3    the CI test (tests/CMakeLists.txt)
 
 Each conversation opens with its own CanItEdit file (datasets/canitedit) and asks for edits over
@@ -12,7 +13,8 @@ id (what Zed and the OpenAI SDKs send). A later turn counts as a cache hit when 
 its conversation's previous prompt cached (cached_tokens >= that prompt's tokens), which a
 round-robin balancer gets only by chance; cached_tokens > 0 is reported too (a shared template
 prefix makes it loose). Deploy: deploy/replicas.sh and deploy/haproxy.cfg.in; docs/scale-out.md.
-With --check it exits 1 when a bar is missed: errors, hits < 95 % by key, a failed request that
+With --check it exits 1 when a bar is missed: errors, hits < 95 % by key, conversations not spread
+over the replicas, an answer that differs from the one server's (greedy), a failed request that
 had not started when a replica was killed, or an in-flight one that took over 2 s to fail.
 """
 import argparse
@@ -111,7 +113,7 @@ def run_load(a, port, convs, kill=None):
                 status, text, usage, replica, ttft, total, err, started = chat(port, messages, conv["id"], a.timeout, a.max_tokens)
                 t_end = time.monotonic()
                 u = usage or {}
-                row = {"conv": conv["id"], "turn": t, "status": status, "replica": replica, "ttft_s": ttft,
+                row = {"conv": conv["id"], "turn": t, "status": status, "replica": replica, "ttft_s": ttft, "text": text,
                        "total_s": total, "error": err, "started": started, "t_end": t_end,
                        "prompt_tokens": u.get("prompt_tokens"),
                        "cached_tokens": (u.get("prompt_tokens_details") or {}).get("cached_tokens")}
@@ -190,11 +192,15 @@ def main():
              for i in range(a.clients * a.conversations)]
     port = a.port or 21000 + random.Random().randrange(3000) * 10
     import tempfile
-    result = {"setup": vars(a), "runs": {}}
-    modes = [("key", False)] + ([] if a.no_roundrobin else [("roundrobin", False)]) + ([] if a.no_kill else [("key-kill", True)])
+    result = {"setup": dict(vars(a)), "runs": {}}
+    n_replicas_asked = a.replicas
+    modes = [("single", False), ("key", False)] + ([] if a.no_roundrobin else [("roundrobin", False)]) + \
+            ([] if a.no_kill else [("key-kill", True)])
     for name, kill in modes:
         with tempfile.TemporaryDirectory(prefix=f"editspec-replicas-{name}-") as d:
+            a.replicas = 1 if name == "single" else n_replicas_asked   # "single": one server behind the balancer
             p = start_replicas(a, "roundrobin" if name == "roundrobin" else "key", port, d)
+            a.replicas = n_replicas_asked
             try:
                 k = None
                 if kill:
@@ -204,6 +210,11 @@ def main():
                 stop_replicas(p)
         s = summarize(rows, killed_at if kill else None)
         s["seconds"] = round(secs, 1)
+        if name != "single":   # greedy: every answer a replica gave is the one server's answer
+            ref = {(r["conv"], r["turn"]): r for r in result["runs"]["single"]["rows"] if not r["error"]}
+            both = [(r, ref[(r["conv"], r["turn"])]) for r in rows if not r["error"] and (r["conv"], r["turn"]) in ref]
+            s["answers_equal_single"] = sum(r["text"] == q["text"] for r, q in both)
+            s["answers_compared"] = len(both)
         result["runs"][name] = {"summary": s, "rows": rows}
         print(f"replicas: {name:10s} " + json.dumps(s), flush=True)
     if a.out:
@@ -216,6 +227,12 @@ def main():
             bad.append(f"key: {key['errors']} errors")
         if key["hit_rate"] < 0.95:
             bad.append(f"key: hit rate {key['hit_rate']:.2f} < 0.95")
+        if len(key["replicas"]) < min(2, a.replicas):
+            bad.append(f"key: every conversation went to {key['replicas']}")
+        for name in result["runs"]:
+            r = result["runs"][name]["summary"]
+            if name != "single" and r["answers_equal_single"] != r["answers_compared"]:
+                bad.append(f"{name}: {r['answers_compared'] - r['answers_equal_single']} answers differ from one server's")
         if "key-kill" in result["runs"]:
             kk = result["runs"]["key-kill"]["summary"]
             if kk["failed_not_started"]:

@@ -394,6 +394,38 @@ TEST(server, api_key) {
     EXPECT_EQ(status, 200) << r.dump();
 }
 
+// the cache key a balancer routes by (deploy/): prompt_cache_key, else user, else X-Session-Id, echoed
+// in X-Editspec-Cache-Key; one past 256 bytes or with a control byte is a 400 naming the field
+TEST(server, cache_key_is_echoed) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({});
+    ASSERT_GT(s.pid, 0);
+    auto c = s.client();
+    const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2)";
+    auto r = c.Post("/v1/chat/completions", chat + R"(, "prompt_cache_key": "conv-1", "user": "u"})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("X-Editspec-Cache-Key"), "conv-1");
+    r = c.Post("/v1/chat/completions", chat + R"(, "user": "u-2"})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->get_header_value("X-Editspec-Cache-Key"), "u-2");
+    r = c.Post("/completion", {{"X-Session-Id", "doc-7"}}, R"({"prompt": "def f", "n_predict": 2, "stream": true})",
+               "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("X-Editspec-Cache-Key"), "doc-7");
+    r = c.Post("/v1/chat/completions", chat + R"(, "prompt_cache_key": ")" + std::string(300, 'k') + R"("})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "prompt_cache_key") << r->body;
+    r = c.Post("/v1/chat/completions", chat + R"(, "prompt_cache_key": "a\u0001b"})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    r = c.Post("/v1/chat/completions", chat + R"(, "prompt_cache_key": 7})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+}
+
 // --alias: more names in /v1/models (clients switch features on by model name); a request naming
 // one is answered by the loaded model and echoes the name
 TEST(server, aliases_in_the_model_list) {
