@@ -45,6 +45,7 @@ if [ "${SANITIZE:-1}" != 0 ]; then
     unsanitized='test-batch-exact|test-bench-lossless|test-model|test-apply-constraint|test-speculative' # as tests/CMakeLists.txt
     CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" BUILD_DIR=$asan_dir \
         BUILD_TARGETS=editspec_sanitized_tests "$root/scripts/build.sh"
-    (cd "$asan_dir" && ctest --output-on-failure -j "$jobs" -E "^($unsanitized)(:|_NOT_BUILT)|\\.long_" "$@")
+    (cd "$asan_dir" && LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
+        ctest --output-on-failure -j "$jobs" -E "^($unsanitized)(:|_NOT_BUILT)|\\.long_" "$@")
 fi
 say "passed"
