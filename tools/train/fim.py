@@ -126,3 +126,24 @@ def next_line_tasks(files: list[tuple[str, str]], seed: int, n: int, max_prefix:
         out.append({"path": p, "prefix": _prefix_of(lines, i, max_prefix), "line": lines[i].rstrip("\n"),
                     "suffix": _suffix_of(lines, i + 1, max_suffix)})
     return out
+
+
+def mix_edits(fim_dir: str, data_dir: str, n: int, seed: int) -> int:
+    """appends n edits drawn from data_dir/edits-train.npz (the pre-training's own edits) to
+    fim_dir/edits-train.npz, the FIM fine-tune's training set: apply data holds few edits, and 4,000
+    of its examples alone still let the fine-tune take the held-out edits from 48 % exact to 19.5 %.
+    Returns how many were appended"""
+    import os
+
+    import numpy as np
+
+    import data
+    if n <= 0:
+        return 0
+    src, dst = os.path.join(data_dir, "edits-train.npz"), os.path.join(fim_dir, "edits-train.npz")
+    n_src = len(np.load(src)["offsets"]) - 1
+    pick = sorted(random.Random(f"fim-edits-{seed}").sample(range(n_src), min(n, n_src)))
+    tmp = dst + ".mix.npz"
+    data._npz_join(tmp, [(dst, None), (src, pick)])
+    os.replace(tmp, dst)
+    return len(pick)

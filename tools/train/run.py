@@ -74,7 +74,7 @@ PRESETS = {
              "apply": {"n_ctx": 768, "steps": 6, "batch": 2, "lr": 3e-4, "warmup": 2, "p_edit": 0.85, "tasks_train": 40,
                        "tasks_heldout": 6, "max_chars": 800, "edits_mix": 20},
              "fim": {"n_ctx": 768, "steps": 6, "batch": 2, "lr": 3e-4, "warmup": 2, "p_edit": 0.9, "fim_train": 40,
-                     "fim_heldout": 6, "apply_mix": 20, "eval_lines": 8, "order": "spm"}},
+                     "fim_heldout": 6, "apply_mix": 20, "edits_mix": 10, "eval_lines": 8, "order": "spm"}},
     # learning curves in ~8 minutes of one core each
     "short": {"n_vocab": 4096, "n_ctx": 512, "edits_train": 30000, "edits_heldout": 200,
               "target": {"shape": TARGET_SHAPE, "steps": 160, "batch": 4, "lr": 1e-3, "warmup": 30},
@@ -325,14 +325,15 @@ def main():
                          "(models/editspec-target.gguf before issue 21 is, for --preset full --seed 1)")
     ap.add_argument("--take", action="append", default=[], metavar="NAME=GGUF",
                     help="take a training's result from this GGUF instead of running it, checked against its recorded "
-                         "spec like --pretrained-target (NAME: target or target-apply; models/editspec-target.gguf of "
-                         "df13679..8a53dd9 is target-apply for --preset full --seed 1)")
+                         "spec like --pretrained-target (NAME: target, target-apply or target-fim; models/editspec-target.gguf "
+                         "of df13679..8a53dd9 is target-apply for --preset full --seed 1); its folder's ckpt.pt comes "
+                         "with it when there (the teacher-forced evaluation reads it)")
     a = ap.parse_args()
     takes = {}
     for kv in a.take:
         name, sep, path = kv.partition("=")
-        if not sep or name not in ("target", "target-apply"):
-            sys.exit(f"run: --take {kv}: give NAME=GGUF with NAME target or target-apply")
+        if not sep or name not in ("target", "target-apply", "target-fim"):
+            sys.exit(f"run: --take {kv}: give NAME=GGUF with NAME target, target-apply or target-fim")
         takes[name] = path
     if a.pretrained_target:
         takes.setdefault("target", a.pretrained_target)
@@ -378,6 +379,10 @@ def main():
         if st.done("build", k_build) and os.path.exists(os.path.join(bdir, "bin", "editspec-train-eval")):
             return
         log("build: tools/train (cmake, -j1)")
+        # a cache made against another llama.cpp install keeps its llama_DIR, and the tools would link
+        # that install's libllama with this one's libggml
+        if os.path.exists(os.path.join(bdir, "CMakeCache.txt")):
+            os.remove(os.path.join(bdir, "CMakeCache.txt"))
         subprocess.run(["cmake", "-S", HERE, "-B", bdir, f"-DEDITSPEC_LLAMA_PREFIX={prefix}", "-DCMAKE_BUILD_TYPE=Release"],
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", bdir, "-j1"], check=True, stdout=subprocess.DEVNULL)
@@ -439,6 +444,12 @@ def main():
         if not st.done("fim-data", k_fim_data):
             data.stage_fim(dd, ad, fd, tok_tool, a.seed, pf["n_ctx"], pf["fim_train"], pf["fim_heldout"], pf["apply_mix"],
                            pf["eval_lines"], pf.get("order", "psm"), log=log)
+            import fim
+            n_mix = fim.mix_edits(fd, dd, pf.get("edits_mix", 0), a.seed)
+            if n_mix:
+                log(f"fim: train: {n_mix} of the pre-training's edits mixed in")
+                s = json.load(open(os.path.join(fd, "fim-stats.json")))
+                data._write_json(os.path.join(fd, "fim-stats.json"), {**s, "edits_mixed_in": n_mix})
             st.mark("fim-data", k_fim_data)
     timed("fim-data", do_fim_data)
     fim_vocab = os.path.join(fd, "tokenizer.gguf")
@@ -489,6 +500,9 @@ def main():
                      f"it is not this preset's {name}")
         os.makedirs(s["out"], exist_ok=True)
         shutil.copyfile(path, os.path.join(s["out"], "model.gguf"))
+        ck = os.path.join(os.path.dirname(os.path.abspath(path)), "ckpt.pt")
+        if os.path.exists(ck):
+            shutil.copyfile(ck, os.path.join(s["out"], "ckpt.pt"))
         done = {"name": name, "from": os.path.abspath(path), "sha256": hashlib.sha256(open(path, "rb").read()).hexdigest(),
                 "steps": s["steps"], "tokens": s["steps"] * s["batch"] * s["model"]["n_ctx"], "params": net.cfg.n_params()}
         data._write_json(os.path.join(s["out"], "done.json"), done)
@@ -498,7 +512,7 @@ def main():
     def do_train():
         # the pre-trainings, one thread each, side by side; the apply fine-tuning once the target is done,
         # then the FIM one. --until NAME of a training runs only it and what it starts from
-        for name in ("target", "target-apply"):
+        for name in ("target", "target-apply", "target-fim"):
             if name in takes and not st.done(name, keys[name]):
                 take(name, takes[name])
         names = list(specs)

@@ -143,9 +143,10 @@ class pipeline_test(unittest.TestCase):
             body = k[t.index(mid) + 1:-1]
             self.assertTrue(np.isin(body, [data.KIND_PROMPT, data.KIND_NEW]).all())
             self.assertGreater(int((body == data.KIND_NEW).sum()), 0)
-        # the training set is the FIM examples, then apply examples (no FIM tokens)
+        # the training set is the FIM examples, then apply examples, then the pre-training's edits (no FIM tokens)
         zt = np.load(os.path.join(fd, "edits-train.npz"))
-        self.assertEqual(len(zt["offsets"]) - 1, len(offs) - 1 + run.PRESETS["test"]["fim"]["apply_mix"])
+        pf = run.PRESETS["test"]["fim"]
+        self.assertEqual(len(zt["offsets"]) - 1, len(offs) - 1 + pf["apply_mix"] + pf["edits_mix"])
         self.assertTrue((zt["tokens"][:offs[-1]] == toks).all())
         self.assertTrue((zt["tokens"][offs[-1]:] < n0).all())
         # drawn from all of apply-data's examples (its edits come last), not its first ones
@@ -154,6 +155,11 @@ class pipeline_test(unittest.TestCase):
         mixed = {bytes(zt["tokens"][a:b]) for a, b in zip(zt["offsets"][len(offs) - 1:-1], zt["offsets"][len(offs):])}
         edit_ex = [bytes(za["tokens"][za["offsets"][i]:za["offsets"][i + 1]]) for i, r in enumerate(za["rows"]) if "update" not in rows[r]]
         self.assertTrue(edit_ex and any(e in mixed for e in edit_ex))
+        ze = np.load(os.path.join(out, "data", "edits-train.npz"))
+        pre_ex = {tuple(ze["tokens"][a:b].tolist()) for a, b in zip(ze["offsets"][:-1], ze["offsets"][1:])}
+        zo = zt["offsets"]
+        last = [tuple(zt["tokens"][zo[i]:zo[i + 1]].tolist()) for i in range(len(zo) - 1 - pf["edits_mix"], len(zo) - 1)]
+        self.assertTrue(all(e in pre_ex for e in last))
         import model as model_py
         gguf = model_py.gguf_import()
         for f in ("target-fim/model.gguf", "draft-plain/model-fim.gguf"):
