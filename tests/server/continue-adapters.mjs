@@ -1,7 +1,8 @@
 // Continue's own client library (@continuedev/openai-adapters, the code its extension and CLI talk to
 // models through) against `editspec serve`: its OpenAI provider's chat stream, the same chat whole,
 // an edit with `prediction` under the model name Continue sends it for (`--alias gpt-4o`), and its
-// autocomplete's fill-in-the-middle stream (fim/completions) on a model with FIM tokens.
+// autocomplete's fill-in-the-middle stream (fim/completions) on a model with FIM tokens (the shipped
+// target has them; the second URL may be the first).
 //
 //   node tests/server/continue-adapters.mjs http://127.0.0.1:PORT/v1/ http://127.0.0.1:FIM_PORT/v1/
 import { constructLlmApi } from "@continuedev/openai-adapters";

@@ -59,7 +59,7 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
     L.append(f"Made by `python3 tools/train/run.py --preset {preset} --seed {seed}{sets}` (tools/train/README.md) on "
              f"{platform.node() or 'this machine'}, {time.strftime('%Y-%m-%d')}; whole pipeline {total_seconds / 60:.0f} min (its stages as timed when they ran"
              + ("; the trainings taken from an earlier run, below, are not in it"
-                if any(runs[n][1].get("from") for n in ("target", "target-apply")) else "")
+                if any(runs[n][1].get("from") for n in ("target", "target-apply", "target-fim")) else "")
              + ").\n")
     L.append("| file | role | parameters | layers x width | context | tokens seen | training time |")
     L.append("| --- | --- | --- | --- | --- | --- | --- |")
@@ -97,7 +97,8 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
         L.append(f"- Fill-in-the-middle examples (tools/train/fim.py): a prefix, a suffix and the middle between them cut "
                  f"from the training files in the shapes editors send (whole lines at the cursor, a line already begun, "
                  f"any span): {f_tr.get('examples')} training examples ({json.dumps(f_tr.get('shapes', {}))}) with "
-                 f"{fst.get('apply_mixed_in')} apply and edit examples mixed in; {fst.get('fim_heldout', {}).get('examples')} "
+                 f"{fst.get('apply_mixed_in')} examples of the fast-apply data (tasks and edits) and "
+                 f"{fst.get('edits_mixed_in', 0)} of the pre-training's edits mixed in; {fst.get('fim_heldout', {}).get('examples')} "
                  "from held-out files for the trainer's check; the next-line positions of the evaluation from held-out files.")
     L.append("- No evaluation set (CanItEdit, HumanEval, ...) was used for training.\n")
     v = ts.get("vocab", {})
@@ -162,8 +163,9 @@ def card_write(out: str, preset: str, seed: int, timings: dict, total_seconds: f
                  "answer's first line against the file's line. Exactly right: "
                  f"`/infill` with the suffix {_pct(v.get('infill_suffix', {}).get('exact_rate'))}, with an empty suffix "
                  f"{_pct(v.get('infill_no_suffix', {}).get('exact_rate'))}, `/completion` of the prefix alone "
-                 f"{_pct(v.get('completion_prefix', {}).get('exact_rate'))} (right only with the suffix: "
-                 f"{fe.get('suffix_only_right')}, only without: {fe.get('prefix_only_right')}; `evaluate.py --fim-only`).\n")
+                 f"{_pct(v.get('completion_prefix', {}).get('exact_rate'))} (right by `/infill` with the suffix and not by "
+                 f"`/completion`: {fe.get('suffix_only_right')}, the other way round: {fe.get('prefix_only_right')}; "
+                 "`evaluate.py --fim-only`).\n")
     ca = ev.get("code_acc", {})
     L.append("| model | next-token accuracy (held-out files) | cross-entropy (nats/token) |")
     L.append("| --- | --- | --- |")

@@ -131,7 +131,7 @@ def next_line_tasks(files: list[tuple[str, str]], seed: int, n: int, max_prefix:
 def mix_edits(fim_dir: str, data_dir: str, n: int, seed: int) -> int:
     """appends n edits drawn from data_dir/edits-train.npz (the pre-training's own edits) to
     fim_dir/edits-train.npz, the FIM fine-tune's training set: apply data holds few edits, and 4,000
-    of its examples alone still let the fine-tune take the held-out edits from 48 % exact to 19.5 %.
+    of its examples alone still let the fine-tune take the held-out edits from 48 % exact to 37.5 %.
     Returns how many were appended"""
     import os
 
