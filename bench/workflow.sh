@@ -25,9 +25,11 @@ history=${2:?history}
 steps=${3:-0}
 max_tokens=${4:-32}
 configs=${5:-"prefix pie llama-server"}
-# editspec's edit and apply prompts put the file first by default; INSTRUCTION_FIRST=1 for the other layout
-# (FILE_FIRST=1, which older commands in docs/results set, is the default now)
-ff=; [ -n "${INSTRUCTION_FIRST:-}" ] && ff="--prompt-layout instruction-first"
+# the file first in editspec's edit and apply prompts (as llama-server's side of the bench is prompted;
+# serve's default, auto, puts the instruction first in edits on a model without a chat template);
+# INSTRUCTION_FIRST=1 for the other layout (FILE_FIRST=1, which older commands in docs/results set,
+# is this script's default)
+ff="--prompt-layout file-first"; [ -n "${INSTRUCTION_FIRST:-}" ] && ff="--prompt-layout instruction-first"
 np=${PARALLEL:-1}
 cf=; [ -n "${CONSTRAIN:-}" ] && cf=--constrain
 threads=${THREADS:-2}

@@ -43,7 +43,7 @@ struct bench_params {
     dataset_task task = DATASET_TASK_EDIT;
     bool apply = false;           // edit items as fast apply: the reference diff's hunks as the snippet (apply.h)
     bool constrain = false;       // apply: constrained decoding, every method (apply_constraint; lossy vs free greedy)
-    prompt_layout edit_layout = PROMPT_LAYOUT_FILE_FIRST; // edit and apply prompts (edit.h, --prompt-layout)
+    prompt_layout edit_layout = PROMPT_LAYOUT_AUTO; // edit and apply prompts (edit.h, --prompt-layout)
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first
     bool replay = false;          // target's choice = the reference token (real-shape random models)
     bool fit_train_ctx = false;   // only items whose prompt and an answer as long as the original code fit the

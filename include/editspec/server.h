@@ -50,7 +50,7 @@ struct server_params {
     double  session_idle_s = 600.0;    // a session idle this long may be evicted by a new one
     prompt_cache_params prompt_cache;  // what a request reuses of its slot's KV cache (--kv-reuse)
     size_t cache_ram_mib = 8192;       // past prompts' KV states kept in RAM (prompt-store.h), 0 = none
-    prompt_layout layout = PROMPT_LAYOUT_FILE_FIRST; // edit and apply prompts (--prompt-layout)
+    prompt_layout layout = PROMPT_LAYOUT_AUTO; // edit and apply prompts (--prompt-layout)
     // more names /v1/models lists for the model (--alias): clients that switch features on by model
     // name (Continue sends `prediction` only to models named like gpt-4o) find one. Every request's
     // "model" is answered by the one loaded model whatever it names.

@@ -20,7 +20,7 @@ struct bench_opts {
     std::string methods = "ar,lookup,lookup-longest";
     std::string instruction = "descriptive";
     std::string layout = "auto";
-    std::string prompt_layout = "file-first";
+    std::string prompt_layout = "auto";
     bool tests_allow_network = false;
     bool oracle = false;
     std::string cost_curve = "model";

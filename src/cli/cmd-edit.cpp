@@ -44,7 +44,7 @@ struct edit_opts {
     bool in_place = false;
     bool json = false;
     bool constrain = false; // apply: every merged line from the file or the snippet (apply_constraint)
-    std::string layout = "file-first"; // edit.h: the file before or after the instruction and the update
+    std::string layout = "auto"; // edit.h: the file before or after the instruction and the update
 };
 
 bool read_all(const std::string & path, std::string & out, std::string & error) {
@@ -206,7 +206,7 @@ int run_edit(const edit_opts & o) {
         return status;
     }
     request rq;
-    prompt_layout layout = PROMPT_LAYOUT_FILE_FIRST;
+    prompt_layout layout = PROMPT_LAYOUT_AUTO;
     if (const int status = parse_prompt_layout(cmd, o.layout, layout); status != 0) return status;
     if (apply) {
         request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain, layout);

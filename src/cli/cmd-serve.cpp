@@ -24,7 +24,7 @@ struct serve_opts {
     int32_t drift_max = -1;
     int32_t pie_refresh = 0;
     int64_t cache_ram_mib = 8192;
-    std::string layout = "file-first";
+    std::string layout = "auto";
     std::vector<std::string> aliases;
 };
 

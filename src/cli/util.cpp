@@ -17,8 +17,10 @@ int parse_prompt_layout(const char * cmd, const std::string & value, prompt_layo
 
 std::string prompt_layout_help() {
     return "edit and apply prompts: 'file-first' (the file before the instruction and the snippet, so requests "
-           "about one file share it as a prefix and reuse its KV exactly) or 'instruction-first' (the layout the "
-           "shipped models were trained on; they merge as well with the file first)";
+           "about one file share it as a prefix and reuse its KV exactly), 'instruction-first' (the layout the "
+           "shipped models were trained on: they merge as well with the file first but edit from an instruction "
+           "far better so) or 'auto' (applies file first; edits instruction first on a model without a chat "
+           "template, file first on one with)";
 }
 
 int fail_input(const char * cmd, const std::string & msg) {

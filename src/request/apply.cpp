@@ -10,6 +10,7 @@
 namespace editspec {
 
 std::string apply_message(const apply_input & in, prompt_layout layout) {
+    layout = prompt_layout_for_apply(layout);
     const std::string instruction = in.instruction.empty() ? "" : "<instruction>" + in.instruction + "</instruction>";
     const std::string body = "<code>" + in.code + "</code>\n<update>" + in.update + "</update>";
     if (layout == PROMPT_LAYOUT_FILE_FIRST) return instruction.empty() ? body : body + "\n" + instruction;
@@ -110,7 +111,7 @@ std::string apply_prompt(const model & m, const apply_input & in, prompt_layout 
     std::string update = in.update;
     while (!update.empty() && update.back() == '\n') update.pop_back();
     const std::string what = in.instruction.empty() ? "Apply the update to the code." : in.instruction;
-    return edit_prompt_plain(what + "\n### Update:\n" + update, in.code, layout);
+    return edit_prompt_plain(what + "\n### Update:\n" + update, in.code, prompt_layout_for_apply(layout));
 }
 
 } // namespace editspec

@@ -13,12 +13,22 @@ namespace editspec {
 // ----------------------------------------------------------------------------
 // prompt
 
-static constexpr named<prompt_layout> LAYOUTS[] = {{PROMPT_LAYOUT_FILE_FIRST, "file-first"},
+static constexpr named<prompt_layout> LAYOUTS[] = {{PROMPT_LAYOUT_AUTO, "auto"},
+                                                   {PROMPT_LAYOUT_FILE_FIRST, "file-first"},
                                                    {PROMPT_LAYOUT_INSTRUCTION_FIRST, "instruction-first"}};
 
 const char * prompt_layout_name(prompt_layout l) { return name_of(LAYOUTS, l); }
 bool prompt_layout_parse(const std::string & name, prompt_layout & out) { return name_parse(LAYOUTS, name, out); }
 std::string prompt_layout_names() { return names_list(LAYOUTS); }
+
+prompt_layout prompt_layout_for_edit(const model & m, prompt_layout layout) {
+    if (layout != PROMPT_LAYOUT_AUTO) return layout;
+    return edit_prompt_parse_special(m) ? PROMPT_LAYOUT_FILE_FIRST : PROMPT_LAYOUT_INSTRUCTION_FIRST;
+}
+
+prompt_layout prompt_layout_for_apply(prompt_layout layout) {
+    return layout == PROMPT_LAYOUT_AUTO ? PROMPT_LAYOUT_FILE_FIRST : layout;
+}
 
 std::string edit_prompt_plain(const std::string & instruction, const std::string & code, prompt_layout layout) {
     if (layout == PROMPT_LAYOUT_FILE_FIRST) {
@@ -32,6 +42,7 @@ bool edit_prompt_parse_special(const model & m) {
 }
 
 std::string edit_prompt(const model & m, const std::string & instruction, const std::string & code, prompt_layout layout) {
+    layout = prompt_layout_for_edit(m, layout);
     if (!edit_prompt_parse_special(m)) {
         return edit_prompt_plain(instruction, code, layout);
     }

@@ -70,6 +70,14 @@ TEST(edit_prompt, plain_template_byte_for_byte) {
     EXPECT_EQ(edit_prompt_plain("Rename x.", "x = 1\n", PROMPT_LAYOUT_FILE_FIRST),
               "### Original code:\nx = 1\n\n### Instruction:\nRename x.\n### Edited code:\n");
     EXPECT_EQ(edit_prompt(*m, "I", "y", PROMPT_LAYOUT_FILE_FIRST), edit_prompt_plain("I", "y", PROMPT_LAYOUT_FILE_FIRST));
+    // auto (the default): an edit on a model without a chat template takes the layout it was trained on
+    prompt_layout l = PROMPT_LAYOUT_FILE_FIRST;
+    ASSERT_TRUE(prompt_layout_parse("auto", l));
+    EXPECT_EQ(l, PROMPT_LAYOUT_AUTO);
+    EXPECT_FALSE(prompt_layout_parse("file_first", l));
+    EXPECT_EQ(prompt_layout_for_edit(*m, PROMPT_LAYOUT_AUTO), PROMPT_LAYOUT_INSTRUCTION_FIRST);
+    EXPECT_EQ(prompt_layout_for_edit(*m, PROMPT_LAYOUT_FILE_FIRST), PROMPT_LAYOUT_FILE_FIRST);
+    EXPECT_EQ(edit_prompt(*m, "I", "y", PROMPT_LAYOUT_AUTO), edit_prompt_plain("I", "y"));
 }
 
 TEST(apply_prompt, message_format_round_trips_and_plain_template) {
@@ -100,6 +108,9 @@ TEST(apply_prompt, message_format_round_trips_and_plain_template) {
     EXPECT_EQ(apply_prompt(*m, in, PROMPT_LAYOUT_FILE_FIRST),
               "### Original code:\ndef f(x):\n    return x\n\n### Instruction:\nAdd one.\n### Update:\n"
               "# ... existing code ...\n    return x + 1\n### Edited code:\n");
+    // auto: an apply puts the file first
+    EXPECT_EQ(apply_prompt(*m, in, PROMPT_LAYOUT_AUTO), apply_prompt(*m, in, PROMPT_LAYOUT_FILE_FIRST));
+    EXPECT_EQ(apply_message(in, PROMPT_LAYOUT_AUTO), apply_message(in, PROMPT_LAYOUT_FILE_FIRST));
     const std::string ff = apply_message(in, PROMPT_LAYOUT_FILE_FIRST);
     EXPECT_EQ(ff.rfind("<code>def f(x):", 0), 0u) << ff;
     ASSERT_TRUE(apply_message_parse(ff, back)) << ff;
