@@ -17,8 +17,10 @@
 #include "llama.h"
 
 #include <cstdint>
+#include <atomic>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -141,14 +143,24 @@ struct context_params {
     ggml_type type_v   = GGML_TYPE_F16;
 };
 
+class step_engine; // step.h: several requests' contexts decoding in one pass
+
+// A context either owns its llama_context, or is a view of a step engine's (step.h): then it has one
+// sequence, 0, which is the engine's stream for it, and decode() waits for the engine's next step.
 class context {
 public:
     ~context();
     context(const context &) = delete;
     context & operator=(const context &) = delete;
 
-    // false on failure; the error is logged with llama_decode's status
+    // false on failure (the error is logged with llama_decode's status) or once cancelled
     bool decode(const batch & b);
+    // a flag that, once true, makes decode() fail at once and cuts short a decode under way (the
+    // request's client is gone); null = none. Not owned; must outlive its use
+    void set_cancel(const std::atomic<bool> * cancel) { cancel_ = cancel; }
+    bool cancelled() const { return cancel_ && cancel_->load(); }
+    // a view of a step engine (step.h)
+    bool is_view() const { return step_ != nullptr; }
     // logits of batch row i (that row must have had logits set): [n_vocab]
     const float * logits(int32_t i) const;
 
@@ -160,6 +172,13 @@ public:
     void kv_clear();
     llama_pos kv_pos_max(llama_seq_id seq) const; // -1 = empty
     bool can_shift() const;
+
+    // sequence 0's state (KV cells) as llama_state_seq_* reads and writes it: its size, a copy into
+    // dst (returns the bytes written, 0 = failure), and a load from src (returns the bytes read, 0 =
+    // failure, the sequence is then empty)
+    size_t state_size();
+    size_t state_get(uint8_t * dst, size_t size);
+    size_t state_set(const uint8_t * src, size_t size);
 
     int32_t n_ctx() const;
     int32_t n_batch() const;
@@ -180,15 +199,27 @@ public:
 
 private:
     void cache_cut(llama_seq_id seq, llama_pos p0);
+    // a view: sequence 0 is the engine's stream seq_; other sequences are a caller's error
+    llama_seq_id seq_of(llama_seq_id seq) const;
+    // a view's KV operations wait for the engine's step; an owned context needs no lock
+    std::unique_lock<std::mutex> lock_kv() const;
     friend std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error);
+    friend class step_engine;
     explicit context(const model & m) : model_(m) {}
 
     const model & model_;
-    llama_context * ctx_ = nullptr;
+    llama_context * ctx_ = nullptr;  // owned unless step_ is set
     int32_t n_vocab_ = 0;
     context_params params_;
     token_vec cached_;
     std::vector<uint8_t> stale_; // cached_.size() marks
+    const std::atomic<bool> * cancel_ = nullptr;
+
+    step_engine * step_ = nullptr;   // a view of this engine, on stream seq_
+    llama_seq_id seq_ = 0;
+    int32_t n_ctx_view_ = 0;         // the stream's cells
+    std::vector<float> view_logits_; // [rows with logits in the last decode, n_vocab]
+    std::vector<int32_t> view_rows_; // [rows of the last decode]: row of view_logits_, -1 = none
 };
 
 // null on failure with *error set

@@ -41,7 +41,9 @@ struct server_params {
     std::string host = "127.0.0.1";    // loopback unless told otherwise
     int32_t port = 8012;
     std::string api_key;               // non-empty: requests need "Authorization: Bearer <key>"
-    int32_t n_parallel = 1;            // slots
+    int32_t n_parallel = 1;            // slots: requests decoded at once, batched into one pass a step
+                                       // (step.h), each with a KV stream of runner.n_ctx tokens
+    int32_t step_tokens = 0;           // most tokens one batched step carries, 0 = 2 x n_batch (1024)
     std::string method = "auto";       // drafters for every request (methods.h); `prediction` feeds Reuse
     size_t max_body = 8u << 20;        // bytes
     int32_t max_queue = 32;            // requests waiting for a slot; past them, 503 with Retry-After

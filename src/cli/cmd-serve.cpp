@@ -26,6 +26,7 @@ struct serve_opts {
     int64_t cache_ram_mib = 8192;
     std::string layout = "auto";
     std::vector<std::string> aliases;
+    int32_t step_tokens = 0;
 };
 
 int run_serve(const serve_opts & o) {
@@ -35,6 +36,9 @@ int run_serve(const serve_opts & o) {
     }
     if (o.parallel < 1 || o.parallel > 64) {
         return fail_input(cmd, "--parallel " + std::to_string(o.parallel) + " out of range [1, 64]");
+    }
+    if (o.step_tokens < 0 || o.step_tokens > 65536) {
+        return fail_input(cmd, "--step-tokens " + std::to_string(o.step_tokens) + " out of range [0, 65536]");
     }
     if (o.queue < 0 || o.queue > 4096) {
         return fail_input(cmd, "--queue " + std::to_string(o.queue) + " out of range [0, 4096]");
@@ -93,6 +97,7 @@ int run_serve(const serve_opts & o) {
         if (const char * env = std::getenv("EDITSPEC_API_KEY"); env && *env) sp.api_key = env;
     }
     sp.n_parallel = o.parallel;
+    sp.step_tokens = o.step_tokens;
     sp.max_queue = o.queue;
     sp.max_sessions = o.max_sessions;
     sp.session_idle_s = o.session_idle_s;
@@ -134,7 +139,13 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--host", o->host, "address to listen on (loopback unless told otherwise)")->capture_default_str();
     sub->add_option("--port", o->port, "TCP port")->capture_default_str();
     sub->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $EDITSPEC_API_KEY, none)");
-    sub->add_option("--parallel", o->parallel, "slots: requests decoded at once, each with its own KV cache")
+    sub->add_option("--parallel", o->parallel,
+                    "slots: requests decoded at once, all of them in one batched pass a step; each has a KV "
+                    "cache of --ctx-size tokens (llama-server's -c is the total: -c 4096 -np 4 gives each 1024)")
+        ->capture_default_str();
+    sub->add_option("--step-tokens", o->step_tokens,
+                    "most tokens one batched pass carries (generating requests' drafts first, then prompt chunks "
+                    "of up to 512); 0 = 1024")
         ->capture_default_str();
     sub->add_option("--queue", o->queue, "requests that may wait for a busy slot, in order; past them 503 with Retry-After")
         ->capture_default_str();

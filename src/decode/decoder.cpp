@@ -99,6 +99,10 @@ bool step_decode(spec_loop & s) {
     s.tp = context_tree_batch(s.ctx, s.b, s.pending, s.n_past, tokens, s.parents);
     const auto t0 = clock_type::now();
     if (!s.ctx.decode(s.b)) {
+        if (s.ctx.cancelled()) {
+            s.r.stop = STOP_REASON_CALLBACK; // the request was cancelled (context::set_cancel)
+            return false;
+        }
         s.r.stop = STOP_REASON_ERROR;
         s.r.error = "decode failed at position " + std::to_string(s.n_past);
         return false;

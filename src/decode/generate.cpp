@@ -185,7 +185,9 @@ bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> pro
     r.prompt_cached = pst.cached + pst.shifted;
     r.prompt_shifted = pst.shifted;
     r.prompt_stale = pst.stale;
-    if (!prefilled) {
+    if (!prefilled && ctx.cancelled()) {
+        r.stop = STOP_REASON_CALLBACK; // the request was cancelled (context::set_cancel)
+    } else if (!prefilled) {
         r.stop = STOP_REASON_ERROR;
         r.error = "prompt decode failed";
     }
@@ -226,6 +228,10 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         b.add(last, pos, {0}, true);
         const auto tdec = clock_type::now();
         if (!ctx.decode(b)) {
+            if (ctx.cancelled()) {
+                r.stop = STOP_REASON_CALLBACK;
+                break;
+            }
             r.stop = STOP_REASON_ERROR;
             r.error = "decode failed at position " + std::to_string(pos);
             break;

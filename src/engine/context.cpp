@@ -1,6 +1,7 @@
 // Context (KV cache + compute) and batch owners over libllama.
 #include "editspec/engine.h"
 #include "editspec/log.h"
+#include "editspec/step.h"
 
 #include <algorithm>
 #include <thread>
@@ -79,6 +80,9 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     cp.embeddings = false;
 
     std::unique_ptr<context> c(new context(m));
+    // a cancel flag cuts a long decode short (between graph nodes)
+    cp.abort_callback = [](void * data) { return static_cast<const context *>(data)->cancelled(); };
+    cp.abort_callback_data = c.get();
     c->ctx_ = llama_init_from_model(m.get(), cp);
     if (!c->ctx_) {
         return fail("failed to create a context for '" + m.path() + "' (n_ctx " + std::to_string(p.n_ctx) +
@@ -91,14 +95,27 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
 }
 
 context::~context() {
-    if (ctx_) {
+    if (ctx_ && !step_) {
         llama_free(ctx_);
     }
+}
+
+llama_seq_id context::seq_of(llama_seq_id seq) const {
+    if (!step_) return seq;
+    ES_ASSERT(seq <= 0 && "a view of a step engine has sequence 0 only");
+    return seq_;
+}
+
+std::unique_lock<std::mutex> context::lock_kv() const {
+    return step_ ? std::unique_lock<std::mutex>(step_->ctx_mu_) : std::unique_lock<std::mutex>();
 }
 
 bool context::decode(const batch & b) {
     if (b.size() == 0) {
         return true;
+    }
+    if (cancelled()) {
+        return false;
     }
     // a token written into sequence 0 inside the cached prompt ends the cache there
     const llama_batch & lb = b.get();
@@ -110,7 +127,13 @@ bool context::decode(const batch & b) {
             }
         }
     }
+    if (step_) {
+        return step_->decode(seq_, b.get(), cancel_, view_logits_, view_rows_);
+    }
     const int32_t ret = llama_decode(ctx_, b.get());
+    if (ret == 2 && cancelled()) {
+        return false; // aborted: the request was cancelled
+    }
     if (ret != 0) {
         ES_LOG_ERROR("%s: llama_decode failed with status %d (%d tokens; 1 = no KV slot, context full)\n",
                      __func__, ret, b.size());
@@ -120,6 +143,10 @@ bool context::decode(const batch & b) {
 }
 
 const float * context::logits(int32_t i) const {
+    if (step_) {
+        ES_ASSERT(i >= 0 && i < (int32_t) view_rows_.size() && view_rows_[i] >= 0);
+        return view_logits_.data() + (size_t) view_rows_[i] * n_vocab_;
+    }
     return llama_get_logits_ith(ctx_, i);
 }
 
@@ -145,41 +172,69 @@ void context::set_cached_prompt(std::span<const llama_token> t, std::span<const 
 
 bool context::kv_rm(llama_seq_id seq, llama_pos p0, llama_pos p1) {
     cache_cut(seq, p0);
-    return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, p1);
+    auto lock = lock_kv();
+    return llama_memory_seq_rm(llama_get_memory(ctx_), seq_of(seq), p0, p1);
 }
 
 void context::kv_add(llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) {
     cache_cut(seq, p0);
-    llama_memory_seq_add(llama_get_memory(ctx_), seq, p0, p1, delta);
+    auto lock = lock_kv();
+    llama_memory_seq_add(llama_get_memory(ctx_), seq_of(seq), p0, p1, delta);
 }
 
 void context::kv_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
     cache_cut(dst, p0);
-    llama_memory_seq_cp(llama_get_memory(ctx_), src, dst, p0, p1);
+    auto lock = lock_kv();
+    llama_memory_seq_cp(llama_get_memory(ctx_), seq_of(src), seq_of(dst), p0, p1);
 }
 
 void context::kv_keep(llama_seq_id seq) {
     if (seq != 0) cached_.clear(), stale_.clear();
+    if (step_) {
+        seq_of(seq); // a view's stream holds its sequence alone
+        return;
+    }
     llama_memory_seq_keep(llama_get_memory(ctx_), seq);
 }
 
 void context::kv_clear() {
     cached_.clear();
     stale_.clear();
+    auto lock = lock_kv();
+    if (step_) {
+        llama_memory_seq_rm(llama_get_memory(ctx_), seq_, -1, -1);
+        return;
+    }
     llama_memory_clear(llama_get_memory(ctx_), true);
 }
 
 llama_pos context::kv_pos_max(llama_seq_id seq) const {
-    return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq);
+    auto lock = lock_kv();
+    return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq_of(seq));
 }
 
 bool context::can_shift() const {
     return llama_memory_can_shift(llama_get_memory(ctx_));
 }
 
-int32_t context::n_ctx() const { return (int32_t) llama_n_ctx(ctx_); }
-int32_t context::n_batch() const { return (int32_t) llama_n_batch(ctx_); }
-int32_t context::n_seq_max() const { return (int32_t) llama_n_seq_max(ctx_); }
+size_t context::state_size() {
+    auto lock = lock_kv();
+    return llama_state_seq_get_size(ctx_, seq_of(0));
+}
+
+size_t context::state_get(uint8_t * dst, size_t size) {
+    auto lock = lock_kv();
+    return llama_state_seq_get_data(ctx_, dst, size, seq_of(0));
+}
+
+size_t context::state_set(const uint8_t * src, size_t size) {
+    auto lock = lock_kv();
+    return llama_state_seq_set_data(ctx_, src, size, seq_of(0));
+}
+
+int32_t context::n_ctx() const { return step_ ? n_ctx_view_ : (int32_t) llama_n_ctx(ctx_); }
+int32_t context::n_batch() const { return step_ ? params_.n_batch : (int32_t) llama_n_batch(ctx_); }
+int32_t context::n_seq_max() const { return step_ ? 1 : (int32_t) llama_n_seq_max(ctx_); }
 int32_t context::n_threads() const { return llama_n_threads(ctx_); }
 
 bool context_prefill(context & ctx, batch & b, std::span<const llama_token> tokens, llama_pos pos0, llama_seq_id seq) {

@@ -48,7 +48,7 @@ void prompt_store::save(context & ctx) {
     // with the tree's sequences: the state is the prompt's alone
     ctx.kv_keep(0);
     ctx.kv_rm(0, (llama_pos) t.size(), -1);
-    const size_t n = llama_state_seq_get_size(ctx.get(), 0);
+    const size_t n = ctx.state_size();
     if (n == 0 || n + t.size() * (sizeof(llama_token) + 1) > budget_) return;
     const auto t0 = std::chrono::steady_clock::now();
     auto e = std::make_shared<entry>();
@@ -56,7 +56,7 @@ void prompt_store::save(context & ctx) {
     e->stale = stale;
     e->state.reset(new uint8_t[n]);
     e->n_state = n;
-    if (llama_state_seq_get_data(ctx.get(), e->state.get(), n, 0) != n) {
+    if (ctx.state_get(e->state.get(), n) != n) {
         ES_LOG_WARN("prompt store: could not read the state of a %zu-token prompt; not kept\n", t.size());
         return;
     }
@@ -100,7 +100,7 @@ int32_t prompt_store::prepare(context & ctx, std::span<const llama_token> prompt
     }
     const auto t0 = std::chrono::steady_clock::now();
     ctx.kv_clear();
-    if (llama_state_seq_set_data(ctx.get(), best->state.get(), best->n_state, 0) == 0) {
+    if (ctx.state_set(best->state.get(), best->n_state) == 0) {
         ES_LOG_WARN("prompt store: could not load a stored %zu-token prompt; encoding it again\n", best->tokens.size());
         ctx.kv_clear();
         return 0;

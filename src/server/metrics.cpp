@@ -84,7 +84,40 @@ std::string server_metrics::render() {
     snprintf(buf, sizeof(buf), "editspec_request_seconds_sum %.6f\neditspec_request_seconds_count %lld\n", latency_sum,
              (long long) latency_n);
     o += buf;
+    snprintf(buf, sizeof(buf),
+             "# HELP editspec_queue_wait_seconds time requests waited for a slot\n# TYPE editspec_queue_wait_seconds summary\n"
+             "editspec_queue_wait_seconds_sum %.6f\neditspec_queue_wait_seconds_count %lld\n",
+             queue_wait_sum, (long long) queue_wait_n);
+    o += buf;
     return o;
+}
+
+void server_metrics::queue_wait(double seconds) {
+    std::lock_guard<std::mutex> lock(mu);
+    queue_wait_sum += seconds;
+    queue_wait_n++;
+}
+
+std::string server_metrics::render_step(const step_stats & st) {
+    char buf[2048];
+    snprintf(buf, sizeof(buf),
+             "# HELP editspec_steps_total batched target passes (every active request's tokens in one llama_decode)\n"
+             "# TYPE editspec_steps_total counter\neditspec_steps_total %lld\n"
+             "# HELP editspec_step_tokens_total tokens the steps carried (tokens per step: / editspec_steps_total)\n"
+             "# TYPE editspec_step_tokens_total counter\neditspec_step_tokens_total %lld\n"
+             "# HELP editspec_step_requests_total requests' batches the steps carried (requests per step: / editspec_steps_total)\n"
+             "# TYPE editspec_step_requests_total counter\neditspec_step_requests_total %lld\n"
+             "# HELP editspec_step_seconds_total time inside the steps' llama_decode\n"
+             "# TYPE editspec_step_seconds_total counter\neditspec_step_seconds_total %.6f\n"
+             "# HELP editspec_step_gather_seconds_total time steps waited for active requests' batches\n"
+             "# TYPE editspec_step_gather_seconds_total counter\neditspec_step_gather_seconds_total %.6f\n"
+             "# HELP editspec_steps_aborted_total steps cut short because every request in them was cancelled\n"
+             "# TYPE editspec_steps_aborted_total counter\neditspec_steps_aborted_total %lld\n"
+             "# HELP editspec_step_cancelled_total request batches dropped because their client left\n"
+             "# TYPE editspec_step_cancelled_total counter\neditspec_step_cancelled_total %lld\n",
+             (long long) st.steps, (long long) st.tokens, (long long) st.batches, st.decode_ms / 1000.0,
+             st.gather_ms / 1000.0, (long long) st.aborted, (long long) st.cancelled);
+    return buf;
 }
 
 std::string server_metrics::render_store(const prompt_store_stats & ps) {

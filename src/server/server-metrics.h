@@ -5,6 +5,7 @@
 #include "editspec/draft.h"
 #include "editspec/generate.h"
 #include "editspec/prompt-store.h"
+#include "editspec/step.h"
 
 #include <cstdint>
 #include <map>
@@ -26,6 +27,10 @@ struct server_metrics {
     std::string render();
     // the prompt store's gauges and counters (it keeps its own figures)
     static std::string render_store(const prompt_store_stats & ps);
+    // the step engine's counters: steps, tokens and requests they carried (per step: divide by steps)
+    static std::string render_step(const step_stats & st);
+    // the time one request waited for a slot
+    void queue_wait(double seconds);
 
 private:
     std::mutex mu;
@@ -35,6 +40,8 @@ private:
     int64_t latency_le[n_bounds + 1] = {}; // per bucket; cumulated at render time
     double latency_sum = 0.0;
     int64_t latency_n = 0;
+    double queue_wait_sum = 0.0;
+    int64_t queue_wait_n = 0;
 };
 
 // the route a path belongs to, as metrics label it ("/v1/sessions/{id}/edits", "other")

@@ -1,7 +1,9 @@
 // Slots of `editspec serve`: one context and one thread each, and a bounded FIFO of requests that
-// wait for one. Decoding always runs on the slot's own thread: ggml's OpenMP team belongs to the
-// thread that calls it, and teams of several HTTP threads spinning at once would fight over the cores
-// (3x slower measured on 2 cores).
+// wait for one. A slot's context is a view of the server's step engine (step.h): the slots' threads
+// draft and verify, and every slot's decode goes into the engine's one batched llama_decode per step
+// on the engine's own thread (ggml's OpenMP team belongs to the thread that calls it: teams of
+// several threads spinning at once fight over the cores, 3x slower measured on 2 cores). A slot
+// with a context of its own (add without an engine) decodes on its thread.
 //
 // A request goes to the free slot whose KV cache holds most of its prompt (prompt-cache.h: the common
 // prefix, and with KV_REUSE_PIE the spans after an edit too) when that is at least half the prompt:
@@ -14,7 +16,7 @@
 // request whose prompt a stored one holds better than its slot loads it back first.
 //
 //     slot_pool pool(32, prompt_cache_params{}, 8192ull << 20);
-//     pool.add(std::move(ctx));  pool.start();
+//     pool.add(engine->view(0), engine.get(), 0);  pool.start();
 //     std::future<void> done;
 //     if (pool.submit(prompt, [&](context & c, slot_memory & m) { ... }, done) == SLOT_OK) done.get(); // rethrows the job's exception
 //     pool.stop();
@@ -27,12 +29,14 @@
 #include "editspec/prompt-cache.h"
 #include "editspec/prompt-store.h"
 #include "editspec/sizing.h"
+#include "editspec/step.h"
 
 #include <condition_variable>
 #include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <thread>
 #include <vector>
@@ -43,6 +47,7 @@ enum slot_status {
     SLOT_OK,         // the job runs (or ran) on a slot
     SLOT_QUEUE_FULL, // max_waiting requests wait already: answer 503 with Retry-After
     SLOT_STOPPING,   // the server is stopping: answer 503
+    SLOT_CANCELLED,  // the request's client went away while it waited: nothing to answer
 };
 
 // what a slot keeps across requests beside its KV cache (cleared with it)
@@ -61,15 +66,17 @@ public:
         : max_waiting_(max_waiting), pc_(pc), store_(store_bytes) {}
     ~slot_pool() { stop(); }
 
-    // before start()
-    void add(std::unique_ptr<context> ctx);
+    // before start(); a view of engine (its stream seq) enters the engine while a job runs on it
+    void add(std::unique_ptr<context> ctx, step_engine * engine = nullptr, llama_seq_id seq = 0);
     void start();
 
     // waits its turn for the free slot that suits the prompt best and hands j to it. SLOT_OK: `done`
     // becomes ready when j returns, holding j's exception if it threw (the slot's cache is then
     // cleared: half-written state is never reused). Returns at once with SLOT_QUEUE_FULL or, once
-    // close() was called, SLOT_STOPPING (waiting requests too).
-    slot_status submit(std::span<const llama_token> prompt, job j, std::future<void> & done);
+    // close() was called, SLOT_STOPPING (waiting requests too); SLOT_CANCELLED once gone() says the
+    // client left while the request waited (asked every 100 ms; null = never)
+    slot_status submit(std::span<const llama_token> prompt, job j, std::future<void> & done,
+                       const std::function<bool()> & gone = nullptr);
 
     // refuses new and waiting requests; running jobs go on
     void close();
@@ -83,6 +90,8 @@ private:
     struct slot {
         std::unique_ptr<context> ctx;
         std::unique_ptr<slot_memory> memory;
+        step_engine * engine = nullptr;  // ctx is its view on stream seq
+        llama_seq_id seq = 0;
         std::function<void()> pending; // set by submit(), taken by the slot's thread
         bool busy = false;             // a job is assigned and not finished
         uint64_t last_used = 0;        // submit() order
@@ -99,6 +108,7 @@ private:
     std::vector<std::thread> threads_;
     uint64_t n_runs_ = 0;
     uint64_t next_ticket_ = 0, serving_ = 0; // FIFO: the ticket whose turn it is
+    std::set<uint64_t> abandoned_;           // tickets whose clients left before their turn
     bool closed_ = false, stopping_ = false;
 };
 

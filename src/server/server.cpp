@@ -9,6 +9,7 @@
 #include "editspec/server.h"
 #include "editspec/edit.h"
 #include "editspec/log.h"
+#include "editspec/step.h"
 
 #include <httplib.h>
 
@@ -41,6 +42,7 @@ struct server_state {
     runner rn;
     method_spec method;      // for requests without a prediction
     method_spec with_reuse;  // with one: Reuse first, then the method's drafters
+    std::unique_ptr<step_engine> engine;     // every slot's decodes, batched into one pass a step
     std::unique_ptr<slot_pool> slots;
     server_metrics mx;
     std::string model_id;    // the model file's name
@@ -95,7 +97,18 @@ struct generation {
     bool ok = false;
     std::string error;
     std::future<void> done;
+    // the client left (or the server stops): the job's decodes fail at once, a step of only
+    // cancelled requests is cut short (context::set_cancel)
+    std::atomic<bool> cancel{false};
+    std::function<bool()> gone; // true once the client's connection is closed; null = not watched
 };
+
+// the client's connection, watched for a client that leaves while its request waits or decodes
+std::function<bool()> watch_client(const httplib::Request & req) {
+    const int fd = connection_socket(req);
+    if (fd < 0) return nullptr;
+    return [fd] { return connection_closed(fd); };
+}
 
 // parses, tokenizes and checks a request; false with err
 bool prepare(server_state & s, api_endpoint ep, const std::string & body, generation & g, api_error & err) {
@@ -169,7 +182,9 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
             g->req.stats = &mem.stats;
             g->req.cache = &mem.cache;
             g->req.gen.prompt_cache = reuse;
+            ctx.set_cancel(&g->cancel);
             g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
+            ctx.set_cancel(nullptr);
         }, g->done, out);
         if (status != 200) {
             err = make_error(status, out["error"]["message"].get<std::string>());
@@ -177,11 +192,19 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
         }
         return true;
     }
+    const auto t_queue = clock_type::now();
     const slot_status st = s.slots->submit(g->req.prompt, [sp, g, fin](context & ctx, slot_memory & mem) {
         g->req.stats = &mem.stats;
         g->req.cache = &mem.cache;
+        ctx.set_cancel(&g->cancel);
         g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
-    }, g->done);
+        ctx.set_cancel(nullptr);
+    }, g->done, [sp, g] { return sp->stopping.load() || (g->gone && g->gone()); });
+    s.mx.queue_wait(ms_since(t_queue) / 1000.0);
+    if (st == SLOT_CANCELLED) {
+        err = make_error(499, "the client closed the connection while the request waited", "invalid_request_error");
+        return false;
+    }
     if (st == SLOT_QUEUE_FULL) {
         err = make_error(503, "every slot is busy and " + std::to_string(s.params.max_queue) +
                                   " requests wait already (--queue); retry shortly", "server_error");
@@ -197,6 +220,10 @@ bool start(server_state & s, const std::shared_ptr<generation> & g, const std::s
 // waits for a started generation; false with a 500 err when it failed or threw
 bool finish(server_state & s, generation & g, api_error & err) {
     try {
+        // a client that leaves (or a stopping server) cancels the job: it stops within one step
+        while (g.done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+            if (s.stopping.load() || (g.gone && g.gone())) g.cancel = true;
+        }
         g.done.get();
     } catch (const session_gone & e) {
         err = make_error(404, e.what());
@@ -364,6 +391,7 @@ void send_completions(server_state & s, api_endpoint ep, const std::string & bod
         if (i > 0) {
             g = std::make_shared<generation>();
             if (!prepare(s, ep, body, *g, err)) break; // parsed once already: only a changed server could refuse
+            g->gone = first->gone;
             g->req.gen.sampling.seed += (uint32_t) i;
         }
         if (!start(s, g, nullptr, err) || !finish(s, *g, err)) break;
@@ -385,6 +413,7 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
         send_error(res, err);
         return;
     }
+    g->gone = watch_client(req);
     const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY || ep == API_CODE_APPLY ? "apply-" : "cmpl-");
     if (g->rq.cache_key.empty()) {
         g->rq.cache_key = req.get_header_value("X-Session-Id");
@@ -432,7 +461,13 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
                 bool finished = false;
                 {
                     std::unique_lock<std::mutex> lock(ch->mu);
-                    ch->cv.wait(lock, [&] { return ch->finished || !ch->pending.empty(); });
+                    // a reader that leaves during a long prefill stops it too (not only at the next token)
+                    while (!ch->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return ch->finished || !ch->pending.empty(); })) {
+                        if (s.stopping.load() || (g->gone && g->gone())) {
+                            g->cancel = true;
+                            ch->reader_gone = true;
+                        }
+                    }
                     text.swap(ch->pending);
                     finished = ch->finished;
                 }
@@ -555,16 +590,22 @@ bool open_state(const server_params & p, server_state & s) {
         fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
-    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache, p.cache_ram_mib << 20);
-    s.slots->add(std::move(s.rn.ctx));
-    for (int32_t i = 1; i < p.n_parallel; i++) {
-        auto ctx = runner_new_context(s.rn, &error);
-        if (!ctx) {
-            fprintf(stderr, "editspec serve: error: slot %d: %s\n", i, error.c_str());
-            return false;
-        }
-        s.slots->add(std::move(ctx));
+    // the slots are views of one step engine: one KV stream of --ctx-size tokens each, every active
+    // request's tokens in one llama_decode a step
+    s.rn.ctx.reset(); // measured the cost model; the engine holds the slots' KV
+    step_params stp;
+    stp.n_seq = p.n_parallel;
+    stp.per_seq.n_ctx = rp.n_ctx;
+    stp.per_seq.n_threads = rp.n_threads;
+    stp.per_seq.flash_attn = rp.flash_attn;
+    stp.n_step_tokens = p.step_tokens > 0 ? p.step_tokens : 2 * stp.per_seq.n_batch;
+    s.engine = step_engine::create(*s.rn.target.model, stp, &error);
+    if (!s.engine) {
+        fprintf(stderr, "editspec serve: error: %s; lower --parallel or --ctx-size\n", error.c_str());
+        return false;
     }
+    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache, p.cache_ram_mib << 20);
+    for (int32_t i = 0; i < p.n_parallel; i++) s.slots->add(s.engine->view(i), s.engine.get(), i);
     s.slots->start();
     session_store_params ssp;
     ssp.max_sessions = p.max_sessions;
@@ -665,7 +706,8 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Get("/models", models);
     svr.Get("/metrics", [&s](const httplib::Request &, httplib::Response & res) {
         const prompt_store_stats ps = s.slots->store_stats();
-        res.set_content(s.mx.render() + server_metrics::render_store(ps), "text/plain; version=0.0.4");
+        res.set_content(s.mx.render() + server_metrics::render_store(ps) + server_metrics::render_step(s.engine->stats()),
+                        "text/plain; version=0.0.4");
     });
 }
 

@@ -3,9 +3,11 @@
 
 namespace editspec {
 
-void slot_pool::add(std::unique_ptr<context> ctx) {
+void slot_pool::add(std::unique_ptr<context> ctx, step_engine * engine, llama_seq_id seq) {
     slot s;
     s.ctx = std::move(ctx);
+    s.engine = engine;
+    s.seq = seq;
     s.memory = std::make_unique<slot_memory>();
     slots_.push_back(std::move(s));
 }
@@ -53,30 +55,52 @@ int32_t slot_pool::pick(std::span<const llama_token> prompt) const {
     return best >= 0 ? best : lru;
 }
 
-slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::future<void> & done) {
+slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::future<void> & done,
+                              const std::function<bool()> & gone) {
     auto promise = std::make_shared<std::promise<void>>();
     done = promise->get_future();
     {
         std::unique_lock<std::mutex> lock(mu_);
         if (closed_) return SLOT_STOPPING;
-        if (next_ticket_ - serving_ >= max_waiting_ + slots_.size()) return SLOT_QUEUE_FULL;
+        if (next_ticket_ - serving_ - abandoned_.size() >= max_waiting_ + slots_.size()) return SLOT_QUEUE_FULL;
         const uint64_t ticket = next_ticket_++;
         int32_t i = -1;
-        cv_.wait(lock, [&] { return closed_ || (ticket == serving_ && (i = pick(prompt)) >= 0); });
+        auto ready = [&] { return closed_ || (ticket == serving_ && (i = pick(prompt)) >= 0); };
+        while (!cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+            if (gone && gone()) {
+                // its turn passes to the next ticket when it comes
+                abandoned_.insert(ticket);
+                while (abandoned_.erase(serving_)) serving_++;
+                lock.unlock();
+                cv_.notify_all();
+                return SLOT_CANCELLED;
+            }
+        }
         if (closed_) return SLOT_STOPPING;
         serving_++;
+        while (abandoned_.erase(serving_)) serving_++;
         slot & sl = slots_[i];
         sl.busy = true;
         sl.last_used = ++n_runs_;
         context * ctx = sl.ctx.get();
         slot_memory * mem = sl.memory.get();
-        sl.pending = [this, ctx, mem, promise, j = std::move(j), p = token_vec(prompt.begin(), prompt.end())] {
+        step_engine * engine = sl.engine;
+        const llama_seq_id seq = sl.seq;
+        sl.pending = [this, ctx, mem, engine, seq, promise, j = std::move(j), p = token_vec(prompt.begin(), prompt.end())] {
+            struct in_step { // the engine's steps wait for this slot while its job runs
+                step_engine * e;
+                llama_seq_id seq;
+                in_step(step_engine * e, llama_seq_id seq) : e(e), seq(seq) { if (e) e->enter(seq); }
+                ~in_step() { if (e) e->leave(seq); }
+            } entered(engine, seq);
             try {
                 if (mem->cache.n_tokens() > slot_memory::CACHE_TOKENS_MAX) mem->cache.clear();
                 store_.prepare(*ctx, p, pc_);
                 j(*ctx, *mem);
+                ctx->set_cancel(nullptr);
                 promise->set_value();
             } catch (...) {
+                ctx->set_cancel(nullptr);
                 ctx->kv_clear();
                 *mem = slot_memory();
                 promise->set_exception(std::current_exception());

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""N clients at once against `editspec serve --parallel N` and `llama-server -np N`, one run.
+
+    bench/concurrency.py --model ds13.gguf --clients 1,2,4,8 --mode plain
+    bench/concurrency.py --model models/editspec-target.gguf --clients 4 --mode edit --spec-type ngram-simple
+
+Modes (both servers get the same prompts, greedy, in the same run, alternating per client count):
+  plain  each client sends --requests greedy POST /completion requests of --n-predict tokens, every
+         prompt distinct (the first lines of CanItEdit files, a different file each)
+  edit   each client sends CanItEdit edits (smallest first, a different item each): editspec gets
+         OpenAI chat requests with the code as `prediction` (Predicted Outputs, as Continue and the
+         OpenAI SDK send them); llama-server gets POST /completion with the same edit prompt text and
+         drafts with --spec-type (its chat endpoint ignores `prediction`)
+
+Prints, per server and client count: aggregate tokens/s (generated tokens / wall time from the first
+request sent to the last answered), mean and max request latency, and editspec's ratio. The
+editspec binary is build/bin/editspec; llama-server is llama.cpp's default build at the pinned commit
+(scripts/setup-peers.sh). Each server gets --ctx-size per request (llama-server: -c N * ctx).
+"""
+import argparse, json, os, subprocess, sys, threading, time, urllib.request
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def post(port, path, body, timeout=3600):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=timeout))
+
+
+def wait_up(port, proc, log):
+    for _ in range(1500):
+        if proc.poll() is not None:
+            sys.exit(f"server exited with {proc.returncode}; see {log}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+            return
+        except Exception:
+            time.sleep(0.2)
+    sys.exit(f"server did not come up; see {log}")
+
+
+def edit_prompt(instr, code):
+    # editspec's plain edit prompt, instruction first (include/editspec/edit.h), byte for byte
+    return "### Instruction:\n" + instr + "\n### Original code:\n" + code + "\n### Edited code:\n"
+
+
+def run_clients(port, server, jobs_per_client, args):
+    """jobs_per_client[c] = list of request bodies; returns (tokens, wall_s, latencies)"""
+    lat, toks, errors = [], [0], []
+    lock = threading.Lock()
+
+    def client(jobs):
+        for kind, body in jobs:
+            t0 = time.time()
+            try:
+                if kind == "completion":
+                    r = post(port, "/completion", body)
+                    n = r["timings"]["predicted_n"] if "timings" in r else r.get("tokens_predicted", 0)
+                else:
+                    r = post(port, "/v1/chat/completions", body)
+                    n = r["usage"]["completion_tokens"]
+            except Exception as e:  # noqa: BLE001 - reported, and the run fails below
+                with lock:
+                    errors.append(str(e))
+                continue
+            with lock:
+                lat.append(time.time() - t0)
+                toks[0] += n
+
+    threads = [threading.Thread(target=client, args=(j,)) for j in jobs_per_client]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
+    if errors:
+        sys.exit(f"{server}: {len(errors)} requests failed, first: {errors[0]}")
+    return toks[0], wall, lat
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--clients", default="1,2,4,8", help="client counts, comma-separated")
+    ap.add_argument("--mode", choices=["plain", "edit"], default="plain")
+    ap.add_argument("--requests", type=int, default=2, help="requests per client")
+    ap.add_argument("--n-predict", type=int, default=32, help="plain mode: tokens per request")
+    ap.add_argument("--prompt-lines", type=int, default=6, help="plain mode: lines of a file per prompt")
+    ap.add_argument("--max-tokens", type=int, default=400, help="edit mode: most tokens per answer")
+    ap.add_argument("--ctx", type=int, default=2048, help="context per request")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--spec-type", default="", help="llama-server's --spec-type (edit mode: ngram-simple)")
+    ap.add_argument("--port", type=int, default=8731)
+    ap.add_argument("--dataset", default=os.path.join(root, "datasets/canitedit/normalized.jsonl"))
+    ap.add_argument("--es", default=os.path.join(root, "build/bin/editspec"))
+    ap.add_argument("--peers", default="", help="llama.cpp's bin folder (default: scripts/setup-peers.sh)")
+    ap.add_argument("--es-args", default="", help="more editspec serve options")
+    ap.add_argument("--json", default="", help="write the rows here too")
+    args = ap.parse_args()
+    peers = args.peers or subprocess.run([os.path.join(root, "scripts/setup-peers.sh")], check=True,
+                                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    items = sorted((json.loads(l) for l in open(args.dataset)), key=lambda d: len(d["code_before"]))
+    spec = args.spec_type or ("ngram-simple" if args.mode == "edit" else "")
+    rows = []
+    log_dir = os.environ.get("TMPDIR", "/tmp")
+    for n in [int(x) for x in args.clients.split(",")]:
+        def jobs_for(server):
+            out, k = [], 0
+            for c in range(n):
+                js = []
+                for _ in range(args.requests):
+                    d = items[k % len(items)]
+                    k += 1
+                    if args.mode == "plain":
+                        prompt = "".join(d["code_before"].splitlines(True)[: args.prompt_lines])
+                        js.append(("completion", {"prompt": prompt, "n_predict": args.n_predict, "temperature": 0,
+                                                  "top_k": 1, "cache_prompt": False}))
+                    elif server == "editspec":
+                        code = d["code_before"]
+                        js.append(("chat", {"messages": [{"role": "user", "content": d["instruction_descriptive"] + "\n\n```\n" + code + "```"}],
+                                            "prediction": {"type": "content", "content": code},
+                                            "max_tokens": args.max_tokens, "temperature": 0}))
+                    else:
+                        js.append(("completion", {"prompt": edit_prompt(d["instruction_descriptive"], d["code_before"]),
+                                                  "n_predict": args.max_tokens, "temperature": 0, "top_k": 1,
+                                                  "cache_prompt": False}))
+                out.append(js)
+            return out
+
+        for server in ["llama-server", "editspec"]:
+            log = os.path.join(log_dir, f"concurrency-{server}-{n}.log")
+            if server == "llama-server":
+                cmd = [os.path.join(peers, "llama-server"), "-m", args.model, "-t", str(args.threads), "-c", str(n * args.ctx),
+                       "-np", str(n), "-fa", "off", "--host", "127.0.0.1", "--port", str(args.port)]
+                if spec:
+                    cmd += ["--spec-type", spec]
+            else:
+                cmd = [args.es, "serve", "-m", args.model, "-t", str(args.threads), "--ctx-size", str(args.ctx),
+                       "--parallel", str(n), "--port", str(args.port)] + args.es_args.split()
+            with open(log, "w") as lf:
+                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+            try:
+                wait_up(args.port, proc, log)
+                toks, wall, lat = run_clients(args.port, server, jobs_for(server), args)
+            finally:
+                proc.terminate()
+                proc.wait()
+            row = {"server": server, "clients": n, "tokens": toks, "wall_s": round(wall, 2),
+                   "tok_s": round(toks / wall, 2), "lat_mean_s": round(sum(lat) / len(lat), 2), "lat_max_s": round(max(lat), 2)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(f"\n{args.mode}: {os.path.basename(args.model)}, {args.threads} threads, greedy, "
+          f"{args.requests} requests per client" + (f", llama-server --spec-type {spec}" if spec else ""))
+    print("| clients | llama-server tok/s | editspec tok/s | ratio | latency mean/max llama-server | editspec |")
+    print("| ---: | ---: | ---: | ---: | --- | --- |")
+    for n in sorted({r["clients"] for r in rows}):
+        a = next(r for r in rows if r["clients"] == n and r["server"] == "llama-server")
+        b = next(r for r in rows if r["clients"] == n and r["server"] == "editspec")
+        print(f"| {n} | {a['tok_s']} | {b['tok_s']} | {b['tok_s'] / a['tok_s']:.2f}x | {a['lat_mean_s']}/{a['lat_max_s']} s "
+              f"| {b['lat_mean_s']}/{b['lat_max_s']} s |")
+    if args.json:
+        json.dump(rows, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

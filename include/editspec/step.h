@@ -1,0 +1,129 @@
+// Many requests, one pass: a step engine batches the decodes of several requests into one
+// llama_decode per step (continuous batching, as llama-server, vLLM and SGLang do).
+//
+//     editspec::step_params sp;
+//     sp.n_seq = 4;                         // four requests at once, a KV stream each
+//     sp.per_seq.n_ctx = 4096;              // each request's context
+//     auto eng = editspec::step_engine::create(model, sp, &err);
+//     std::unique_ptr<editspec::context> c = eng->view(2);   // a context on stream 2
+//     eng->enter(2);  generate_spec(*c, ...);  eng->leave(2); // on any thread, one per view
+//
+// Design: one llama_context whose KV cache has one stream per view (kv_unified = false; each stream
+// its own cells in their own order, so a request's attention sums run over exactly the cells it would
+// have alone, and the extra cells a wider step adds are masked ones at the end: exact, as the
+// batch-invariant kernels make each row of a mat-mul independent of the rows beside it). A view is
+// a `context` (engine.h) whose decode() hands its batch to the engine and waits: the engine thread
+// gathers the batches of every active view (one that entered and did not leave) into one batch, in
+// stream order, and decodes it; each view gets its rows' logits copied back. A step starts once every
+// active view has a batch waiting, or `wait_frac` of the last step's time after the first arrived (a
+// view drafting slowly, or between requests, does not hold the others back). A step carries at most
+// `n_step_tokens` tokens, the smallest batches first (generating requests' passes before prompt
+// chunks); a view's batch that does not fit waits for the next step.
+//
+// The decoders run unchanged on a view: they see one sequence (0), n_seq_max() == 1 (draft trees
+// are chains, as exact greedy verification wants anyway), n_ctx() = per_seq.n_ctx. libllama's
+// ubatch split puts equal token counts of consecutive streams in one ubatch (split_equal), so views
+// whose batches differ in length take more than one ubatch of the step.
+//
+// Cancellation: a view's cancel flag (context::set_cancel) fails its decode at once; a step whose
+// every batch is cancelled is aborted inside llama_decode (llama_set_abort_callback).
+//
+// Threading: enter/leave/view/decode from any thread; one thread per view at a time. Every KV
+// operation of a view takes the engine's context lock, so it never runs during a step's decode.
+#pragma once
+
+#include "editspec/engine.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace editspec {
+
+struct step_params {
+    int32_t n_seq         = 1;     // views (requests decoding at once), a KV stream each, <= 64
+    context_params per_seq;        // per view: n_ctx (tokens), n_batch (most tokens of one decode call,
+                                   // a prompt's chunk), threads, flash attention
+    int32_t n_step_tokens = 0;     // most tokens one step carries, 0 = n_seq * per_seq.n_batch
+    double  wait_frac     = 0.25;  // how long a step waits for active views without a batch, as a
+                                   // fraction of the last step's decode time (plus 1 ms)
+};
+
+struct step_stats {
+    int64_t steps      = 0; // llama_decode calls
+    int64_t tokens     = 0; // tokens they carried
+    int64_t batches    = 0; // view batches they carried (requests per step = batches / steps)
+    int64_t aborted    = 0; // steps cut short because every request in them was cancelled
+    int64_t cancelled  = 0; // view batches refused or dropped because their request was cancelled
+    double  decode_ms  = 0; // time inside llama_decode
+    double  gather_ms  = 0; // time a step waited for active views after its first batch arrived
+};
+
+class step_engine {
+public:
+    // null with *error on failure (the error names the model and the sizes)
+    static std::unique_ptr<step_engine> create(const model & m, const step_params & p, std::string * error);
+    ~step_engine(); // stops the engine thread; views must be gone or idle
+    step_engine(const step_engine &) = delete;
+    step_engine & operator=(const step_engine &) = delete;
+
+    // a context decoding through this engine on stream seq (0 <= seq < n_seq); one view per stream
+    std::unique_ptr<context> view(llama_seq_id seq);
+
+    // a request starts / ends on stream seq: steps wait for the batches of entered views only
+    void enter(llama_seq_id seq);
+    void leave(llama_seq_id seq);
+
+    const step_params & params() const { return params_; }
+    int32_t n_seq() const { return params_.n_seq; }
+    step_stats stats() const;
+
+private:
+    friend class context;
+    struct submission {
+        llama_seq_id seq = 0;
+        const llama_batch * b = nullptr;
+        const std::atomic<bool> * cancel = nullptr;
+        std::vector<float> * logits = nullptr;  // [n_rows with logits, n_vocab]
+        std::vector<int32_t> * rows = nullptr;  // batch row -> row of logits, -1 = none
+        bool done = false;
+        bool ok = false;
+    };
+
+    step_engine(const model & m) : model_(m) {}
+    // from a view's decode(): waits for the step that carries b; false when it failed or was cancelled
+    bool decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, std::vector<float> & logits,
+                std::vector<int32_t> & rows);
+    void loop();
+    // one step over `subs` (ctx_mu_ held): false when llama_decode failed or was aborted
+    bool run_step(std::vector<submission *> & subs);
+    static bool abort_cb(void * data);
+    static bool all_cancelled(const std::vector<submission *> & subs);
+
+    const model & model_;
+    step_params params_;
+    std::unique_ptr<context> ctx_;   // the shared context (kv_unified = false, n_seq streams)
+    std::unique_ptr<batch> merged_;  // the step's batch
+    int32_t n_vocab_ = 0;
+
+    std::mutex ctx_mu_;              // the llama_context: a step's decode, or one view's KV operation
+
+    mutable std::mutex mu_;          // everything below
+    std::condition_variable cv_;     // a batch arrived, a step ended, a view entered or left, stop
+    std::deque<submission *> queue_; // batches waiting, in arrival order
+    std::vector<uint8_t> active_;    // [n_seq] entered and not left
+    std::vector<submission *> step_subs_; // the running step's (abort_cb reads them)
+    std::atomic<bool> step_abort_{false};
+    step_stats stats_;
+    double last_step_ms_ = 0.0;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+} // namespace editspec

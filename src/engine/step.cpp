@@ -1,0 +1,265 @@
+// The step engine (step.h): views' batches gathered into one llama_decode per step.
+//
+// One step, three views (A on stream 0 generating, B on 1 prefilling a chunk, C on 2 verifying a
+// chain of 3 drafts after its pending token):
+//
+//   row   token        pos            seq (stream)   logits
+//   0     a_root       nA             0              1
+//   1-4   b_0 .. b_3   0 .. 3         1              0 0 0 1
+//   5-8   c_root c1-3  nC .. nC+3     2              1 1 1 1
+//
+// Rows go in stream order, each view's contiguous (libllama's sequential split takes consecutive
+// streams with equal token counts into one ubatch). Each view gets back the logits of its own rows.
+#include "editspec/step.h"
+#include "editspec/clock.h"
+#include "editspec/log.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace editspec {
+
+std::unique_ptr<step_engine> step_engine::create(const model & m, const step_params & p, std::string * error) {
+    auto fail = [&](const std::string & msg) -> std::unique_ptr<step_engine> {
+        if (error) *error = msg;
+        return nullptr;
+    };
+    if (p.n_seq < 1 || p.n_seq > 64) {
+        return fail("step engine: " + std::to_string(p.n_seq) + " requests at once is out of range [1, 64]");
+    }
+    if (p.per_seq.n_ctx < 1) {
+        return fail("step engine: each request needs a context size (it is " + std::to_string(p.per_seq.n_ctx) + ")");
+    }
+    std::unique_ptr<step_engine> e(new step_engine(m));
+    e->params_ = p;
+    if (e->params_.n_step_tokens <= 0) e->params_.n_step_tokens = p.n_seq * p.per_seq.n_batch;
+    e->params_.n_step_tokens = std::max(e->params_.n_step_tokens, p.per_seq.n_batch);
+    context_params cp = p.per_seq;
+    cp.n_ctx = p.per_seq.n_ctx * p.n_seq;
+    cp.n_seq_max = p.n_seq;
+    cp.kv_unified = p.n_seq == 1; // a stream per request
+    cp.n_batch = e->params_.n_step_tokens;
+    cp.n_ubatch = std::min(p.per_seq.n_ubatch, cp.n_batch);
+    std::string err;
+    e->ctx_ = context_create(m, cp, &err);
+    if (!e->ctx_) {
+        return fail("step engine: " + err + " (" + std::to_string(p.n_seq) + " requests x " + std::to_string(p.per_seq.n_ctx) +
+                    " tokens)");
+    }
+    // the engine's abort callback replaces the context's own: a step is cut short when every
+    // request in it is cancelled
+    llama_set_abort_callback(e->ctx_->get(), &step_engine::abort_cb, e.get());
+    e->merged_ = std::make_unique<batch>(cp.n_batch, 1);
+    e->n_vocab_ = m.facts().n_vocab;
+    e->active_.assign((size_t) p.n_seq, 0);
+    e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
+    ES_LOG_INFO("step engine: %d requests at once, %d tokens of context each, at most %d tokens a step\n", p.n_seq,
+                (int) llama_n_ctx_seq(e->ctx_->get()), e->params_.n_step_tokens);
+    return e;
+}
+
+step_engine::~step_engine() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+std::unique_ptr<context> step_engine::view(llama_seq_id seq) {
+    ES_ASSERT(seq >= 0 && seq < params_.n_seq);
+    std::unique_ptr<context> c(new context(model_));
+    c->ctx_ = ctx_->get();
+    c->step_ = this;
+    c->seq_ = seq;
+    c->n_vocab_ = n_vocab_;
+    c->n_ctx_view_ = (int32_t) llama_n_ctx_seq(ctx_->get());
+    c->params_ = params_.per_seq;
+    c->params_.n_ctx = c->n_ctx_view_;
+    c->params_.n_seq_max = 1;
+    c->params_.kv_unified = false;
+    c->params_.flash_attn = ctx_->params().flash_attn;
+    return c;
+}
+
+void step_engine::enter(llama_seq_id seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_[(size_t) seq] = 1;
+}
+
+void step_engine::leave(llama_seq_id seq) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        active_[(size_t) seq] = 0;
+    }
+    cv_.notify_all(); // a step may have been waiting for this view
+}
+
+step_stats step_engine::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+}
+
+bool step_engine::all_cancelled(const std::vector<submission *> & subs) {
+    for (const submission * s : subs) {
+        if (!s->cancel || !s->cancel->load()) return false;
+    }
+    return !subs.empty();
+}
+
+// called by ggml's main compute thread, the engine's own, between graph nodes: step_subs_ is only
+// written by that thread outside llama_decode
+bool step_engine::abort_cb(void * data) {
+    step_engine * e = static_cast<step_engine *>(data);
+    if (!e->step_abort_.load(std::memory_order_relaxed) && all_cancelled(e->step_subs_)) e->step_abort_ = true;
+    return e->step_abort_.load(std::memory_order_relaxed);
+}
+
+bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel,
+                         std::vector<float> & logits, std::vector<int32_t> & rows) {
+    if (b.n_tokens > params_.per_seq.n_batch) {
+        ES_LOG_ERROR("%s: a batch of %d tokens is over the view's n_batch %d\n", __func__, b.n_tokens, params_.per_seq.n_batch);
+        return false;
+    }
+    submission s;
+    s.seq = seq;
+    s.b = &b;
+    s.cancel = cancel;
+    s.logits = &logits;
+    s.rows = &rows;
+    std::unique_lock<std::mutex> lock(mu_);
+    queue_.push_back(&s);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return s.done; });
+    return s.ok;
+}
+
+void step_engine::loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_ && queue_.empty()) return;
+        // gather: every active view's batch, or as many as came within the wait
+        const auto t_first = clock_type::now();
+        const double wait_ms = 1.0 + params_.wait_frac * last_step_ms_;
+        auto all_in = [&] {
+            if (stop_) return true;
+            for (size_t i = 0; i < active_.size(); i++) {
+                if (!active_[i]) continue;
+                bool in = false;
+                for (const submission * s : queue_) in = in || s->seq == (llama_seq_id) i;
+                if (!in) return false;
+            }
+            return true;
+        };
+        cv_.wait_until(lock, t_first + std::chrono::microseconds((int64_t) (wait_ms * 1000.0)), all_in);
+        stats_.gather_ms += ms_since(t_first);
+
+        // cancelled batches are answered at once; of the others the smallest go first (generating
+        // requests' passes, then prompt chunks) up to the step's token budget (the first always fits)
+        for (auto it = queue_.begin(); it != queue_.end();) {
+            if ((*it)->cancel && (*it)->cancel->load()) {
+                (*it)->done = true;
+                (*it)->ok = false;
+                stats_.cancelled++;
+                it = queue_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        std::vector<submission *> order(queue_.begin(), queue_.end());
+        std::stable_sort(order.begin(), order.end(),
+                         [](const submission * a, const submission * b) { return a->b->n_tokens < b->b->n_tokens; });
+        std::vector<submission *> subs;
+        int32_t n_tokens = 0;
+        for (submission * s : order) {
+            if (!subs.empty() && n_tokens + s->b->n_tokens > params_.n_step_tokens) continue;
+            n_tokens += s->b->n_tokens;
+            subs.push_back(s);
+        }
+        std::erase_if(queue_, [&](const submission * s) { return std::find(subs.begin(), subs.end(), s) != subs.end(); });
+        if (subs.empty()) {
+            cv_.notify_all();
+            continue;
+        }
+        std::sort(subs.begin(), subs.end(), [](const submission * a, const submission * b) { return a->seq < b->seq; });
+        step_subs_ = subs;
+        step_abort_ = false;
+        lock.unlock();
+
+        const auto t0 = clock_type::now();
+        bool ok;
+        {
+            std::lock_guard<std::mutex> kv(ctx_mu_);
+            ok = run_step(subs);
+        }
+        const double ms = ms_since(t0);
+
+        lock.lock();
+        step_subs_.clear();
+        last_step_ms_ = ms;
+        stats_.steps++;
+        stats_.tokens += n_tokens;
+        stats_.batches += (int64_t) subs.size();
+        stats_.decode_ms += ms;
+        if (!ok && step_abort_) stats_.aborted++;
+        for (submission * s : subs) s->done = true;
+        cv_.notify_all();
+    }
+}
+
+bool step_engine::run_step(std::vector<submission *> & subs) {
+    batch & mb = *merged_;
+    mb.clear();
+    std::vector<int32_t> offset(subs.size());
+    for (size_t k = 0; k < subs.size(); k++) {
+        const llama_batch & b = *subs[k]->b;
+        offset[k] = mb.size();
+        for (int32_t i = 0; i < b.n_tokens; i++) {
+            ES_ASSERT(b.n_seq_id[i] == 1 && b.seq_id[i][0] == 0 && "a view's batch holds sequence 0 only");
+            ES_ASSERT(mb.add(b.token[i], b.pos[i], {subs[k]->seq}, b.logits[i] != 0));
+        }
+    }
+    // a step whose every request is cancelled stops inside llama_decode (abort_cb)
+    step_abort_ = all_cancelled(subs);
+    const int32_t ret = step_abort_ ? 2 : llama_decode(ctx_->get(), mb.get());
+    if (ret != 0) {
+        if (!(ret == 2 && step_abort_)) {
+            ES_LOG_ERROR("step engine: llama_decode failed with status %d (%d tokens of %zu requests; 1 = no KV slot)\n", ret,
+                         mb.size(), subs.size());
+        }
+        // earlier ubatches of the step may have stayed in the cache: each request's batch leaves no cell
+        for (submission * s : subs) {
+            llama_pos p0 = s->b->pos[0];
+            for (int32_t i = 0; i < s->b->n_tokens; i++) p0 = std::min(p0, s->b->pos[i]);
+            llama_memory_seq_rm(llama_get_memory(ctx_->get()), s->seq, p0, -1);
+            s->ok = false;
+        }
+        return false;
+    }
+    for (size_t k = 0; k < subs.size(); k++) {
+        submission & s = *subs[k];
+        const llama_batch & b = *s.b;
+        int32_t n_out = 0;
+        for (int32_t i = 0; i < b.n_tokens; i++) n_out += b.logits[i] != 0;
+        s.logits->resize((size_t) n_out * n_vocab_);
+        s.rows->assign((size_t) b.n_tokens, -1);
+        int32_t r = 0;
+        for (int32_t i = 0; i < b.n_tokens; i++) {
+            if (!b.logits[i]) continue;
+            const float * l = llama_get_logits_ith(ctx_->get(), offset[k] + i);
+            if (!l) {
+                s.ok = false;
+                break;
+            }
+            std::memcpy(s.logits->data() + (size_t) r * n_vocab_, l, sizeof(float) * (size_t) n_vocab_);
+            (*s.rows)[i] = r++;
+            s.ok = true;
+        }
+        if (n_out == 0) s.ok = true;
+    }
+    return true;
+}
+
+} // namespace editspec

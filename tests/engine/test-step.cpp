@@ -1,0 +1,204 @@
+// The step engine (step.h): requests decoding together in one batched pass a step answer exactly
+// as each would alone, greedy and speculative, whatever runs beside them; a cancelled request
+// stops and leaves the others' answers alone.
+#include "common/test-util.h"
+#include "editspec/decoder.h"
+#include "editspec/step.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+using namespace editspec;
+
+namespace {
+
+// drafts the reference output from the current position, corrupted at a random depth half the
+// time, so passes of many lengths (and rejections) go into the shared steps
+struct noisy_reference_drafter : drafter_i {
+    const token_vec & ref;
+    size_t n_prompt = 0;
+    std::mt19937 rng;
+    int32_t n_vocab;
+    noisy_reference_drafter(const token_vec & ref, uint32_t seed, int32_t n_vocab) : ref(ref), rng(seed), n_vocab(n_vocab) {}
+    const char * name() const override { return "noisy-reference"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token> prompt) override { n_prompt = prompt.size(); }
+    void accept(std::span<const llama_token>) override {}
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
+        const size_t i = history.size() - n_prompt;
+        token_vec t;
+        const int32_t n = (int32_t) (rng() % 12);
+        for (int32_t k = 0; k < n && i + k < ref.size(); k++) t.push_back(ref[i + k]);
+        if (!t.empty() && rng() % 2) t[rng() % t.size()] = (llama_token) (rng() % n_vocab);
+        if (!t.empty()) tree.add_path(-1, t, source(), budget);
+    }
+};
+
+struct job {
+    token_vec prompt;
+    int32_t n_predict = 0;
+    generate_result alone; // greedy, on a context of its own
+    generate_result ar;    // greedy, on a view
+    generate_result spec;  // speculative, on a view
+};
+
+// every job alone, then all of them at once on the views of an engine of n_seq streams (threads
+// start at staggered times, so prompt chunks mix with generating passes)
+void check_batched_equals_alone(const std::string & type, int32_t n_threads, uint32_t seed) {
+    auto m = test::load_or_fail(test::typed_model_path(type));
+    ASSERT_TRUE(m);
+    std::mt19937 rng(seed);
+    const int32_t n_seq = 4, n_ctx = 512;
+    std::vector<job> jobs(8);
+    for (job & j : jobs) {
+        j.prompt = test::random_code_prompt(*m, rng);
+        // some long prompts: chunks of several passes
+        if (rng() % 3 == 0) {
+            const token_vec more = test::random_code_prompt(*m, rng);
+            for (int r = 0; r < 8; r++) j.prompt.insert(j.prompt.end(), more.begin() + 1, more.end());
+        }
+        j.n_predict = 8 + (int32_t) (rng() % 40);
+        context_params cp;
+        cp.n_ctx = n_ctx;
+        cp.n_threads = n_threads;
+        cp.n_batch = 64;
+        auto own = test::context_or_fail(*m, cp);
+        ASSERT_TRUE(own);
+        generate_params gp;
+        gp.n_predict = j.n_predict;
+        j.alone = generate_ar(*own, j.prompt, gp);
+        ASSERT_NE(j.alone.stop, STOP_REASON_ERROR) << j.alone.error;
+    }
+
+    step_params sp;
+    sp.n_seq = n_seq;
+    sp.per_seq.n_ctx = n_ctx;
+    sp.per_seq.n_threads = n_threads;
+    sp.per_seq.n_batch = 64; // prompt chunks of 64: long prompts take several steps
+    sp.n_step_tokens = 128;
+    std::string err;
+    auto eng = step_engine::create(*m, sp, &err);
+    ASSERT_TRUE(eng) << err;
+    std::vector<std::unique_ptr<context>> views;
+    for (int32_t s = 0; s < n_seq; s++) views.push_back(eng->view(s));
+    EXPECT_EQ(views[0]->n_ctx(), n_ctx);
+    EXPECT_EQ(views[0]->n_seq_max(), 1);
+
+    // each stream runs its share of the jobs, greedy then speculative, one after another
+    std::vector<std::thread> threads;
+    for (int32_t s = 0; s < n_seq; s++) {
+        threads.emplace_back([&, s] {
+            std::mt19937 r(seed + 100 + s);
+            for (size_t k = s; k < jobs.size(); k += n_seq) {
+                job & j = jobs[k];
+                std::this_thread::sleep_for(std::chrono::milliseconds(r() % 20));
+                eng->enter(s);
+                generate_params gp;
+                gp.n_predict = j.n_predict;
+                j.ar = generate_ar(*views[s], j.prompt, gp);
+                noisy_reference_drafter d(j.alone.tokens, r(), m->facts().n_vocab);
+                drafter_i * ds[] = {&d};
+                spec_params spp;
+                spp.draft_max = 16;
+                j.spec = generate_spec(*views[s], j.prompt, gp, spp, ds);
+                eng->leave(s);
+            }
+        });
+    }
+    for (auto & t : threads) t.join();
+    for (size_t k = 0; k < jobs.size(); k++) {
+        const job & j = jobs[k];
+        EXPECT_EQ(j.ar.tokens, j.alone.tokens) << type << ", " << n_threads << " threads, job " << k << " (prompt "
+                                               << j.prompt.size() << " tokens): greedy on a view differs from alone";
+        EXPECT_EQ(j.spec.tokens, j.alone.tokens) << type << ", " << n_threads << " threads, job " << k
+                                                 << ": speculative on a view differs from greedy alone";
+        EXPECT_EQ(j.ar.stop, j.alone.stop) << "job " << k;
+    }
+    const step_stats st = eng->stats();
+    EXPECT_GT(st.steps, 0);
+    // the point of the engine: steps carried several requests' batches
+    EXPECT_GT(st.batches, st.steps) << "no step carried two requests";
+}
+
+class step_exact : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(step_exact, batched_answers_equal_answers_alone) {
+    for (int32_t n_threads : {1, 2}) check_batched_equals_alone(GetParam(), n_threads, 7);
+}
+
+// the K-quants and the repacked kernels included
+INSTANTIATE_TEST_SUITE_P(types, step_exact, ::testing::Values("f32", "f16", "q8_0", "q4_0", "q4_k_m", "q6_k"));
+
+// a cancelled request stops at once (before any pass once cancelled), and the request beside it
+// still answers as it would alone
+TEST(step_engine, cancelled_request_stops_and_spares_the_others) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    std::mt19937 rng(3);
+    const token_vec prompt = test::random_code_prompt(*m, rng);
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    auto own = test::context_or_fail(*m, cp);
+    generate_params gp;
+    gp.n_predict = 200;
+    const generate_result alone = generate_ar(*own, prompt, gp);
+    ASSERT_GT(alone.tokens.size(), 20u) << "the reference ends too early to show a cancellation";
+
+    step_params sp;
+    sp.n_seq = 2;
+    sp.per_seq.n_ctx = 512;
+    sp.per_seq.n_threads = 1;
+    std::string err;
+    auto eng = step_engine::create(*m, sp, &err);
+    ASSERT_TRUE(eng) << err;
+    auto a = eng->view(0), b = eng->view(1);
+    std::atomic<bool> cancel{false};
+    a->set_cancel(&cancel);
+    generate_result ra, rb;
+    std::thread ta([&] {
+        eng->enter(0);
+        generate_params g = gp;
+        g.on_text = [&](std::string_view) {
+            cancel = true; // the client leaves after its first text
+            return true;
+        };
+        ra = generate_ar(*a, prompt, g);
+        eng->leave(0);
+    });
+    std::thread tb([&] {
+        eng->enter(1);
+        rb = generate_ar(*b, prompt, gp);
+        eng->leave(1);
+    });
+    ta.join();
+    tb.join();
+    EXPECT_EQ(ra.stop, STOP_REASON_CALLBACK);
+    EXPECT_LT(ra.tokens.size(), 4u) << "the cancelled request went on";
+    EXPECT_EQ(rb.tokens, alone.tokens);
+    // a cancelled flag set before the request fails its first decode at once
+    a->set_cancel(&cancel);
+    eng->enter(0);
+    const generate_result again = generate_ar(*a, prompt, gp);
+    eng->leave(0);
+    EXPECT_EQ(again.stop, STOP_REASON_CALLBACK);
+    EXPECT_TRUE(again.tokens.empty());
+}
+
+// settings that cannot work are refused with a message naming them
+TEST(step_engine, refuses_bad_settings) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    step_params sp;
+    sp.n_seq = 0;
+    std::string err;
+    EXPECT_FALSE(step_engine::create(*m, sp, &err));
+    EXPECT_NE(err.find("out of range"), std::string::npos) << err;
+    sp.n_seq = 65;
+    EXPECT_FALSE(step_engine::create(*m, sp, &err));
+}
+
+} // namespace
