@@ -161,6 +161,12 @@ public:
     bool cancelled() const { return cancel_ && cancel_->load(); }
     // a view of a step engine (step.h)
     bool is_view() const { return step_ != nullptr; }
+    // a view: what the other requests put in the engine's last step (0, 0 for an owned context)
+    struct step_load {
+        int32_t tokens   = 0; // their tokens
+        int32_t requests = 0; // their batches
+    };
+    step_load step_others() const;
     // logits of batch row i (that row must have had logits set): [n_vocab]
     const float * logits(int32_t i) const;
 

@@ -9,7 +9,8 @@
 //                               is an apply too, its code the prediction
 //   GET  /v1/models, /health, /metrics (Prometheus)
 //
-// N slots, each a context (KV cache) on the one loaded model; requests wait for a free slot in a
+// N slots, each a view of one step engine (step.h: a KV stream each, every active request's tokens
+// in one batched pass a step) on the one loaded model; requests wait for a free slot in a
 // bounded FIFO (503 with Retry-After past it). A request reuses what its slot's cache holds of its
 // prompt (prompt-cache.h: the exact prefix, or with --kv-reuse pie the spans after an edit too), or
 // what a prompt kept in RAM holds when that is more (prompt-store.h, --cache-ram); one that names a document session ("session": ID, /v1/sessions) runs on that session's KV instead. /health and /metrics answer whatever the slots do.

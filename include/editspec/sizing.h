@@ -64,6 +64,10 @@ struct pass_shape {
     int32_t max_nodes  = INT32_MAX; // no more nodes (KV cells left)
     int32_t max_leaves = 1;         // sequences the context offers for paths
     bool    chain_only = true;      // lossless exact mode: only the likeliest chain (docs/exactness.md)
+    // the batched pass this tree rides in (step.h): tokens other requests put in it and tokens they
+    // expect from it; the sizing then maximises the whole pass's tokens per unit of its cost
+    int32_t step_tokens = 0;
+    float   step_yield  = 0.0f;
 };
 
 // What one pass verifies, from what the drafters offered: cut to max_depth, reduced to its
@@ -113,9 +117,13 @@ draft_tree tree_limit_depth(const draft_tree & tree, int32_t max_depth);
 std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats & stats);
 
 // keeps the nodes that maximise (1 + expected accepted) / cost(1 + nodes), at most max_leaves
-// leaves; returns the pruned tree (order kept, parents re-indexed)
+// leaves; returns the pruned tree (order kept, parents re-indexed). In a batched pass that others
+// fill with step_tokens tokens expecting step_yield from it, the whole pass's value:
+// (step_yield + 1 + expected accepted) / cost(step_tokens + 1 + nodes): a node pays when it adds
+// more to the pass's tokens than it adds to its cost, so drafts shrink where the pass is already
+// costly per token and grow where a wide pass (a prompt chunk beside them) makes them nearly free
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
-                              int32_t max_leaves);
+                              int32_t max_leaves, int32_t step_tokens = 0, float step_yield = 0.0f);
 
 // drops the least likely leaves (by probs) until at most max_leaves remain
 draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves);

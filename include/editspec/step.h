@@ -104,6 +104,8 @@ private:
     // one step over `subs` (ctx_mu_ held): false when llama_decode failed or was aborted
     bool run_step(std::vector<submission *> & subs);
     static bool abort_cb(void * data);
+    // what the last step held beside stream seq's own batch
+    context::step_load others(llama_seq_id seq) const;
     static bool all_cancelled(const std::vector<submission *> & subs);
 
     const model & model_;
@@ -121,7 +123,9 @@ private:
     std::vector<submission *> step_subs_; // the running step's (abort_cb reads them)
     std::atomic<bool> step_abort_{false};
     step_stats stats_;
+    int32_t last_total_ = 0, last_batches_ = 0; // the last step's tokens and batches
     double last_step_ms_ = 0.0;
+    std::vector<int32_t> last_tokens_; // [n_seq] each stream's tokens in the last step
     bool stop_ = false;
     std::thread thread_;
 };

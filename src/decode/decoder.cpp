@@ -82,6 +82,12 @@ void step_draft(spec_loop & s) {
     shape.max_nodes = std::max(0, s.ctx.n_ctx() - 1 - root_pos);
     shape.max_leaves = std::max(1, s.ctx.n_seq_max() - 1);
     shape.chain_only = s.chain_only;
+    if (s.ctx.is_view()) {
+        // the step beside this request, as the last one was (step.h): each other request yields a token
+        const context::step_load others = s.ctx.step_others();
+        shape.step_tokens = others.tokens;
+        shape.step_yield = (float) others.requests;
+    }
     s.tree = tree_for_pass(s.tree, s.sp, s.stats, shape);
     for (drafter_i * d : s.drafters) {
         d->sized(s.tree);

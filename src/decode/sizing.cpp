@@ -104,7 +104,7 @@ draft_tree tree_truncate(const draft_tree & tree, int32_t n) {
 }
 
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
-                              int32_t max_leaves) {
+                              int32_t max_leaves, int32_t step_tokens, float step_yield) {
     const int32_t n = tree.size();
     if (n == 0) {
         return tree;
@@ -116,12 +116,13 @@ draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> 
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
 
     const double t1 = cost.t(1);
-    double best_value = 1.0; // no draft: one token for one single-token pass
+    // no draft: one token (and the others' yield) for the pass without this request's nodes
+    double best_value = (step_yield + 1.0) / (cost.t(step_tokens + 1) / t1);
     int32_t best_n = 0;
-    double gain = 1.0;
+    double gain = step_yield + 1.0;
     for (int32_t k = 0; k < n; k++) {
         gain += probs[order[k]];
-        const double value = gain / (cost.t(2 + k) / t1);
+        const double value = gain / (cost.t(step_tokens + 2 + k) / t1);
         if (value > best_value) {
             best_value = value;
             best_n = k + 1;
@@ -179,7 +180,8 @@ draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, co
         tree = tree_limit_leaves(tree, tree_node_probs(tree, stats), shape.max_leaves);
     } else {
         ES_ASSERT(sp.cost != nullptr); // generate_spec refuses drafters without a cap or a cost model
-        tree = tree_prune_by_cost(tree, tree_node_probs(tree, stats), *sp.cost, shape.max_leaves);
+        tree = tree_prune_by_cost(tree, tree_node_probs(tree, stats), *sp.cost, shape.max_leaves, shape.step_tokens,
+                                  shape.step_yield);
     }
     tree = tree_truncate(tree, shape.max_nodes);
     // depth-first, likeliest child first: the likeliest path occupies consecutive rows

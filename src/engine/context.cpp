@@ -100,6 +100,10 @@ context::~context() {
     }
 }
 
+context::step_load context::step_others() const {
+    return step_ ? step_->others(seq_) : step_load{};
+}
+
 llama_seq_id context::seq_of(llama_seq_id seq) const {
     if (!step_) return seq;
     ES_ASSERT(seq <= 0 && "a view of a step engine has sequence 0 only");

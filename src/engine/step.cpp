@@ -52,6 +52,7 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     e->merged_ = std::make_unique<batch>(cp.n_batch, 1);
     e->n_vocab_ = m.facts().n_vocab;
     e->active_.assign((size_t) p.n_seq, 0);
+    e->last_tokens_.assign((size_t) p.n_seq, 0);
     e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
     ES_LOG_INFO("step engine: %d requests at once, %d tokens of context each, at most %d tokens a step\n", p.n_seq,
                 (int) llama_n_ctx_seq(e->ctx_->get()), e->params_.n_step_tokens);
@@ -94,6 +95,15 @@ void step_engine::leave(llama_seq_id seq) {
         active_[(size_t) seq] = 0;
     }
     cv_.notify_all(); // a step may have been waiting for this view
+}
+
+context::step_load step_engine::others(llama_seq_id seq) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    context::step_load l;
+    const int32_t own = last_tokens_[(size_t) seq];
+    l.tokens = last_total_ - own;
+    l.requests = last_batches_ - (own > 0 ? 1 : 0);
+    return l;
 }
 
 step_stats step_engine::stats() const {
@@ -193,12 +203,24 @@ void step_engine::loop() {
         {
             std::lock_guard<std::mutex> kv(ctx_mu_);
             ok = run_step(subs);
+            if (!ok && !step_abort_ && subs.size() > 1) {
+                // one request's batch that cannot be decoded (no KV slot) fails alone
+                ES_LOG_WARN("step engine: decoding the step's %zu requests one by one\n", subs.size());
+                for (submission * s : subs) {
+                    std::vector<submission *> one = {s};
+                    run_step(one);
+                }
+            }
         }
         const double ms = ms_since(t0);
 
         lock.lock();
         step_subs_.clear();
         last_step_ms_ = ms;
+        std::fill(last_tokens_.begin(), last_tokens_.end(), 0);
+        for (const submission * s : subs) last_tokens_[(size_t) s->seq] = s->b->n_tokens;
+        last_total_ = n_tokens;
+        last_batches_ = (int32_t) subs.size();
         stats_.steps++;
         stats_.tokens += n_tokens;
         stats_.batches += (int64_t) subs.size();

@@ -567,6 +567,37 @@ int refuse_on_headers(const server_state & s, const httplib::Request & req, std:
 // its response is written (the logger), both on the connection's thread
 thread_local clock_type::time_point t_request_start{};
 
+// the slots: views of one step engine (a KV stream of --ctx-size tokens each, every active request's
+// tokens in one llama_decode a step), or with --kv-reuse pie contexts of their own: PIE decodes an
+// edit's gaps under a spare sequence beside the slot's, which a view's one stream does not have
+bool add_slots(server_state & s, const server_params & p, const runner_params & rp, std::string * error) {
+    if (p.prompt_cache.mode == KV_REUSE_PIE) {
+        fprintf(stderr, "editspec serve: --kv-reuse pie: each slot has a context of its own and requests decode a "
+                        "pass each, not batched (the default, --kv-reuse prefix, batches them)\n");
+        s.slots->add(std::move(s.rn.ctx));
+        for (int32_t i = 1; i < p.n_parallel; i++) {
+            auto ctx = runner_new_context(s.rn, error);
+            if (!ctx) return false;
+            s.slots->add(std::move(ctx));
+        }
+        return true;
+    }
+    s.rn.ctx.reset(); // it measured the cost model; the engine holds the slots' KV
+    step_params stp;
+    stp.n_seq = p.n_parallel;
+    stp.per_seq.n_ctx = rp.n_ctx;
+    stp.per_seq.n_threads = rp.n_threads;
+    stp.per_seq.flash_attn = rp.flash_attn;
+    stp.n_step_tokens = p.step_tokens > 0 ? p.step_tokens : 2 * stp.per_seq.n_batch;
+    s.engine = step_engine::create(*s.rn.target.model, stp, error);
+    if (!s.engine) {
+        *error += "; lower --parallel or --ctx-size";
+        return false;
+    }
+    for (int32_t i = 0; i < p.n_parallel; i++) s.slots->add(s.engine->view(i), s.engine.get(), i);
+    return true;
+}
+
 bool open_state(const server_params & p, server_state & s) {
     std::string error;
     s.params = p;
@@ -590,22 +621,11 @@ bool open_state(const server_params & p, server_state & s) {
         fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
-    // the slots are views of one step engine: one KV stream of --ctx-size tokens each, every active
-    // request's tokens in one llama_decode a step
-    s.rn.ctx.reset(); // measured the cost model; the engine holds the slots' KV
-    step_params stp;
-    stp.n_seq = p.n_parallel;
-    stp.per_seq.n_ctx = rp.n_ctx;
-    stp.per_seq.n_threads = rp.n_threads;
-    stp.per_seq.flash_attn = rp.flash_attn;
-    stp.n_step_tokens = p.step_tokens > 0 ? p.step_tokens : 2 * stp.per_seq.n_batch;
-    s.engine = step_engine::create(*s.rn.target.model, stp, &error);
-    if (!s.engine) {
-        fprintf(stderr, "editspec serve: error: %s; lower --parallel or --ctx-size\n", error.c_str());
+    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache, p.cache_ram_mib << 20);
+    if (!add_slots(s, p, rp, &error)) {
+        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
         return false;
     }
-    s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache, p.cache_ram_mib << 20);
-    for (int32_t i = 0; i < p.n_parallel; i++) s.slots->add(s.engine->view(i), s.engine.get(), i);
     s.slots->start();
     session_store_params ssp;
     ssp.max_sessions = p.max_sessions;
@@ -706,7 +726,7 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Get("/models", models);
     svr.Get("/metrics", [&s](const httplib::Request &, httplib::Response & res) {
         const prompt_store_stats ps = s.slots->store_stats();
-        res.set_content(s.mx.render() + server_metrics::render_store(ps) + server_metrics::render_step(s.engine->stats()),
+        res.set_content(s.mx.render() + server_metrics::render_store(ps) + (s.engine ? server_metrics::render_step(s.engine->stats()) : ""),
                         "text/plain; version=0.0.4");
     });
 }

@@ -178,6 +178,24 @@ TEST(tree_sizing, pruning_follows_the_cost_curve) {
     EXPECT_EQ(tree_prune_by_cost(chain, tree_node_probs(chain, fixed_rate(0.05f)), cost_model_design(), 1).size(), 0);
 }
 
+// in a batched pass (step.h) the sizing weighs the whole pass: beside a prompt chunk the nodes are
+// nearly free, beside many requests in the linear part of the curve each node must pay its share
+TEST(tree_sizing, pruning_weighs_the_whole_batched_pass) {
+    draft_tree chain;
+    chain.add_path(-1, std::vector<llama_token>{1, 2, 3, 4, 5, 6, 7, 8}, DRAFT_SOURCE_LOOKUP, 100);
+    const std::vector<float> p = tree_node_probs(chain, fixed_rate(0.5f));
+    const cost_model cm = cost_model_design();
+    const int32_t alone = tree_prune_by_cost(chain, p, cm, 1).size();
+    // a 500-token prompt chunk in the pass, expecting nothing: the whole chain rides along
+    EXPECT_EQ(tree_prune_by_cost(chain, p, cm, 1, 500, 0.0f).size(), 8);
+    EXPECT_LE(alone, 8);
+    // 31 other requests of 1 token each (the curve is nearly linear past 16 tokens), each yielding
+    // one: a node worth half a token costs more of the pass than it adds
+    EXPECT_LT(tree_prune_by_cost(chain, p, cm, 1, 31, 31.0f).size(), std::max(alone, 1));
+    // no one beside it: the sizing alone
+    EXPECT_EQ(tree_prune_by_cost(chain, p, cm, 1, 0, 0.0f).size(), alone);
+}
+
 TEST(tree_sizing, leaves_depth_order_and_truncation) {
     const draft_tree t = sample_tree();
     std::vector<float> p = tree_node_probs(t, fixed_rate(0.8f));
