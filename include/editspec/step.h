@@ -53,6 +53,10 @@ struct step_params {
     int32_t n_step_tokens = 0;     // most tokens one step carries, 0 = n_seq * per_seq.n_batch
     double  wait_frac     = 0.25;  // how long a step waits for active views without a batch, as a
                                    // fraction of the last step's decode time (plus 1 ms)
+    double  pad_ratio     = 1.5;   // pad batches to the step's longest (one ubatch) while the padded
+                                   // step has at most this many times its own tokens; 0 = never
+                                   // (EDITSPEC_STEP_PAD overrides)
+    int32_t n_ubatch_max() const { return per_seq.n_ubatch; }
 };
 
 struct step_stats {
@@ -113,6 +117,7 @@ private:
     std::unique_ptr<context> ctx_;   // the shared context (kv_unified = false, n_seq streams)
     std::unique_ptr<batch> merged_;  // the step's batch
     int32_t n_vocab_ = 0;
+    int32_t n_ctx_seq_ = 0;          // cells of one stream
 
     std::mutex ctx_mu_;              // the llama_context: a step's decode, or one view's KV operation
 

@@ -15,6 +15,7 @@
 #include "editspec/log.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace editspec {
@@ -51,6 +52,8 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     llama_set_abort_callback(e->ctx_->get(), &step_engine::abort_cb, e.get());
     e->merged_ = std::make_unique<batch>(cp.n_batch, 1);
     e->n_vocab_ = m.facts().n_vocab;
+    e->n_ctx_seq_ = (int32_t) llama_n_ctx_seq(e->ctx_->get());
+    if (const char * pr = getenv("EDITSPEC_STEP_PAD")) e->params_.pad_ratio = atof(pr);
     e->active_.assign((size_t) p.n_seq, 0);
     e->last_tokens_.assign((size_t) p.n_seq, 0);
     e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
@@ -234,13 +237,34 @@ void step_engine::loop() {
 bool step_engine::run_step(std::vector<submission *> & subs) {
     batch & mb = *merged_;
     mb.clear();
+    // libllama takes equal token counts of consecutive streams into one ubatch: batches of unequal
+    // lengths take a ubatch per length. Padding each batch to the longest with throwaway tokens after
+    // its own (same stream, later positions, no logits, removed after the pass: a row never attends
+    // to a later position) makes the step one ubatch, when that adds at most pad_ratio of its tokens
+    int32_t n_real = 0, n_longest = 0;
+    for (const submission * s : subs) {
+        n_real += s->b->n_tokens;
+        n_longest = std::max(n_longest, s->b->n_tokens);
+    }
+    const int32_t n_padded = n_longest * (int32_t) subs.size();
+    const bool pad = subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() && n_padded <= params_.n_ubatch_max() &&
+                     (double) n_padded <= params_.pad_ratio * n_real;
     std::vector<int32_t> offset(subs.size());
+    std::vector<llama_pos> pad_from(subs.size(), -1); // first throwaway position, -1 = none
     for (size_t k = 0; k < subs.size(); k++) {
         const llama_batch & b = *subs[k]->b;
         offset[k] = mb.size();
+        llama_pos last = -1;
         for (int32_t i = 0; i < b.n_tokens; i++) {
             ES_ASSERT(b.n_seq_id[i] == 1 && b.seq_id[i][0] == 0 && "a view's batch holds sequence 0 only");
             ES_ASSERT(mb.add(b.token[i], b.pos[i], {subs[k]->seq}, b.logits[i] != 0));
+            last = std::max(last, b.pos[i]);
+        }
+        if (pad && b.n_tokens < n_longest && last + n_longest - b.n_tokens < n_ctx_seq_) {
+            pad_from[k] = last + 1;
+            for (int32_t i = b.n_tokens; i < n_longest; i++) {
+                ES_ASSERT(mb.add(b.token[b.n_tokens - 1], last + 1 + (i - b.n_tokens), {subs[k]->seq}, false));
+            }
         }
     }
     // a step whose every request is cancelled stops inside llama_decode (abort_cb)
@@ -259,6 +283,9 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
             s->ok = false;
         }
         return false;
+    }
+    for (size_t k = 0; k < subs.size(); k++) {
+        if (pad_from[k] >= 0) llama_memory_seq_rm(llama_get_memory(ctx_->get()), subs[k]->seq, pad_from[k], -1);
     }
     for (size_t k = 0; k < subs.size(); k++) {
         submission & s = *subs[k];
