@@ -5,8 +5,8 @@
 
 Client A sends a greedy POST /completion (a ~N-token prompt of real code, n_predict 256, not streamed
 unless --stream) and closes its connection after --leave-after seconds; client B then sends a short
-request (16 tokens). Printed per server: B's wait (from its send to its answer) and A's work after it
-left (editspec: the server's log says when A's generation ended). Both servers on one slot, the same
+request (16 tokens). Printed per server: B's time from its send to its answer, the same request's time
+on the idle server (best of two, sent first), and the difference: how long A's abandoned work held B. Both servers on one slot, the same
 model and prompts, in one run: `editspec serve --parallel 1` and llama-server -np 1 (default build,
 scripts/setup-peers.sh).
 """
@@ -72,20 +72,26 @@ def main():
             proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
         try:
             wait_up(args.port, proc, log)
+            small = json.dumps({"prompt": "def add(a, b):", "n_predict": 16, "temperature": 0, "top_k": 1,
+                                "cache_prompt": False}).encode()
+
+            def send_small():
+                t0 = time.time()
+                req = urllib.request.Request(f"http://127.0.0.1:{args.port}/completion", small,
+                                             {"Content-Type": "application/json"})
+                json.load(urllib.request.urlopen(req, timeout=3600))
+                return time.time() - t0
+
+            alone = min(send_small(), send_small())  # B on an idle server: what it costs itself
             a = {"prompt": text, "n_predict": 256, "temperature": 0, "top_k": 1, "cache_prompt": False, "stream": args.stream}
             leave_after(args.port, a, args.leave_after)
-            t0 = time.time()
-            req = urllib.request.Request(f"http://127.0.0.1:{args.port}/completion",
-                                         json.dumps({"prompt": "def add(a, b):", "n_predict": 16, "temperature": 0,
-                                                     "top_k": 1, "cache_prompt": False}).encode(),
-                                         {"Content-Type": "application/json"})
-            json.load(urllib.request.urlopen(req, timeout=3600))
-            wait = time.time() - t0
+            wait = send_small()
         finally:
             proc.terminate()
             proc.wait()
         print(json.dumps({"server": server, "stream": args.stream, "leave_after_s": args.leave_after,
-                          "prompt_chars": len(text), "next_request_wait_s": round(wait, 2)}), flush=True)
+                          "prompt_chars": len(text), "next_request_s": round(wait, 2), "alone_s": round(alone, 2),
+                          "delay_s": round(wait - alone, 2)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,15 @@ def wait_up(port, proc, log):
     sys.exit(f"server did not come up; see {log}")
 
 
+def fenced(code):
+    # a fenced block closes on a line of its own: the code as editspec reads it from the message
+    return code if code.endswith("\n") else code + "\n"
+
+
 def edit_prompt(instr, code):
-    # editspec's plain edit prompt, instruction first (include/editspec/edit.h), byte for byte
-    return "### Instruction:\n" + instr + "\n### Original code:\n" + code + "\n### Edited code:\n"
+    # editspec's plain edit prompt, instruction first (include/editspec/edit.h), byte for byte as it
+    # renders a chat message holding fenced code (src/server/api.cpp: the instruction stripped)
+    return "### Instruction:\n" + instr.strip() + "\n### Original code:\n" + fenced(code) + "\n### Edited code:\n"
 
 
 def run_clients(port, server, jobs_per_client, args):
@@ -119,7 +125,7 @@ def main():
                                                   "top_k": 1, "cache_prompt": False}))
                     elif server == "editspec":
                         code = d["code_before"]
-                        js.append(("chat", {"messages": [{"role": "user", "content": d["instruction_descriptive"] + "\n\n```\n" + code + "```"}],
+                        js.append(("chat", {"messages": [{"role": "user", "content": d["instruction_descriptive"] + "\n\n```\n" + fenced(code) + "```"}],
                                             "prediction": {"type": "content", "content": code},
                                             "max_tokens": args.max_tokens, "temperature": 0}))
                     else:
