@@ -13,18 +13,8 @@ scripts/setup-peers.sh).
 import argparse, json, os, socket, subprocess, sys, time, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def wait_up(port, proc, log):
-    for _ in range(1500):
-        if proc.poll() is not None:
-            sys.exit(f"server exited with {proc.returncode}; see {log}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-            return
-        except Exception:
-            time.sleep(0.2)
-    sys.exit(f"server did not come up; see {log}")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from concurrency import wait_up  # noqa: E402 - beside this file
 
 
 def leave_after(port, body, seconds):
