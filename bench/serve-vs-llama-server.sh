@@ -31,8 +31,11 @@ def post(path, body):
     return json.load(urllib.request.urlopen(req, timeout=600))
 n_tok, ms = 0, 0.0
 for d in items:
-    instr, code = d["instruction_descriptive"], d["code_before"]
-    # editspec's plain edit prompt, instruction first (include/editspec/edit.h), byte for byte
+    instr, code = d["instruction_descriptive"].strip(), d["code_before"]
+    # a fenced block closes on a line of its own: the code as editspec reads it from the message
+    code = code if code.endswith("\n") else code + "\n"
+    # editspec's plain edit prompt, instruction first (include/editspec/edit.h), byte for byte as it
+    # renders the chat message below (src/server/api.cpp: the instruction stripped)
     prompt = "### Instruction:\n" + instr + "\n### Original code:\n" + code + "\n### Edited code:\n"
     if mode == "completion":
         t = post("/completion", {"prompt": prompt, "n_predict": 400, "temperature": 0, "top_k": 1, "cache_prompt": False})["timings"]
