@@ -1,9 +1,24 @@
 // Prometheus metrics (server-metrics.h).
 #include "server-metrics.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace editspec {
+
+namespace {
+
+// one metric without labels in the text format: its HELP and TYPE lines and its value (counts
+// whole, seconds to the microsecond)
+void metric_append(std::string & o, const char * name, const char * type, const char * help, double v) {
+    char buf[512];
+    const bool whole = v == std::floor(v) && std::fabs(v) < 9007199254740992.0;
+    snprintf(buf, sizeof(buf), whole ? "# HELP %s %s\n# TYPE %s %s\n%s %.0f\n" : "# HELP %s %s\n# TYPE %s %s\n%s %.6f\n",
+             name, help, name, type, name, v);
+    o += buf;
+}
+
+} // namespace
 
 std::string server_route_label(const std::string & path) {
     static const char * const exact[] = {"/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
@@ -52,10 +67,7 @@ std::string server_metrics::render() {
                  k.substr(sp + 1).c_str(), (long long) v);
         o += buf;
     }
-    auto counter = [&](const char * name, const char * help, int64_t v) {
-        snprintf(buf, sizeof(buf), "# HELP %s %s\n# TYPE %s counter\n%s %lld\n", name, help, name, name, (long long) v);
-        o += buf;
-    };
+    auto counter = [&](const char * name, const char * help, int64_t v) { metric_append(o, name, "counter", help, (double) v); };
     counter("editspec_prompt_tokens_total", "prompt tokens processed", prompt_tokens);
     counter("editspec_tokens_generated_total", "tokens generated", generated_tokens);
     counter("editspec_target_passes_total", "target model passes while generating", target_passes);
@@ -99,40 +111,33 @@ void server_metrics::queue_wait(double seconds) {
 }
 
 std::string server_metrics::render_step(const step_stats & st) {
-    char buf[2048];
-    snprintf(buf, sizeof(buf),
-             "# HELP editspec_steps_total batched target passes (every active request's tokens in one llama_decode)\n"
-             "# TYPE editspec_steps_total counter\neditspec_steps_total %lld\n"
-             "# HELP editspec_step_tokens_total tokens the steps carried (tokens per step: / editspec_steps_total)\n"
-             "# TYPE editspec_step_tokens_total counter\neditspec_step_tokens_total %lld\n"
-             "# HELP editspec_step_requests_total requests' batches the steps carried (requests per step: / editspec_steps_total)\n"
-             "# TYPE editspec_step_requests_total counter\neditspec_step_requests_total %lld\n"
-             "# HELP editspec_step_seconds_total time inside the steps' llama_decode\n"
-             "# TYPE editspec_step_seconds_total counter\neditspec_step_seconds_total %.6f\n"
-             "# HELP editspec_step_gather_seconds_total time steps waited for active requests' batches\n"
-             "# TYPE editspec_step_gather_seconds_total counter\neditspec_step_gather_seconds_total %.6f\n"
-             "# HELP editspec_steps_aborted_total steps cut short because every request in them was cancelled\n"
-             "# TYPE editspec_steps_aborted_total counter\neditspec_steps_aborted_total %lld\n"
-             "# HELP editspec_step_cancelled_total request batches dropped because their client left\n"
-             "# TYPE editspec_step_cancelled_total counter\neditspec_step_cancelled_total %lld\n",
-             (long long) st.steps, (long long) st.tokens, (long long) st.batches, st.decode_ms / 1000.0,
-             st.gather_ms / 1000.0, (long long) st.aborted, (long long) st.cancelled);
-    return buf;
+    std::string o;
+    metric_append(o, "editspec_steps_total", "counter",
+                  "batched target passes (every active request's tokens in one llama_decode)", (double) st.steps);
+    metric_append(o, "editspec_step_tokens_total", "counter",
+                  "tokens the steps carried (tokens per step: / editspec_steps_total)", (double) st.tokens);
+    metric_append(o, "editspec_step_requests_total", "counter",
+                  "requests' batches the steps carried (requests per step: / editspec_steps_total)", (double) st.batches);
+    metric_append(o, "editspec_step_seconds_total", "counter", "time inside the steps' llama_decode", st.decode_ms / 1000.0);
+    metric_append(o, "editspec_step_gather_seconds_total", "counter", "time steps waited for active requests' batches",
+                  st.gather_ms / 1000.0);
+    metric_append(o, "editspec_steps_aborted_total", "counter",
+                  "steps cut short because every request in them was cancelled", (double) st.aborted);
+    metric_append(o, "editspec_step_cancelled_total", "counter", "request batches dropped because their client left",
+                  (double) st.cancelled);
+    return o;
 }
 
 std::string server_metrics::render_store(const prompt_store_stats & ps) {
-    char buf[1024];
-    snprintf(buf, sizeof(buf),
-             "# HELP editspec_prompt_store_bytes past prompts' KV states held in RAM (--cache-ram)\n"
-             "# TYPE editspec_prompt_store_bytes gauge\neditspec_prompt_store_bytes %lld\n"
-             "# HELP editspec_prompt_store_entries past prompts held in RAM\n"
-             "# TYPE editspec_prompt_store_entries gauge\neditspec_prompt_store_entries %d\n"
-             "# HELP editspec_prompt_store_saved_total prompts' states kept when their slot moved on\n"
-             "# TYPE editspec_prompt_store_saved_total counter\neditspec_prompt_store_saved_total %lld\n"
-             "# HELP editspec_prompt_store_restored_total stored states loaded back into a slot\n"
-             "# TYPE editspec_prompt_store_restored_total counter\neditspec_prompt_store_restored_total %lld\n",
-             (long long) ps.bytes, ps.entries, (long long) ps.saved, (long long) ps.restored);
-    return buf;
+    std::string o;
+    metric_append(o, "editspec_prompt_store_bytes", "gauge", "past prompts' KV states held in RAM (--cache-ram)",
+                  (double) ps.bytes);
+    metric_append(o, "editspec_prompt_store_entries", "gauge", "past prompts held in RAM", (double) ps.entries);
+    metric_append(o, "editspec_prompt_store_saved_total", "counter", "prompts' states kept when their slot moved on",
+                  (double) ps.saved);
+    metric_append(o, "editspec_prompt_store_restored_total", "counter", "stored states loaded back into a slot",
+                  (double) ps.restored);
+    return o;
 }
 
 } // namespace editspec

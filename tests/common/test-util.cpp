@@ -47,6 +47,18 @@ std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32
     return context_or_fail(m, cp);
 }
 
+void noisy_reference_drafter::propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) {
+    const size_t i = history.size() - n_prompt; // output tokens so far
+    for (int32_t b = 0; b < n_branches; b++) {
+        token_vec t;
+        const size_t n = 1 + rng() % 12;
+        for (size_t k = i; k < ref.size() && t.size() < n; k++) t.push_back(ref[k]);
+        if (t.empty()) return;
+        if (rng() % 2) t[rng() % t.size()] = (llama_token) (rng() % n_vocab);
+        tree.add_path(-1, t, source(), budget);
+    }
+}
+
 token_vec random_code_prompt(const model & m, std::mt19937 & rng) {
     static const char * words[] = {"def", " x", " =", " return", "(", ")", ":", "\n", "    ", " for", " in",
                                    " range", " if", " self", ".", " None", " 0", " 1", "+", " import"};

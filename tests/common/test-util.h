@@ -2,6 +2,7 @@
 #pragma once
 
 #include "editspec/datastore.h"
+#include "editspec/draft.h"
 #include "editspec/engine.h"
 #include "editspec/generate.h"
 
@@ -12,6 +13,24 @@
 #include <vector>
 
 namespace editspec::test {
+
+// a drafter that proposes the reference continuation (e.g. the greedy output) from the current
+// position: n_branches chains of 1-12 tokens, each spoiled at a random place half the time, so
+// passes of many lengths, accepted and rejected, reach the target
+struct noisy_reference_drafter : drafter_i {
+    const token_vec & ref;
+    size_t n_prompt = 0;
+    std::mt19937 rng;
+    int32_t n_vocab;
+    int32_t n_branches;
+    noisy_reference_drafter(const token_vec & ref, uint32_t seed, int32_t n_vocab, int32_t n_branches = 1)
+        : ref(ref), rng(seed), n_vocab(n_vocab), n_branches(n_branches) {}
+    const char * name() const override { return "noisy-reference"; }
+    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
+    void begin(std::span<const llama_token> prompt) override { n_prompt = prompt.size(); }
+    void accept(std::span<const llama_token>) override {}
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override;
+};
 
 // the tiny random-weight models made by the ctest fixture (make-test-models)
 const char * tiny_model_path();     // F32 weights

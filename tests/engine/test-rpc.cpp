@@ -70,29 +70,6 @@ struct worker_process {
     }
 };
 
-// a drafter that proposes the reference continuation, cut and spoiled at random places
-struct noisy_truth_drafter : drafter_i {
-    const token_vec & ref;
-    size_t n_prompt = 0;
-    std::mt19937 rng;
-    int32_t n_vocab;
-    noisy_truth_drafter(const token_vec & ref, uint32_t seed, int32_t n_vocab) : ref(ref), rng(seed), n_vocab(n_vocab) {}
-    const char * name() const override { return "noisy-truth"; }
-    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
-    void begin(std::span<const llama_token> prompt) override { n_prompt = prompt.size(); }
-    void accept(std::span<const llama_token>) override {}
-    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
-        const size_t i = history.size() - n_prompt;
-        for (int b = 0; b < 3; b++) {
-            token_vec t;
-            for (size_t k = i; k < ref.size() && t.size() < 1 + rng() % 12; k++) t.push_back(ref[k]);
-            if (t.empty()) return;
-            if (rng() % 2) t[rng() % t.size()] = (llama_token) (rng() % n_vocab);
-            tree.add_path(-1, t, source(), budget);
-        }
-    }
-};
-
 struct rpc_fixture : public ::testing::Test {
     static inline worker_process * w1 = nullptr;
     static inline worker_process * w2 = nullptr;
@@ -139,7 +116,7 @@ struct rpc_fixture : public ::testing::Test {
             const generate_result ar = generate_ar(*split, cases[c].prompt, gp);
             ASSERT_NE(ar.stop, STOP_REASON_ERROR) << ar.error;
             if (same_kernels) EXPECT_EQ(ar.tokens, cases[c].ar.tokens) << type << " case " << c << ": ar split over two workers";
-            noisy_truth_drafter d(ar.tokens, 100 + (uint32_t) c, split_m->facts().n_vocab);
+            test::noisy_reference_drafter d(ar.tokens, 100 + (uint32_t) c, split_m->facts().n_vocab, 3);
             drafter_i * ds[] = {&d};
             spec_params sp;
             sp.draft_max = 16;

@@ -15,28 +15,6 @@ using namespace editspec;
 
 namespace {
 
-// drafts the reference output from the current position, corrupted at a random depth half the
-// time, so passes of many lengths (and rejections) go into the shared steps
-struct noisy_reference_drafter : drafter_i {
-    const token_vec & ref;
-    size_t n_prompt = 0;
-    std::mt19937 rng;
-    int32_t n_vocab;
-    noisy_reference_drafter(const token_vec & ref, uint32_t seed, int32_t n_vocab) : ref(ref), rng(seed), n_vocab(n_vocab) {}
-    const char * name() const override { return "noisy-reference"; }
-    uint8_t source() const override { return DRAFT_SOURCE_TEST; }
-    void begin(std::span<const llama_token> prompt) override { n_prompt = prompt.size(); }
-    void accept(std::span<const llama_token>) override {}
-    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
-        const size_t i = history.size() - n_prompt;
-        token_vec t;
-        const int32_t n = (int32_t) (rng() % 12);
-        for (int32_t k = 0; k < n && i + k < ref.size(); k++) t.push_back(ref[i + k]);
-        if (!t.empty() && rng() % 2) t[rng() % t.size()] = (llama_token) (rng() % n_vocab);
-        if (!t.empty()) tree.add_path(-1, t, source(), budget);
-    }
-};
-
 struct job {
     token_vec prompt;
     int32_t n_predict = 0;
@@ -99,7 +77,7 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
                 generate_params gp;
                 gp.n_predict = j.n_predict;
                 j.ar = generate_ar(*views[s], j.prompt, gp);
-                noisy_reference_drafter d(j.alone.tokens, r(), m->facts().n_vocab);
+                test::noisy_reference_drafter d(j.alone.tokens, r(), m->facts().n_vocab);
                 drafter_i * ds[] = {&d};
                 spec_params spp;
                 spp.draft_max = 16;
