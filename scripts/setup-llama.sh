@@ -9,7 +9,7 @@
 #                                     (machines without the npm registry)
 #
 # The pinned llama.cpp ships inside the npm package node-llama-cpp@3.22.1 as a git bundle
-# (design.md §3). The cache is keyed by the commit, so a second run on the same machine is a no-op.
+# (docs/results/design-notes/engine-notes.md). The cache is keyed by the commit, so a second run on the same machine is a no-op.
 # EDITSPEC_CACHE overrides the cache root (default: ~/.cache/editspec).
 #
 # Our patch to ggml (patches/ggml-batch-invariant.patch, its header says what and why) is applied

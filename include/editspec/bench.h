@@ -27,7 +27,7 @@ namespace editspec {
 
 // How an edit item becomes a prompt.
 enum bench_layout {
-    BENCH_LAYOUT_AUTO = 0, // raw with --replay (design.md §4), else edit
+    BENCH_LAYOUT_AUTO = 0, // raw with --replay (docs/results/design-notes/cost-curve-and-oracle.md), else edit
     BENCH_LAYOUT_RAW  = 1, // instruction + "\n" + code before (dataset_raw_layout)
     BENCH_LAYOUT_EDIT = 2, // `editspec edit`'s prompt: the model's chat template or the plain edit template
 };
@@ -103,7 +103,7 @@ struct bench_summary {
     double  decode_model_ms = 0.0;
     double  tokens_per_s = 0.0;
     double  speedup_vs_ar = 0.0;          // sum of ar gen_ms / sum of this method's, same items
-    double  mean_accepted_per_pass = 0.0; // tokens produced per target pass, EOS included (design.md §4)
+    double  mean_accepted_per_pass = 0.0; // tokens produced per target pass, EOS included (docs/results/design-notes/cost-curve-and-oracle.md)
     bool    identical_to_ar = true;       // every item's output equals ar's
     int32_t n_different = 0;              // items whose output differs from ar's
     double  mean_edit_sim_vs_ar = 1.0;    // over items
@@ -152,7 +152,7 @@ std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32
 // ----------------------------------------------------------------------------
 // oracle replay of the methods (`editspec bench --oracle`): no model passes, the dataset's
 // reference stands in for the target's greedy output (replay.h), prompts in the raw layout
-// (design.md §4's reading). Each method runs under several draft sizings, costed on a curve.
+// (docs/results/design-notes/cost-curve-and-oracle.md's reading). Each method runs under several draft sizings, costed on a curve.
 
 struct oracle_row {
     std::string method;

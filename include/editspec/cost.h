@@ -1,6 +1,6 @@
 // Cost model: the measured wall time of one target pass as a function of the tokens in it.
 //
-// On a CPU a pass over 64 tokens costs about 11.5 single-token passes (design.md §4), so drafts are
+// On a CPU a pass over 64 tokens costs about 11.5 single-token passes (docs/results/design-notes/cost-curve-and-oracle.md), so drafts are
 // sized by expected accepted tokens per unit of cost, not by how much a drafter can offer.
 //
 //     editspec::cost_model cm;
@@ -35,11 +35,11 @@ cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vect
 // 1-token pass, from throughputs in tokens/s. Example: n {1, 2}, tps {10, 16} -> t(2) = 1.25.
 cost_model cost_model_from_throughput(std::span<const int32_t> n_tokens, std::span<const double> tokens_per_s);
 
-// design.md §4: DeepSeek-Coder-1.3B shape, Q8_0, 2 threads (llama-bench), from its tokens/s row:
+// docs/results/design-notes/cost-curve-and-oracle.md: DeepSeek-Coder-1.3B shape, Q8_0, 2 threads (llama-bench), from its tokens/s row:
 //   n       1     2      4      8      16     32     64
 //   tok/s   10.1  18.4   26.5   42.7   49.8   53.2   55.7
 //   t(n)    1     1.098  1.525  1.892  3.245  6.075  11.605
-// (design.md prints t(n) rounded to 1.1, 1.5, 1.9, 3.2, 6.0, 11.5; its costed table was computed
+// (that table prints t(n) rounded to 1.1, 1.5, 1.9, 3.2, 6.0, 11.5; its costed table was computed
 // from the unrounded values: with the rounded ones fixed cap 48 gives 2.21x / 1.24x, not 2.20x / 1.23x)
 // e.g. t(12) = 1.892 + (3.245 - 1.892) * 4/8 = 2.569
 cost_model cost_model_design();

@@ -76,7 +76,7 @@ struct dataset_item {
 bool dataset_load(const std::string & path, dataset_kind kind, std::vector<dataset_item> & out,
                   std::string * error);
 
-// The "raw layout" of design.md §4, without a chat template:
+// The "raw layout" of docs/results/design-notes/cost-curve-and-oracle.md, without a chat template:
 //   canitedit  context = instruction + "\n" + code_before   reference = code_after
 //   editeval   context = instruction + "\n" + input         reference = output
 //   humaneval  context = prompt                              reference = canonical_solution

@@ -137,7 +137,7 @@ struct context_params {
     int32_t n_ubatch   = 512;   // physical batch
     int32_t n_threads  = 0;     // 0 = all cores (std::thread::hardware_concurrency)
     int32_t n_seq_max  = 1;     // sequence ids 0 .. n_seq_max-1 (trees use one per path, <= 256)
-    bool    flash_attn = false; // off: batched and one-by-one logits agree exactly (design.md §3)
+    bool    flash_attn = false; // off: batched and one-by-one logits agree exactly (docs/results/design-notes/engine-notes.md)
     bool    kv_unified = true;  // one buffer for all sequences: needed for tree verification
     ggml_type type_k   = GGML_TYPE_F16; // KV cache types; F32 for exact shifts
     ggml_type type_v   = GGML_TYPE_F16;

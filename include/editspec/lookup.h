@@ -65,7 +65,7 @@ token_vec lookup_ngram_simple(std::span<const llama_token> history, const lookup
 // The winner is the e with the largest k(e) >= n_min; among equals the largest e, i.e. the most
 // recent occurrence (the nearest repetition is the likeliest to continue alike in code being
 // rewritten; llama.cpp's ngram-simple also takes the most recent; with this rule the oracle replay
-// gives design.md §4's 7.71 tokens per pass on CanItEdit). Occurrences may overlap the tail. The
+// gives the 7.71 tokens per pass of docs/results/design-notes/cost-curve-and-oracle.md on CanItEdit). Occurrences may overlap the tail. The
 // draft is history[e .. min(L, e + m_max)), which may run into the tail (repetitive text copies
 // itself).
 //

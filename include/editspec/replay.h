@@ -1,4 +1,4 @@
-// Oracle replay (design.md §4): what a drafter can reach when the target's greedy output is known.
+// Oracle replay (docs/results/design-notes/cost-curve-and-oracle.md): what a drafter can reach when the target's greedy output is known.
 //
 //     editspec::lookup_drafter lookup;                       // longest match, n 12..1, m 48
 //     editspec::replay_result r = editspec::oracle_replay(ctx_tokens, ref_tokens, lookup, {});
@@ -78,7 +78,7 @@ struct replay_result {
 
     double tokens_per_pass() const { return n_passes > 0 ? (double) n_tokens / (double) n_passes : 0.0; }
     double speedup() const { return cost > 0.0 ? cost_ar / cost : 0.0; }
-    // totals over items: ratios of sums, as design.md §4 reports them
+    // totals over items: ratios of sums, as docs/results/design-notes/cost-curve-and-oracle.md reports them
     void add(const replay_result & other);
 };
 
@@ -126,7 +126,7 @@ struct drafter_chain : drafter_i {
 // ----------------------------------------------------------------------------
 // tokens of a dataset item for the replay
 
-// The reading that reproduces design.md §4's figures (tests/bench/test-oracle.cpp):
+// The reading that reproduces the figures of docs/results/design-notes/cost-curve-and-oracle.md (tests/bench/test-oracle.cpp):
 //   context   = tokenize(text.context,   add_special = true,  parse_special = false)  (BOS first)
 //   reference = tokenize(text.reference, add_special = false, parse_special = false) + EOS
 // i.e. the two texts are tokenized separately, as a server sees a prompt and then its output.

@@ -66,7 +66,7 @@ const char * reuse_sync_name(reuse_sync rule);
 
 struct reuse_params {
     reuse_sync sync     = REUSE_SYNC_BRANCHES;
-    int32_t    m_max    = 256; // most draft tokens per path (design.md §4's "reuse up to 256")
+    int32_t    m_max    = 256; // most draft tokens per path (docs/results/design-notes/cost-curve-and-oracle.md: "reuse up to 256")
     int32_t    k_min    = 1;   // shortest suffix match that re-syncs, tokens (PAPER: the only k, 7)
     int32_t    k_max    = 64;  // longest suffix compared, tokens (K_DOWN: where it starts, 8)
     int32_t    n_branch = 3;   // BRANCHES: most candidates per proposal

@@ -1,4 +1,4 @@
-// Oracle replay (design.md §4): target passes a drafter needs when the greedy output is known.
+// Oracle replay (docs/results/design-notes/cost-curve-and-oracle.md): target passes a drafter needs when the greedy output is known.
 #include "editspec/replay.h"
 #include "editspec/log.h"
 #include "editspec/verify.h"

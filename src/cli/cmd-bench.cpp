@@ -28,12 +28,12 @@ struct bench_opts {
     std::string out;
 };
 
-// the curve an oracle replay is costed on: design.md §4's, or this model's measured cost model
+// the curve an oracle replay is costed on: the design's (docs/results/design-notes/cost-curve-and-oracle.md), or this model's measured cost model
 // (cached per model file and threads; measured now when it is not)
 bool oracle_curve(const bench_opts & o, oracle_results & res, std::string * error) {
     if (o.cost_curve == "design") {
         res.cost = cost_model_design();
-        res.curve_label = "design.md §4 (DeepSeek-Coder-1.3B shape, Q8_0, 2 threads, llama-bench)";
+        res.curve_label = "docs/results/design-notes/cost-curve-and-oracle.md (DeepSeek-Coder-1.3B shape, Q8_0, 2 threads, llama-bench)";
         return true;
     }
     model_load_result lr = model_load(o.p.model_path);
@@ -195,7 +195,7 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("-n,--n-predict", o->p.n_predict, "most tokens per item (0 = 512; with --replay, the whole reference)")->capture_default_str();
     sub->add_option("--instruction", o->instruction, "CanItEdit instruction: descriptive | lazy")->capture_default_str();
     sub->add_option("--layout", o->layout,
-                    "edit prompt: raw (instruction + code, design.md §4), edit (`editspec edit`'s prompt), auto (raw with --replay, else edit)")
+                    "edit prompt: raw (instruction + code, as in docs/results/design-notes/cost-curve-and-oracle.md), edit (`editspec edit`'s prompt), auto (raw with --replay, else edit)")
         ->capture_default_str();
     sub->add_flag("--tests", o->p.run_tests, "run each item's tests on each output (python3, no network): pass@1 per method");
     sub->add_option("--tests-timeout", o->p.tests.timeout_s, "seconds per test run")->capture_default_str();
@@ -206,7 +206,7 @@ command cmd_bench_add(CLI::App & app) {
                     "with --oracle: every pass costs this many single-token passes more than the curve says "
                     "(time outside the batch decode), default 0")
         ->check(CLI::NonNegativeNumber);
-    sub->add_option("--cost-curve", o->cost_curve, "with --oracle: model (this model's measured pass costs) | design (design.md §4)")
+    sub->add_option("--cost-curve", o->cost_curve, "with --oracle: model (this model's measured pass costs) | design (the DeepSeek-Coder-1.3B curve of docs/results/design-notes/cost-curve-and-oracle.md)")
         ->capture_default_str();
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
     sub->add_flag("--flash-attn", o->p.flash_attn, "flash attention on (not bit-exact: identical_to_ar may turn false)");

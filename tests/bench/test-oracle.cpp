@@ -1,5 +1,5 @@
 // Oracle replay (src/bench/oracle.cpp) and dataset reading (src/bench/dataset.cpp): the replay's
-// rules on tiny token lists, then design.md §4's figures with the DeepSeek-Coder tokenizer.
+// rules on tiny token lists, then the design's figures (docs/results/design-notes/cost-curve-and-oracle.md) with the DeepSeek-Coder tokenizer.
 #include "common/test-util.h"
 #include "editspec/cost.h"
 #include "editspec/dataset.h"
@@ -55,7 +55,7 @@ TEST(cost_model, from_throughput) {
     const int32_t n[] = {1, 2};
     const double tps[] = {10.0, 16.0};
     EXPECT_DOUBLE_EQ(cost_model_from_throughput(n, tps).t(2), 1.25);
-    // design.md §4's tokens/s row: t(8) = 8 * 10.1 / 42.7
+    // the design's tokens/s row: t(8) = 8 * 10.1 / 42.7
     EXPECT_NEAR(cost_model_design().t(8), 8 * 10.1 / 42.7, 1e-12);
     EXPECT_NEAR(cost_model_design().t(12), 2.569, 1e-3); // the header's example
     // relative: the same curve over its 1-token cost
@@ -379,7 +379,7 @@ TEST(dataset, kind_names) {
 }
 
 // ----------------------------------------------------------------------------
-// design.md §4 figures, DeepSeek-Coder tokenizer
+// the design's figures (docs/results/design-notes/cost-curve-and-oracle.md), DeepSeek-Coder tokenizer
 //
 // Which reading reproduces them (measured at this commit, tokens per pass):
 //
@@ -397,7 +397,7 @@ TEST(dataset, kind_names) {
 // fewer passes over 164 items, about one per item).
 //
 // The costed table (CanItEdit, speedup over autoregressive) is reproduced with t(n) taken from
-// design.md's tokens/s row (cost_model_design); the rounded "cost relative" row gives 2.21x and
+// the design's tokens/s row (cost_model_design); the rounded "cost relative" row gives 2.21x and
 // 1.24x for fixed cap 48. The grow/shrink rule leaves two things unsaid: the first budget and
 // what a pass without a draft does. Starting at 48 and leaving the budget alone gives
 // 2.27x / 2.65x against the design's 2.28x / 2.64x; starting at 8 gives 2.27x / 2.70x; starting
@@ -449,7 +449,7 @@ protected:
 };
 
 void expect_within(double got, double want, double rel, const char * what) {
-    EXPECT_NEAR(got, want, rel * want) << what << ": got " << got << ", design.md §4 says " << want;
+    EXPECT_NEAR(got, want, rel * want) << what << ": got " << got << ", docs/results/design-notes/cost-curve-and-oracle.md says " << want;
 }
 
 } // namespace
@@ -487,7 +487,7 @@ TEST_F(oracle_figures, costed_table) {
     struct row_t {
         const char * name;
         replay_params p;
-        double simple; // design.md §4, CanItEdit
+        double simple; // docs/results/design-notes/cost-curve-and-oracle.md, CanItEdit
         double longest;
     };
     std::vector<row_t> rows;

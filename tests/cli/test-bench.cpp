@@ -135,11 +135,12 @@ TEST(cli_bench, write_tasks_lists_the_apply_tasks) {
     expect_input_error(k_bench + " --task edit --write-tasks " + f.string(), "--task apply");
 }
 
-// --oracle: no model passes; with design.md's curve the DeepSeek-Coder tokenizer gives its figures
+// --oracle: no model passes; with the design's curve the DeepSeek-Coder tokenizer gives its figures
+// (docs/results/design-notes/cost-curve-and-oracle.md)
 TEST(cli_bench, oracle_reproduces_design_figures) {
     temp_dir d;
     const std::string md = oracle_md("--methods ar,lookup-longest,reuse+lookup@8", d.path);
-    // design.md §4: longest lookup 7.71 tokens/pass, clairvoyant 3.69x, fixed cap 8 2.52x
+    // docs/results/design-notes/cost-curve-and-oracle.md: longest lookup 7.71 tokens/pass, clairvoyant 3.69x, fixed cap 8 2.52x
     EXPECT_NE(md.find("| lookup-longest | clairvoyant | 7.71 |"), std::string::npos) << md;
     EXPECT_NE(md.find("| 1.000 | 0.00 |  | 3.69x |"), std::string::npos) << md;
     EXPECT_NE(md.find("| lookup-longest | cap 8 | 4.89 | 7.09 | 0.548 |"), std::string::npos) << md;

@@ -169,7 +169,7 @@ TEST(tree_sizing, pruning_follows_the_cost_curve) {
     EXPECT_EQ(tree_prune_by_cost(chain, p, cost_model_from_table({1, 512}, {1.0, 1.0}), 1).size(), 8);
     // every token costs a whole pass: no draft pays (expected gain < 1 per node)
     EXPECT_EQ(tree_prune_by_cost(chain, p, cost_model_from_table({1, 2, 512}, {1.0, 2.0, 512.0}), 1).size(), 0);
-    // design.md's curve: a prefix, closed under parents, neither empty nor everything at 0.9^k
+    // the design's curve (cost_model_design): a prefix, closed under parents, neither empty nor everything at 0.9^k
     const draft_tree kept = tree_prune_by_cost(chain, p, cost_model_design(), 1);
     EXPECT_GT(kept.size(), 0);
     const std::vector<llama_token> all = tokens(chain);

@@ -1,5 +1,5 @@
 // The test that matters most: at temperature 0, speculative output equals greedy autoregressive
-// output token for token, whatever the drafts. Flash attention off (design.md §3).
+// output token for token, whatever the drafts. Flash attention off (docs/results/design-notes/engine-notes.md).
 #include "common/test-util.h"
 #include "editspec/decoder.h"
 

@@ -1,6 +1,6 @@
 // Draft-model drafter (src/draft/draft-model.cpp): lossless with itself and with another model as draft,
 // vocabulary mismatches refused, the draft cache in step with the committed tokens, edge cases.
-// Flash attention off (design.md §3); one thread everywhere (a shared 2-core machine).
+// Flash attention off (docs/results/design-notes/engine-notes.md); one thread everywhere (a shared 2-core machine).
 #include "common/test-util.h"
 #include "editspec/decoder.h"
 #include "editspec/draft-model.h"

@@ -371,7 +371,7 @@ TEST(efficientedit_drafter, continuation_not_taken) {
 }
 
 // ----------------------------------------------------------------------------
-// oracle replay on CanItEdit (design.md §4's reading): which re-sync rule
+// oracle replay on CanItEdit (docs/results/design-notes/cost-curve-and-oracle.md's reading): which re-sync rule
 
 namespace {
 
@@ -429,11 +429,11 @@ replay_totals replay_reuse(const std::vector<item_tokens> & items, const reuse_p
 // The comparison that chose the default (printed; the figures of
 // docs/results/design-notes/reuse-sync-rules.md). Columns: tokens
 // per target pass with drafts uncapped (reuse up to m_max = 256, lookup 48), then the costed
-// speedup (design.md §4 cost curve) for that sizing, fixed caps 8 and 48, grow x2 / shrink to a+2
+// speedup (docs/results/design-notes/cost-curve-and-oracle.md's cost curve) for that sizing, fixed caps 8 and 48, grow x2 / shrink to a+2
 // (start 48, at most 48), and clairvoyant sizing. "rlen 0" rows draft m_max tokens after a re-sync
 // too; the others resync_len 4. Last column: re-sync proposals whose first token was committed /
 // re-sync proposals made.
-// The bar and design.md §4's oracle figures, loosely (measured: see reuse.h)
+// The bar and the oracle figures of docs/results/design-notes/cost-curve-and-oracle.md, loosely (measured: see reuse.h)
 TEST_F(reuse_oracle, default_rule_figures) {
     ASSERT_EQ(canitedit.size(), 105u);
     const reuse_params def;
@@ -451,11 +451,11 @@ TEST_F(reuse_oracle, default_rule_figures) {
     EXPECT_GE(rl_fixed.r.tokens_per_pass(), 8.0);
     EXPECT_GE(r_fixed.r.tokens_per_pass(), 6.3); // measured 6.79
 
-    // clairvoyant bounds: design.md §4 says reuse 3.16x, reuse + lookup 3.70x (its re-sync rule is
+    // clairvoyant bounds: the design's table says reuse 3.16x, reuse + lookup 3.70x (its re-sync rule is
     // not written down; measured here 3.46x and 3.97x)
     EXPECT_GE(replay_reuse(canitedit, def, false, clairv).r.speedup(), 3.16);
     EXPECT_GE(replay_reuse(canitedit, def, true, clairv).r.speedup(), 3.70);
-    // grow/shrink: design.md 2.51x / 2.66x; measured 2.71x / 2.79x
+    // grow/shrink: the design's 2.51x / 2.66x; measured 2.71x / 2.79x
     EXPECT_GE(replay_reuse(canitedit, def, false, grow).r.speedup(), 2.51);
     EXPECT_GE(replay_reuse(canitedit, def, true, grow).r.speedup(), 2.66);
 

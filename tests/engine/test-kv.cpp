@@ -1,5 +1,5 @@
 // KV cache operations: removal + re-decode and RoPE shifts match fresh decoding.
-// Flash attention off (design.md §3: with it on, batched and single-token logits differ).
+// Flash attention off (docs/results/design-notes/engine-notes.md: with it on, batched and single-token logits differ).
 #include "common/test-util.h"
 
 #include <gtest/gtest.h>
