@@ -30,6 +30,8 @@ say() { echo "test: $* ($(( $(date +%s) - start )) s)" >&2; }
 # the replicas test's balancer (deploy/, bench/replicas.py)
 "$root/scripts/deb-install.sh" haproxy curl
 "$root/scripts/build.sh"
+# the docs' cited figures against their results files, the README's defaults against --help (seconds)
+python3 "$root/scripts/check-figures.py" --binary "$build_dir/bin/editspec"
 # the server test's client: the OpenAI Node SDK, from the npm registry, once (cached in build/node)
 "$root/tests/server/install-sdk.sh" "$root/build/node" >/dev/null
 say "built; the default tier$([ "$long" = 1 ] && echo " and the long tier")"
