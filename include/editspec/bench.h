@@ -54,7 +54,7 @@ struct bench_params {
     int32_t threads = 0;          // 0 = all cores
     int32_t n_ctx = 4096;         // KV cache per item
     int32_t n_predict = 0;        // most tokens per item; 0 = 512, or the whole reference with replay
-    bool flash_attn = false;
+    bool flash_attn = true;
     instruction_kind instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     bench_layout layout = BENCH_LAYOUT_AUTO;
     bool run_tests = false;       // run each item's tests on each method's output (not with replay)

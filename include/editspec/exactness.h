@@ -15,7 +15,7 @@ struct exactness_params {
     int32_t n_threads = 0;              // 0 = all cores
     int32_t n_prefix  = 0;              // random tokens in the KV cache before the checked passes
     int32_t n_max     = 256;            // largest pass checked, tokens (<= 512)
-    bool flash_attn   = false;
+    bool flash_attn   = true;
     ggml_type kv_type = GGML_TYPE_F16;
 };
 

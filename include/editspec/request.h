@@ -38,7 +38,7 @@ struct runner_params {
     std::string draft_model_path;  // a draft model with the target's vocabulary, "" = none
     int32_t n_ctx      = 4096;     // the target's KV cache, tokens (the draft model's too)
     int32_t n_threads  = 0;        // 0 = all cores
-    bool    flash_attn = false;
+    bool    flash_attn = true;
     // one sequence per leaf of a draft tree (up to 64 leaves); false: one sequence, autoregressive only
     bool    trees      = true;
     draft_model_params draft;      // gamma, p_min (n_ctx and n_threads follow the above)

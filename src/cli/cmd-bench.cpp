@@ -209,7 +209,7 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("--cost-curve", o->cost_curve, "with --oracle: model (this model's measured pass costs) | design (the DeepSeek-Coder-1.3B curve of docs/results/design-notes/cost-curve-and-oracle.md)")
         ->capture_default_str();
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
-    sub->add_flag("--flash-attn", o->p.flash_attn, "flash attention on (not bit-exact: identical_to_ar may turn false)");
+    sub->add_flag("--flash-attn,!--no-flash-attn", o->p.flash_attn, "flash attention (default on; exact with our ggml patch)");
     sub->add_option("--out", o->out, "output folder (required unless --write-tasks)");
     return {sub, [o] { return run_bench(*o); }};
 }

@@ -15,7 +15,7 @@ struct check_exact_opts {
     std::vector<int32_t> threads = {0};
     std::vector<int32_t> prefixes = {0, 37, 300};
     int32_t n_max = 256;
-    bool flash_attn = false;
+    bool flash_attn = true;
 };
 
 int run_check_exact(const check_exact_opts & o) {
@@ -76,7 +76,7 @@ command cmd_check_exact_add(CLI::App & app) {
     sub->add_option("--prefix", o->prefixes, "tokens in the KV cache before the passes, one check per value")
         ->capture_default_str();
     sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512)")->capture_default_str();
-    sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
+    sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
     return {sub, [o] { return run_check_exact(*o); }};
 }
 

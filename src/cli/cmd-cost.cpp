@@ -15,7 +15,7 @@ struct cost_opts {
     int32_t n_max = 256;
     int32_t reps = 5;
     int32_t prefix = 256;
-    bool flash_attn = false;
+    bool flash_attn = true;
     bool fresh = false;
     bool save = true;
     bool last_logits = false;
@@ -62,7 +62,7 @@ command cmd_cost_add(CLI::App & app) {
     sub->add_option("--max", o->n_max, "largest pass measured, tokens (every size to 8, then steps of 1.5x and 4/3x up to it)")->capture_default_str();
     sub->add_option("--reps", o->reps, "timed repetitions per size, at least 10 for sizes to 8 (the fastest counts)")->capture_default_str();
     sub->add_option("--prefix", o->prefix, "with --fresh: tokens already in the KV cache when a pass is timed")->capture_default_str();
-    sub->add_flag("--flash-attn", o->flash_attn, "flash attention on");
+    sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
     sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");
     sub->add_flag("--last-logits", o->last_logits,

@@ -71,7 +71,7 @@ struct request_opts {
     std::string method = "auto"; // --method (methods.h)
     int32_t threads = 0;
     int32_t n_ctx = 4096;
-    bool flash_attn = false;
+    bool flash_attn = true;
     std::vector<std::string> datastores;      // --datastore (rest, fastcoder: common)
     std::vector<std::string> repo_datastores; // --repo-datastore (fastcoder: the repository's)
 };

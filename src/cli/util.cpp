@@ -166,7 +166,7 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
     add_method_settings(sub, o.settings);
     sub->add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("-c,--ctx-size", o.n_ctx, "KV cache size in tokens")->capture_default_str();
-    sub->add_flag("--flash-attn", o.flash_attn, "use flash attention (faster on some machines, not bit-exact)");
+    sub->add_flag("--flash-attn,!--no-flash-attn", o.flash_attn, "flash attention (default on: exact with our ggml patch, faster)");
     sub->add_option("--datastore", o.datastores, "common retrieval datastore for the rest and fastcoder methods (built by `editspec index`; repeatable)");
     sub->add_option("--repo-datastore", o.repo_datastores, "the repository's retrieval datastore for fastcoder (D_r; repeatable)");
 }

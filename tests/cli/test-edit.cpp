@@ -597,13 +597,19 @@ TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
 // ----------------------------------------------------------------------------
 // check-exact: the batch-invariance check of exactness.h for any model and backend
 
-TEST(check_exact_cli, exact_without_flash_attention_and_a_difference_with_it) {
+TEST(check_exact_cli, exact_by_default_and_a_difference_with_stock_flash_attention) {
     const std::string m = " -m " + quote(test::typed_model_path("f16")) + " -t 1 --max 64";
     std::string out;
     EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --prefix 0 --prefix 37 2>&1", &out), 0) << out;
     EXPECT_NE(out.find("exact: every row"), std::string::npos) << out;
-    // flash attention's batched kernel sums in another order (docs/exactness.md): the check must see it
-    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --prefix 300 --flash-attn 2>&1", &out), 3)
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --prefix 300 --no-flash-attn 2>&1", &out), 0)
+        << out;
+    // stock flash attention (its tiled kernel for 64+ rows, a KV split across threads for one token
+    // over 512+ cells; docs/exactness.md) gives a row other sums: the check must see it
+    EXPECT_EQ(test::run_command("EDITSPEC_STOCK_FLASH_ATTN=1 " + std::string(bin()) + " check-exact -m " +
+                                    quote(test::typed_model_path("f16")) + " -t 2 --max 64 --prefix 600 2>&1",
+                                &out),
+              3)
         << out;
     EXPECT_NE(out.find("differs: pass of"), std::string::npos) << out;
     EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact -m " + quote(test::typed_model_path("f16")) +

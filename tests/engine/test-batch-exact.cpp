@@ -2,7 +2,8 @@
 // bit-identical to decoding that token alone (docs/exactness.md). This checks it for every weight
 // type a user downloads (tiny-256 models: rows wide enough for K-quants and the repacked kernels),
 // passes of 1 to 256 tokens, after prefixes of several lengths, with 1 and 2 threads, flash
-// attention off and the F16 KV cache editspec uses.
+// attention on (the default; the patch gives it one per-row kernel) and off, and the F16 KV cache
+// editspec uses.
 #include "common/test-util.h"
 #include "editspec/exactness.h"
 
@@ -13,8 +14,9 @@ using namespace editspec;
 namespace {
 
 // passes of 1..256 tokens after a prefix against one-token decoding (exactness.h)
-exactness_result first_mismatch(const model & m, int32_t n_threads, int32_t n_prefix) {
+exactness_result first_mismatch(const model & m, int32_t n_threads, int32_t n_prefix, bool flash_attn) {
     exactness_params p;
+    p.flash_attn = flash_attn;
     p.n_threads = n_threads;
     p.n_prefix = n_prefix;
     p.n_max = 256;
@@ -28,14 +30,19 @@ class batch_exact : public ::testing::TestWithParam<std::string> {};
 TEST_P(batch_exact, rows_match_single_token_decoding) {
     auto m = test::load_or_fail(test::typed_model_path(GetParam()));
     ASSERT_TRUE(m);
+    struct setting { bool flash_attn; int32_t n_threads; int32_t n_prefix; };
+    std::vector<setting> settings;
     for (int32_t n_threads : {1, 2}) {
-        for (int32_t n_prefix : {0, 37, 300}) {
-            const exactness_result r = first_mismatch(*m, n_threads, n_prefix);
-            EXPECT_EQ(r.row, -1) << GetParam() << ", " << n_threads << " threads, prefix " << n_prefix
-                                 << ": a pass of " << r.n << " tokens differs first at row " << r.row
-                                 << " (relative L2 " << r.rel << (r.argmax_differs ? ", argmax differs" : "")
-                                 << ")";
-        }
+        for (int32_t n_prefix : {0, 37, 300}) settings.push_back({true, n_threads, n_prefix});
+    }
+    // flash attention off (--no-flash-attn): the unfused KQ, softmax, KQV
+    for (int32_t n_prefix : {0, 300}) settings.push_back({false, 2, n_prefix});
+    for (const setting & st : settings) {
+        const exactness_result r = first_mismatch(*m, st.n_threads, st.n_prefix, st.flash_attn);
+        EXPECT_EQ(r.row, -1) << GetParam() << ", flash attention " << (st.flash_attn ? "on" : "off") << ", "
+                             << st.n_threads << " threads, prefix " << st.n_prefix << ": a pass of " << r.n
+                             << " tokens differs first at row " << r.row << " (relative L2 " << r.rel
+                             << (r.argmax_differs ? ", argmax differs" : "") << ")";
     }
 }
 
