@@ -76,12 +76,14 @@ struct server_process {
     }
 };
 
+// a JSON POST; *status is the HTTP status, or -1 when no response came (a refused connection, a
+// server that died): never the previous call's status, so `EXPECT_EQ(status, 400)` fails on a dead server
 inline json post(const server_process & s, const std::string & path, const std::string & body, int * status = nullptr,
           const httplib::Headers & headers = {}) {
     auto c = s.client();
     auto r = c.Post(path.c_str(), headers, body, "application/json");
+    if (status) *status = r ? r->status : -1;
     if (!r) return json{{"transport_error", httplib::to_string(r.error())}};
-    if (status) *status = r->status;
     return json::parse(r->body, nullptr, false);
 }
 
