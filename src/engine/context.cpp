@@ -212,6 +212,17 @@ void context::kv_clear() {
     llama_memory_clear(llama_get_memory(ctx_), true);
 }
 
+bool context_warm_up(context & ctx) {
+    const llama_vocab * vocab = ctx.owner().vocab();
+    llama_token t = llama_vocab_bos(vocab);
+    if (t == LLAMA_TOKEN_NULL) t = 0;
+    batch b(1, 1);
+    b.add(t, 0, {0}, true);
+    const bool ok = ctx.decode(b);
+    ctx.kv_clear();
+    return ok;
+}
+
 llama_pos context::kv_pos_max(llama_seq_id seq) const {
     auto lock = lock_kv();
     return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq_of(seq));

@@ -47,6 +47,9 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
         return fail("step engine: " + err + " (" + std::to_string(p.n_seq) + " requests x " + std::to_string(p.per_seq.n_ctx) +
                     " tokens)");
     }
+    if (!context_warm_up(*e->ctx_)) {
+        return fail("step engine: the warm-up decode failed (EDITSPEC_LOG=info shows libllama's reason)");
+    }
     // the engine's abort callback replaces the context's own: a step is cut short when every
     // request in it is cancelled
     llama_set_abort_callback(e->ctx_->get(), &step_engine::abort_cb, e.get());
