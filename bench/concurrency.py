@@ -103,6 +103,9 @@ def main():
     ap.add_argument("--es", default=os.path.join(root, "build/bin/editspec"))
     ap.add_argument("--peers", default="", help="llama.cpp's bin folder (default: scripts/setup-peers.sh)")
     ap.add_argument("--es-args", default="", help="more editspec serve options")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat the whole run, the servers' order swapped each round; the table gives medians (this "
+                         "machine's speed drifts by 15-40%% within minutes: use 3 or more for a ratio you quote)")
     ap.add_argument("--json", default="", help="write the rows here too")
     args = ap.parse_args()
     peers = args.peers or subprocess.run([os.path.join(root, "scripts/setup-peers.sh")], check=True,
@@ -111,7 +114,7 @@ def main():
     spec = args.spec_type or ("ngram-simple" if args.mode == "edit" else "")
     rows = []
     log_dir = os.environ.get("TMPDIR", "/tmp")
-    for n in [int(x) for x in args.clients.split(",")]:
+    for rnd, n in [(r, int(x)) for r in range(args.rounds) for x in args.clients.split(",")]:
         def jobs_for(server):
             out, k = [], 0
             for c in range(n):
@@ -135,11 +138,11 @@ def main():
                 out.append(js)
             return out
 
-        for server in ["llama-server", "editspec"]:
+        for server in ["llama-server", "editspec"] if rnd % 2 == 0 else ["editspec", "llama-server"]:
             log = os.path.join(log_dir, f"concurrency-{server}-{n}.log")
             if server == "llama-server":
                 cmd = [os.path.join(peers, "llama-server"), "-m", args.model, "-t", str(args.threads), "-c", str(n * args.ctx),
-                       "-np", str(n), "-fa", "off", "--host", "127.0.0.1", "--port", str(args.port)]
+                       "-np", str(n), "--host", "127.0.0.1", "--port", str(args.port)]  # its defaults: flash attention auto (on)
                 if spec:
                     cmd += ["--spec-type", spec]
             else:
@@ -153,19 +156,27 @@ def main():
             finally:
                 proc.terminate()
                 proc.wait()
-            row = {"server": server, "clients": n, "tokens": toks, "wall_s": round(wall, 2),
+            row = {"round": rnd, "server": server, "clients": n, "tokens": toks, "wall_s": round(wall, 2),
                    "tok_s": round(toks / wall, 2), "lat_mean_s": round(sum(lat) / len(lat), 2), "lat_max_s": round(max(lat), 2)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{args.mode}: {os.path.basename(args.model)}, {args.threads} threads, greedy, "
-          f"{args.requests} requests per client" + (f", llama-server --spec-type {spec}" if spec else ""))
-    print("| clients | llama-server tok/s | editspec tok/s | ratio | latency mean/max llama-server | editspec |")
-    print("| ---: | ---: | ---: | ---: | --- | --- |")
+          f"{args.requests} requests per client, {args.rounds} round(s), medians"
+          + (f", llama-server --spec-type {spec}" if spec else ""))
+    print("| clients | llama-server tok/s | editspec tok/s | ratio (median of rounds; each round's) | latency mean llama-server | editspec |")
+    print("| ---: | ---: | ---: | --- | --- | --- |")
+
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
     for n in sorted({r["clients"] for r in rows}):
-        a = next(r for r in rows if r["clients"] == n and r["server"] == "llama-server")
-        b = next(r for r in rows if r["clients"] == n and r["server"] == "editspec")
-        print(f"| {n} | {a['tok_s']} | {b['tok_s']} | {b['tok_s'] / a['tok_s']:.2f}x | {a['lat_mean_s']}/{a['lat_max_s']} s "
-              f"| {b['lat_mean_s']}/{b['lat_max_s']} s |")
+        a = [r for r in rows if r["clients"] == n and r["server"] == "llama-server"]
+        b = [r for r in rows if r["clients"] == n and r["server"] == "editspec"]
+        ratios = [y["tok_s"] / x["tok_s"] for x, y in zip(a, b)]
+        print(f"| {n} | {med([r['tok_s'] for r in a]):.2f} | {med([r['tok_s'] for r in b]):.2f} | "
+              f"{med(ratios):.2f}x ({', '.join(f'{x:.2f}' for x in ratios)}) | "
+              f"{med([r['lat_mean_s'] for r in a]):.2f} s | {med([r['lat_mean_s'] for r in b]):.2f} s |")
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)
 
