@@ -6,6 +6,7 @@
 //
 //   EDITSPEC_DATASTORE=repo.eds build/bin/bench-datastore
 #include "editspec/datastore.h"
+#include "editspec/engine.h"
 
 #include <benchmark/benchmark.h>
 

@@ -4,7 +4,7 @@
 //     editspec::datastore_build_params bp;
 //     bp.files = {"a.py", "b.py"};
 //     editspec::datastore_build_stats st;
-//     if (!editspec::datastore_build(model, bp, "repo.eds", &st, &err)) ...;
+//     if (!editspec::datastore_build(model, bp, "repo.eds", &st, &err)) ...;   // a model is a tokenizer
 //     editspec::datastore ds;
 //     if (!editspec::datastore_open("repo.eds", model, ds, &err)) ...;   // refuses another tokenizer
 //     editspec::datastore_range r = ds.find(tail_tokens);                // suffixes starting with them
@@ -29,7 +29,7 @@
 // and the suffixes at multiples of w are the token suffixes.
 #pragma once
 
-#include "editspec/engine.h"
+#include "editspec/tokenizer.h"
 
 #include <cstdint>
 #include <functional>
@@ -39,12 +39,14 @@
 
 namespace editspec {
 
-constexpr llama_token DATASTORE_SEP = INT32_MAX; // between files: matches nothing of a context
+// tokens are int32 ids (llama_token); the datastore sees the vocabulary only through a tokenizer
+// (tokenizer.h: the engine's model is one), never through libllama
+constexpr int32_t DATASTORE_SEP = INT32_MAX; // between files: matches nothing of a context
 constexpr uint32_t DATASTORE_VERSION = 1;
 
 // a hash of the vocabulary: its size and every token's text; two tokenizers with the same
 // fingerprint tokenize alike
-uint64_t datastore_vocab_fingerprint(const model & m);
+uint64_t datastore_vocab_fingerprint(const tokenizer & tok);
 
 struct datastore_build_params {
     std::vector<std::string> files;    // source files, indexed in this order
@@ -67,9 +69,9 @@ struct datastore_build_stats {
 // folders (.git, ...) are skipped
 std::vector<std::string> datastore_list_files(const std::string & dir, const std::vector<std::string> & extensions);
 
-// tokenizes the files with the model's tokenizer, sorts the suffixes and writes the datastore to
+// tokenizes the files with the tokenizer (a model), sorts the suffixes and writes the datastore to
 // `path` (through a temporary file: a failed build leaves no partial file). False with *error.
-bool datastore_build(const model & m, const datastore_build_params & p, const std::string & path,
+bool datastore_build(const tokenizer & tok, const datastore_build_params & p, const std::string & path,
                      datastore_build_stats * stats, std::string * error);
 
 // suffixes [lo, hi) of the suffix array: the occurrences of a pattern
@@ -91,22 +93,22 @@ public:
 
     const std::string & path() const { return path_; }
     int64_t size() const { return n_; }
-    std::span<const llama_token> tokens() const { return {tokens_, (size_t) n_}; }
+    std::span<const int32_t> tokens() const { return {tokens_, (size_t) n_}; }
     std::span<const int32_t> suffixes() const { return {sa_, (size_t) n_}; }
     uint64_t files() const { return files_; }
     uint64_t source_bytes() const { return bytes_; }
 
     // the suffixes that start with `pattern` (binary search: O(|pattern| log n))
-    datastore_range find(std::span<const llama_token> pattern) const;
+    datastore_range find(std::span<const int32_t> pattern) const;
 
 private:
-    friend bool datastore_open(const std::string & path, const model * m, datastore & out, std::string * error);
+    friend bool datastore_open(const std::string & path, const tokenizer * tok, datastore & out, std::string * error);
     void close();
 
     std::string path_;
     void * map_ = nullptr;
     size_t map_size_ = 0;
-    const llama_token * tokens_ = nullptr;
+    const int32_t * tokens_ = nullptr;
     const int32_t * sa_ = nullptr;
     int64_t n_ = 0;
     uint64_t files_ = 0;
@@ -114,8 +116,9 @@ private:
 };
 
 // maps a datastore and checks it: magic, version, size against its header (a truncated file), and,
-// with a model, the tokenizer (an error naming both when it differs). False with *error naming the
+// with a tokenizer (a model), that it is the one the datastore was built with (an error naming both
+// when it differs). False with *error naming the
 // file and what is wrong.
-bool datastore_open(const std::string & path, const model * m, datastore & out, std::string * error);
+bool datastore_open(const std::string & path, const tokenizer * tok, datastore & out, std::string * error);
 
 } // namespace editspec

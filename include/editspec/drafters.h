@@ -17,7 +17,7 @@
 #include "editspec/draft-model.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
-#include "editspec/verify.h"
+#include "editspec/verify-policy.h"
 
 #include <memory>
 #include <span>

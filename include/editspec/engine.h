@@ -14,6 +14,8 @@
 // thread at a time. Raw llama_*_free calls live only in src/engine.
 #pragma once
 
+#include "editspec/tokenizer.h"
+
 #include "llama.h"
 
 #include <cstdint>
@@ -54,9 +56,9 @@ struct model_facts {
     bool add_bos = false;      // the tokenizer adds BOS when add_special is set
 };
 
-class model {
+class model : public tokenizer {
 public:
-    ~model();
+    ~model() override;
     model(const model &) = delete;
     model & operator=(const model &) = delete;
 
@@ -73,6 +75,12 @@ public:
     std::string detokenize(std::span<const llama_token> tokens, bool special = false) const;
     // end of generation: EOS, EOT or any other token the vocabulary marks as such
     bool is_eog(llama_token token) const;
+
+    // the tokenizer the datastore sees (tokenizer.h)
+    int32_t vocab_size() const override { return facts_.n_vocab; }
+    std::string_view token_text(int32_t t) const override;
+    std::vector<int32_t> tokenize_plain(std::string_view text) const override { return tokenize(text, false, false); }
+    const std::string & tokenizer_source() const override { return path_; }
 
 private:
     friend struct model_load_result model_load(const std::string & path, bool vocab_only);

@@ -58,6 +58,7 @@
 #include "editspec/constraint.h"
 #include "editspec/draft.h"
 #include "editspec/sampling.h"
+#include "editspec/verify-policy.h"
 
 #include "llama.h"
 
@@ -69,13 +70,7 @@
 
 namespace editspec {
 
-enum verify_policy {
-    VERIFY_POLICY_GREEDY,   // lossless: accept the target's argmax
-    VERIFY_POLICY_SAMPLING, // lossless in distribution: speculative sampling (temp <= 0 = GREEDY)
-    VERIFY_POLICY_TOPK,     // lossy: accept a draft among the target's top_k
-    VERIFY_POLICY_ENTROPY,  // lossy: accept a draft among the target's top_tau (EfficientEdit eq. 9-10)
-    VERIFY_POLICY_DIRECT,   // lossy, comparison only: accept drafts unverified
-};
+// enum verify_policy: verify-policy.h (the drafter table names a default policy per drafter)
 
 // "greedy", "sampling", "topk", "entropy", "direct"
 const char * verify_policy_name(verify_policy policy);

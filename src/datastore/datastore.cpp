@@ -62,7 +62,7 @@ bool read_text(const std::string & path, size_t max_bytes, std::string & out) {
 // suffixes at multiples of w are the token suffixes. `tokens` is freed once encoded, so the peak is
 // the encoded stream and its byte suffix array (10 bytes a token for w = 2: 2.5x the token stream);
 // the token suffixes are the first n entries of `sa`.
-bool suffix_sort(std::vector<llama_token> & tokens, int32_t n_vocab, std::vector<saidx_t> & sa, std::string * error) {
+bool suffix_sort(std::vector<int32_t> & tokens, int32_t n_vocab, std::vector<saidx_t> & sa, std::string * error) {
     const size_t n = tokens.size();
     const uint32_t sep = (uint32_t) n_vocab;
     const size_t w = sep < (1u << 8) ? 1 : sep < (1u << 16) ? 2 : sep < (1u << 24) ? 3 : 4;
@@ -76,7 +76,7 @@ bool suffix_sort(std::vector<llama_token> & tokens, int32_t n_vocab, std::vector
         const uint32_t t = tokens[i] == DATASTORE_SEP ? sep : (uint32_t) tokens[i];
         for (size_t b = 0; b < w; b++) text[w * i + b] = (uint8_t) (t >> (8 * (w - 1 - b)));
     }
-    std::vector<llama_token>().swap(tokens); // frees it (`tokens = {}` would keep the capacity)
+    std::vector<int32_t>().swap(tokens); // frees it (`tokens = {}` would keep the capacity)
     sa.assign(w * n, 0);
     if (n > 0 && divsufsort(text.data(), sa.data(), (saidx_t) (w * n)) != 0) {
         if (error) *error = "libdivsufsort failed (out of memory?)";
@@ -97,7 +97,7 @@ bool write_all(std::FILE * f, const T * data, size_t count) {
 
 } // namespace
 
-uint64_t datastore_vocab_fingerprint(const model & m) {
+uint64_t datastore_vocab_fingerprint(const tokenizer & tok) {
     uint64_t h = 0xcbf29ce484222325ull; // FNV-1a over n_vocab and every token's text
     auto mix = [&](const void * p, size_t len) {
         const uint8_t * b = (const uint8_t *) p;
@@ -106,11 +106,12 @@ uint64_t datastore_vocab_fingerprint(const model & m) {
             h *= 0x100000001b3ull;
         }
     };
-    const int32_t n_vocab = m.facts().n_vocab;
+    const int32_t n_vocab = tok.vocab_size();
     mix(&n_vocab, sizeof(n_vocab));
     for (int32_t t = 0; t < n_vocab; t++) {
-        const char * text = llama_vocab_get_text(m.vocab(), t);
-        mix(text, std::strlen(text) + 1);
+        const std::string_view text = tok.token_text(t); // up to its NUL, which is mixed in too
+        mix(text.data(), text.size());
+        mix("", 1);
     }
     return h;
 }
@@ -139,10 +140,10 @@ std::vector<std::string> datastore_list_files(const std::string & dir, const std
     return out;
 }
 
-bool datastore_build(const model & m, const datastore_build_params & p, const std::string & path,
+bool datastore_build(const tokenizer & tok, const datastore_build_params & p, const std::string & path,
                      datastore_build_stats * stats, std::string * error) {
     datastore_build_stats st;
-    std::vector<llama_token> tokens;
+    std::vector<int32_t> tokens;
     // room for a token per byte (no token is shorter) and a separator per file: the vector never
     // moves while it grows, and the pages past the last token are never touched, so never resident
     uint64_t room = p.files.size();
@@ -159,7 +160,7 @@ bool datastore_build(const model & m, const datastore_build_params & p, const st
             st.files_skipped++;
             continue;
         }
-        const token_vec t = m.tokenize(text, false, false);
+        const std::vector<int32_t> t = tok.tokenize_plain(text);
         tokens.insert(tokens.end(), t.begin(), t.end());
         tokens.push_back(DATASTORE_SEP);
         st.files++;
@@ -173,8 +174,8 @@ bool datastore_build(const model & m, const datastore_build_params & p, const st
     header h{};
     std::memcpy(h.magic, MAGIC, sizeof(MAGIC));
     h.version = DATASTORE_VERSION;
-    h.n_vocab = (uint32_t) m.facts().n_vocab;
-    h.fingerprint = datastore_vocab_fingerprint(m);
+    h.n_vocab = (uint32_t) tok.vocab_size();
+    h.fingerprint = datastore_vocab_fingerprint(tok);
     h.n_tokens = tokens.size();
     h.files = st.files;
     h.bytes = st.bytes;
@@ -194,7 +195,7 @@ bool datastore_build(const model & m, const datastore_build_params & p, const st
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<saidx_t> sa;
     std::string sort_error;
-    if (!suffix_sort(tokens, m.facts().n_vocab, sa, &sort_error)) return fail(sort_error);
+    if (!suffix_sort(tokens, tok.vocab_size(), sa, &sort_error)) return fail(sort_error);
     st.sort_s = seconds_since(t1);
     static_assert(sizeof(saidx_t) == sizeof(int32_t), "the file holds int32 suffixes");
     const bool ok = write_all(f, sa.data(), sa.size());
@@ -248,7 +249,7 @@ void datastore::close() {
     n_ = 0;
 }
 
-bool datastore_open(const std::string & path, const model * m, datastore & out, std::string * error) {
+bool datastore_open(const std::string & path, const tokenizer * tok, datastore & out, std::string * error) {
     auto fail = [&](const std::string & msg) {
         if (error) *error = "datastore '" + path + "': " + msg;
         return false;
@@ -283,12 +284,12 @@ bool datastore_open(const std::string & path, const model * m, datastore & out, 
     if (h.n_tokens >= (uint64_t) INT32_MAX || size != want) {
         return fail("truncated or corrupt: " + std::to_string(size) + " bytes, its header says " + std::to_string(want));
     }
-    if (m) {
-        const uint64_t fp = datastore_vocab_fingerprint(*m);
-        if (fp != h.fingerprint || (uint32_t) m->facts().n_vocab != h.n_vocab) {
+    if (tok) {
+        const uint64_t fp = datastore_vocab_fingerprint(*tok);
+        if (fp != h.fingerprint || (uint32_t) tok->vocab_size() != h.n_vocab) {
             char buf[256];
             snprintf(buf, sizeof(buf), "built with another tokenizer (%u tokens, fingerprint %016llx) than model '%s' (%d tokens, %016llx)",
-                     h.n_vocab, (unsigned long long) h.fingerprint, m->path().c_str(), m->facts().n_vocab,
+                     h.n_vocab, (unsigned long long) h.fingerprint, tok->tokenizer_source().c_str(), tok->vocab_size(),
                      (unsigned long long) fp);
             return fail(buf);
         }
@@ -296,7 +297,7 @@ bool datastore_open(const std::string & path, const model * m, datastore & out, 
     ds.n_ = (int64_t) h.n_tokens;
     ds.files_ = h.files;
     ds.bytes_ = h.bytes;
-    ds.tokens_ = (const llama_token *) ((const char *) map + HEADER_SIZE);
+    ds.tokens_ = (const int32_t *) ((const char *) map + HEADER_SIZE);
     ds.sa_ = (const int32_t *) ((const char *) map + HEADER_SIZE + 4 * h.n_tokens);
     for (int64_t i = 0; i < ds.n_; i += std::max<int64_t>(1, ds.n_ / 64)) {
         if (ds.sa_[i] < 0 || ds.sa_[i] >= ds.n_) return fail("corrupt suffix array (entry " + std::to_string(i) + ")");
@@ -305,7 +306,7 @@ bool datastore_open(const std::string & path, const model * m, datastore & out, 
     return true;
 }
 
-datastore_range datastore::find(std::span<const llama_token> pattern) const {
+datastore_range datastore::find(std::span<const int32_t> pattern) const {
     // -1: the suffix at sa[i] sorts before the pattern, 0: starts with it, 1: after it
     auto cmp = [&](int64_t i) {
         const int64_t s = sa_[i];

@@ -178,6 +178,10 @@ model::~model() {
     }
 }
 
+std::string_view model::token_text(int32_t t) const {
+    return llama_vocab_get_text(vocab_, t);
+}
+
 token_vec model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
     // a token is at least one byte, plus room for BOS/EOS
     token_vec out(text.size() + 4);

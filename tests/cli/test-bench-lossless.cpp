@@ -5,6 +5,7 @@
 // every method on a sample of items; the long tier (scripts/test.sh --long) on every item.
 #include "common/test-util.h"
 #include "editspec/drafters.h"
+#include "editspec/verify.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
