@@ -107,6 +107,8 @@ private:
     void loop();
     // one step over `subs` (ctx_mu_ held): false when llama_decode failed or was aborted
     bool run_step(std::vector<submission *> & subs);
+    // a step's decode and its bookkeeping; `lock` (on mu_) is released during the decode
+    void step(std::unique_lock<std::mutex> & lock, std::vector<submission *> & subs, int32_t n_tokens);
     static bool abort_cb(void * data);
     // what the last step held beside stream seq's own batch
     context::step_load others(llama_seq_id seq) const;
@@ -126,6 +128,7 @@ private:
     std::deque<submission *> queue_; // batches waiting, in arrival order
     std::vector<uint8_t> active_;    // [n_seq] entered and not left
     std::vector<submission *> step_subs_; // the running step's (abort_cb reads them)
+    bool stepping_ = false;          // a step is decoding (on the engine's thread or a lone request's)
     std::atomic<bool> step_abort_{false};
     step_stats stats_;
     int32_t last_total_ = 0, last_batches_ = 0; // the last step's tokens and batches

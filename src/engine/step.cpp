@@ -145,6 +145,15 @@ bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::ato
     s.logits = &logits;
     s.rows = &rows;
     std::unique_lock<std::mutex> lock(mu_);
+    // a lone request decodes on its own thread: no hand-off to the engine's thread and back per
+    // pass, which cost ~10% of a token on 2 cores (docs/results/issue53-batching)
+    const bool alone = !stepping_ && queue_.empty() && !stop_ &&
+                       std::count(active_.begin(), active_.end(), (uint8_t) 1) == 1 && active_[(size_t) seq];
+    if (alone && !(cancel && cancel->load())) {
+        std::vector<submission *> subs = {&s};
+        step(lock, subs, b.n_tokens);
+        return s.ok;
+    }
     queue_.push_back(&s);
     cv_.notify_all();
     cv_.wait(lock, [&] { return s.done; });
@@ -154,7 +163,7 @@ bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::ato
 void step_engine::loop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !stepping_); });
         if (stop_ && queue_.empty()) return;
         // gather: every active view's batch, or as many as came within the wait
         const auto t_first = clock_type::now();
@@ -200,41 +209,47 @@ void step_engine::loop() {
             continue;
         }
         std::sort(subs.begin(), subs.end(), [](const submission * a, const submission * b) { return a->seq < b->seq; });
-        step_subs_ = subs;
-        step_abort_ = false;
-        lock.unlock();
+        step(lock, subs, n_tokens);
+    }
+}
 
-        const auto t0 = clock_type::now();
-        bool ok;
-        {
-            std::lock_guard<std::mutex> kv(ctx_mu_);
-            ok = run_step(subs);
-            if (!ok && !step_abort_ && subs.size() > 1) {
-                // one request's batch that cannot be decoded (no KV slot) fails alone
-                ES_LOG_WARN("step engine: decoding the step's %zu requests one by one\n", subs.size());
-                for (submission * s : subs) {
-                    std::vector<submission *> one = {s};
-                    run_step(one);
-                }
+void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submission *> & subs, int32_t n_tokens) {
+    stepping_ = true;
+    step_subs_ = subs;
+    step_abort_ = false;
+    lock.unlock();
+
+    const auto t0 = clock_type::now();
+    bool ok;
+    {
+        std::lock_guard<std::mutex> kv(ctx_mu_);
+        ok = run_step(subs);
+        if (!ok && !step_abort_ && subs.size() > 1) {
+            // one request's batch that cannot be decoded (no KV slot) fails alone
+            ES_LOG_WARN("step engine: decoding the step's %zu requests one by one\n", subs.size());
+            for (submission * s : subs) {
+                std::vector<submission *> one = {s};
+                run_step(one);
             }
         }
-        const double ms = ms_since(t0);
-
-        lock.lock();
-        step_subs_.clear();
-        last_step_ms_ = ms;
-        std::fill(last_tokens_.begin(), last_tokens_.end(), 0);
-        for (const submission * s : subs) last_tokens_[(size_t) s->seq] = s->b->n_tokens;
-        last_total_ = n_tokens;
-        last_batches_ = (int32_t) subs.size();
-        stats_.steps++;
-        stats_.tokens += n_tokens;
-        stats_.batches += (int64_t) subs.size();
-        stats_.decode_ms += ms;
-        if (!ok && step_abort_) stats_.aborted++;
-        for (submission * s : subs) s->done = true;
-        cv_.notify_all();
     }
+    const double ms = ms_since(t0);
+
+    lock.lock();
+    step_subs_.clear();
+    last_step_ms_ = ms;
+    std::fill(last_tokens_.begin(), last_tokens_.end(), 0);
+    for (const submission * s : subs) last_tokens_[(size_t) s->seq] = s->b->n_tokens;
+    last_total_ = n_tokens;
+    last_batches_ = (int32_t) subs.size();
+    stats_.steps++;
+    stats_.tokens += n_tokens;
+    stats_.batches += (int64_t) subs.size();
+    stats_.decode_ms += ms;
+    if (!ok && step_abort_) stats_.aborted++;
+    for (submission * s : subs) s->done = true;
+    stepping_ = false;
+    cv_.notify_all();
 }
 
 bool step_engine::run_step(std::vector<submission *> & subs) {
