@@ -14,8 +14,9 @@ its conversation's previous prompt cached (cached_tokens >= that prompt's tokens
 round-robin balancer gets only by chance; cached_tokens > 0 is reported too (a shared template
 prefix makes it loose). Deploy: deploy/replicas.sh and deploy/haproxy.cfg.in; docs/scale-out.md.
 With --check it exits 1 when a bar is missed: errors, hits < 95 % by key, conversations not spread
-over the replicas, an answer that differs from the one server's (greedy), a failed request that
-had not started when a replica was killed, or an in-flight one that took over 2 s to fail.
+over the replicas, a reference run (one server) with an error, an answer that differs from the one
+server's (greedy) or that could not be compared with one, a failed request that had not started
+when a replica was killed, or an in-flight one that took over 2 s to fail.
 """
 import argparse
 import http.client
@@ -211,8 +212,9 @@ def main():
         s = summarize(rows, killed_at if kill else None)
         s["seconds"] = round(secs, 1)
         if name != "single":   # greedy: every answer a replica gave is the one server's answer
-            ref = {(r["conv"], r["turn"]): r for r in result["runs"]["single"]["rows"] if not r["error"]}
-            both = [(r, ref[(r["conv"], r["turn"])]) for r in rows if not r["error"] and (r["conv"], r["turn"]) in ref]
+            ok = lambda r: r["status"] == 200 and not r["error"]
+            ref = {(r["conv"], r["turn"]): r for r in result["runs"]["single"]["rows"] if ok(r)}
+            both = [(r, ref[(r["conv"], r["turn"])]) for r in rows if ok(r) and (r["conv"], r["turn"]) in ref]
             s["answers_equal_single"] = sum(r["text"] == q["text"] for r, q in both)
             s["answers_compared"] = len(both)
         result["runs"][name] = {"summary": s, "rows": rows}
@@ -222,6 +224,12 @@ def main():
             json.dump(result, f, indent=1)
     if a.check:
         bad = []
+        # the reference: every answer of the other runs is compared with one server's, so it must
+        # have answered every request (a reference run that failed would compare nothing)
+        single = result["runs"]["single"]["summary"]
+        if single["errors"] or single["requests"] != len(convs) * a.turns:
+            bad.append(f"single: {single['errors']} errors in {single['requests']} of {len(convs) * a.turns} requests "
+                       "(the reference answers)")
         key = result["runs"]["key"]["summary"]
         if key["errors"]:
             bad.append(f"key: {key['errors']} errors")
@@ -233,6 +241,8 @@ def main():
             r = result["runs"][name]["summary"]
             if name != "single" and r["answers_equal_single"] != r["answers_compared"]:
                 bad.append(f"{name}: {r['answers_compared'] - r['answers_equal_single']} answers differ from one server's")
+            if name != "single" and r["answers_compared"] != r["requests"] - r["errors"]:
+                bad.append(f"{name}: {r['answers_compared']} of {r['requests'] - r['errors']} answers compared with one server's")
         if "key-kill" in result["runs"]:
             kk = result["runs"]["key-kill"]["summary"]
             if kk["failed_not_started"]:
