@@ -7,15 +7,18 @@
 #include "editspec/dataset.h"
 #include "editspec/decoder.h"
 #include "editspec/edit.h"
+#include "editspec/make-model.h"
 #include "editspec/methods.h"
 #include "editspec/reuse.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -422,6 +425,34 @@ struct lossless_fixture : public ::testing::Test {
         return r;
     }
 
+    // the target's logits after prompt + out[0, j) for each j: one pass over the text (CPU decoding
+    // is batch-exact, docs/exactness.md)
+    std::vector<std::vector<float>> target_logits(const token_vec & prompt, const token_vec & out) {
+        token_vec all = prompt;
+        all.insert(all.end(), out.begin(), out.end());
+        const int32_t n_vocab = m->facts().n_vocab;
+        std::vector<std::vector<float>> logits;
+        ctx->kv_clear();
+        batch b(ctx->n_batch(), 1);
+        for (size_t at = 0; at < all.size(); at += (size_t) ctx->n_batch()) {
+            b.clear();
+            const size_t end = std::min(all.size(), at + (size_t) ctx->n_batch());
+            for (size_t i = at; i < end; i++) b.add(all[i], (llama_pos) i, {0}, i + 1 >= prompt.size() && i + 1 < all.size());
+            if (!ctx->decode(b)) {
+                ADD_FAILURE() << "decode failed";
+                return {};
+            }
+            for (size_t i = at; i < end; i++) {
+                if (i + 1 >= prompt.size() && i + 1 < all.size()) {
+                    const float * l = ctx->logits((int32_t) (i - at));
+                    logits.emplace_back(l, l + n_vocab);
+                }
+            }
+        }
+        ctx->kv_clear();
+        return logits;
+    }
+
     static inline model * m = nullptr;
     static inline context * ctx = nullptr;
     static inline std::vector<edit_case> cases;
@@ -518,20 +549,86 @@ TEST_F(lossless_fixture, efficientedit_entropy_runs_and_is_lossy_on_model_nodes_
     EXPECT_FALSE(method_make_drafters(ms, in, owned, &err));
     EXPECT_NE(err.find("original code"), std::string::npos) << err;
 
-    auto f32 = test::load_or_fail(test::tiny_model_path());
-    ASSERT_TRUE(f32);
+    // end to end, what the policy promises (verify.h, entropy.cpp): a token of the output is the
+    // target's argmax, or a draft among the target's top tau = max(1, ceil(k * H_norm)) there; ar's
+    // output up to the first such token; and lossy acceptances happen. The draft model: the
+    // target's own weights in Q4_0, mostly its argmax, at times its second choice
+    test::temp_dir dir;
+    make_model_params mp;
+    mp.shape = "tiny";
+    mp.type = make_model_type_from_name("q4_0");
+    mp.seed = 2; // the fixture's Q8_0 target's weights
+    mp.n_threads = 1;
+    mp.out = (dir.path / "tiny-q4_0-seed2.gguf").string();
+    ASSERT_TRUE(make_model(mp, &err)) << err;
+    auto q4 = test::load_or_fail(mp.out);
+    ASSERT_TRUE(q4);
+    const int32_t n_vocab = m->facts().n_vocab;
     generate_params gp;
     gp.n_predict = 32;
-    const generate_result r = run("efficientedit", cases[0], cases[0].original, gp, f32.get());
-    EXPECT_EQ(r.tokens.size(), 32u);
+    int lossy_tokens = 0, cases_lossy = 0;
+    for (size_t i = 0; i < 8 && i < cases.size(); i++) {
+        const edit_case & c = cases[i];
+        const generate_result ar = generate_ar(*ctx, c.prompt, gp);
+        const generate_result r = run("efficientedit", c, c.original, gp, q4.get());
+        const std::vector<std::vector<float>> logits = target_logits(c.prompt, r.tokens);
+        ASSERT_EQ(logits.size(), r.tokens.size());
+        size_t first = r.tokens.size(); // the first token that is not the target's argmax
+        for (size_t j = 0; j < r.tokens.size(); j++) {
+            const float * l = logits[j].data();
+            if (r.tokens[j] == verify_top_logits(l, n_vocab, 1)[0].token) continue;
+            first = std::min(first, j);
+            lossy_tokens++;
+            const int32_t tau = verify_entropy_tau(l, n_vocab, 5, true);
+            bool in_top = false;
+            for (const token_logit & t : verify_top_logits(l, n_vocab, tau)) in_top |= t.token == r.tokens[j];
+            EXPECT_TRUE(in_top) << c.id << ": token " << j << " (" << r.tokens[j] << ") is outside the target's top " << tau;
+        }
+        cases_lossy += first < r.tokens.size();
+        EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.begin() + (ptrdiff_t) std::min(first, ar.tokens.size()), ar.tokens.begin()))
+            << c.id << ": differs from ar before its first lossy token (" << first << ")";
+    }
+    printf("entropy: %d tokens accepted outside the target's argmax in %d of 8 cases\n", lossy_tokens, cases_lossy);
+    EXPECT_GT(cases_lossy, 0) << "entropy-aware verification accepted nothing greedy would not";
+
+    // Reuse's nodes are verified greedily under a lossy policy: the original is ar's output with
+    // tokens swapped for the target's second choice where tau >= 2 (the entropy rule would take
+    // them); Reuse alone drafts, so the output is ar's
+    int swapped = 0;
+    for (size_t i = 0; i < 4 && i < cases.size(); i++) {
+        const edit_case & c = cases[i];
+        const generate_result ar = generate_ar(*ctx, c.prompt, gp);
+        const std::vector<std::vector<float>> logits = target_logits(c.prompt, ar.tokens);
+        ASSERT_EQ(logits.size(), ar.tokens.size());
+        token_vec orig = ar.tokens;
+        for (size_t j = 4; j < orig.size(); j += 8) {
+            const float * l = logits[j].data();
+            if (verify_entropy_tau(l, n_vocab, 5, true) < 2) continue;
+            orig[j] = verify_top_logits(l, n_vocab, 2)[1].token;
+            swapped++;
+        }
+        const generate_result r = run("reuse:entropy", c, orig, gp);
+        EXPECT_EQ(r.tokens, ar.tokens) << c.id << ": a Reuse draft was accepted by the entropy rule";
+        EXPECT_GT(r.by_source[DRAFT_SOURCE_REUSE].n_accepted, 0) << c.id;
+    }
+    EXPECT_GT(swapped, 4);
 }
 
 namespace {
 
+// what one method did in a sweep
+struct sweep_row {
+    int cases = 0;         // edits it ran on
+    int equal = 0;         // of those, output equal to ar's
+    int64_t drafted = 0;   // draft tokens it sent to the target
+    int64_t accepted = 0;  // of those, accepted
+};
+
 // every row of the drafter table (drafters.h) and `auto`, each alone, against ar on a few edits:
 // what a request can feed them is fed (the code being edited, a draft model, a datastore of the
-// items' code), lossy default policies are asked for greedy. Returns the methods run.
-std::vector<std::string> sweep_table(lossless_fixture & f, const std::vector<edit_case> & cases, size_t n_cases) {
+// items' code), lossy default policies are asked for greedy. Returns what each method did, by the
+// method's name.
+std::map<std::string, sweep_row> sweep_table(lossless_fixture & f, const std::vector<edit_case> & cases, size_t n_cases) {
     auto draft = test::load_or_fail(test::tiny_model_path());
     EXPECT_TRUE(draft);
     test::temp_dir dir;
@@ -547,15 +644,53 @@ std::vector<std::string> sweep_table(lossless_fixture & f, const std::vector<edi
     }
     generate_params gp;
     gp.n_predict = 40;
-    for (size_t i = 0; i < n_cases && i < cases.size(); i++) {
-        const edit_case & c = cases[i];
+    std::map<std::string, sweep_row> rows;
+    // the edits, and one whose prompt ends with 64 of its tokens again: the random model never
+    // repeats 12 tokens on its own, and n-gram drafters (lookup, llama-ngram-*) draft from a repeat
+    std::vector<edit_case> swept(cases.begin(), cases.begin() + (ptrdiff_t) std::min(n_cases, cases.size()));
+    if (!swept.empty()) {
+        edit_case rep = swept[0];
+        rep.id += " (its last 64 prompt tokens again)";
+        rep.prompt.insert(rep.prompt.end(), swept[0].prompt.end() - 64, swept[0].prompt.end());
+        swept.push_back(rep);
+    }
+    for (const edit_case & c : swept) {
         const generate_result ar = generate_ar(*lossless_fixture::ctx, c.prompt, gp);
         for (const std::string & method : methods) {
             const generate_result r = f.run(method, c, c.original, gp, draft.get(), stores);
             EXPECT_EQ(r.tokens, ar.tokens) << method << " on " << c.id;
+            sweep_row & row = rows[method];
+            row.cases++;
+            row.equal += r.tokens == ar.tokens;
+            row.drafted += r.draft_tokens;
+            row.accepted += r.accepted;
         }
     }
-    return methods;
+    for (const auto & [name, row] : rows) {
+        printf("sweep: %-28s %d cases, %d equal to ar, %lld drafted, %lld accepted\n", name.c_str(), row.cases, row.equal,
+               (long long) row.drafted, (long long) row.accepted);
+    }
+    return rows;
+}
+
+// the sweep ran every row of the table and `auto` on every case, each equal to ar there, and each
+// drafter (but `none`) sent drafts to the target: an equality with no drafts checks nothing
+void expect_swept(const std::map<std::string, sweep_row> & rows, size_t n_cases) {
+    std::vector<std::string> names = {"auto"};
+    for (const drafter_desc & d : drafter_table()) names.push_back(d.name);
+    for (const std::string & name : names) {
+        auto it = rows.find(name);
+        if (it == rows.end()) it = rows.find(name + ":greedy");
+        if (it == rows.end()) {
+            ADD_FAILURE() << name << ": not run";
+            continue;
+        }
+        const sweep_row & row = it->second;
+        EXPECT_EQ(row.cases, (int) n_cases + 1) << name;
+        EXPECT_EQ(row.equal, (int) n_cases + 1) << name;
+        if (name == "none") EXPECT_EQ(row.drafted, 0) << name << " proposes nothing";
+        else EXPECT_GT(row.drafted, 0) << name << " sent no drafts to the target: its equality with ar is vacuous";
+    }
 }
 
 // a drafter of one row: proposes the last token again, three times (mostly wrong: rejections)
@@ -574,8 +709,8 @@ struct repeat_drafter : drafter_i {
 } // namespace
 
 TEST_F(lossless_fixture, every_drafter_of_the_table_and_auto_equal_ar) {
-    const std::vector<std::string> run = sweep_table(*this, cases, 3);
-    EXPECT_GE(run.size(), drafter_table().size() + 1);
+    ASSERT_GE(cases.size(), 3u);
+    expect_swept(sweep_table(*this, cases, 3), 3);
 }
 
 // a new drafter is one row: added, it parses as a method, combines with others and the sweep runs it
@@ -590,8 +725,9 @@ TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
     method_spec ms;
     std::string err;
     ASSERT_TRUE(method_parse("test-repeat+lookup@8", ms, &err)) << err;
-    const std::vector<std::string> run = sweep_table(*this, cases, 2);
-    EXPECT_NE(std::find(run.begin(), run.end(), "test-repeat"), run.end());
+    const std::map<std::string, sweep_row> run = sweep_table(*this, cases, 2);
+    ASSERT_TRUE(run.count("test-repeat"));
+    expect_swept(run, 2);
 }
 
 // ----------------------------------------------------------------------------
