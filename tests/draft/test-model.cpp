@@ -63,6 +63,8 @@ struct model_fixture : public ::testing::Test {
         int64_t passes = 0;
         double  ar_ms = 0.0;
         int64_t ar_passes = 0;
+        int64_t drafted = 0;  // draft tokens sent to the target
+        int64_t accepted = 0; // of those, accepted
     };
 
     // greedy generate_spec with the drafter equals generate_ar on n_prompts random prompts
@@ -93,6 +95,8 @@ struct model_fixture : public ::testing::Test {
             t.passes += spec.target_passes;
             t.ar_ms += ar.gen_ms;
             t.ar_passes += ar.target_passes;
+            t.drafted += spec.draft_tokens;
+            t.accepted += spec.accepted;
         }
         return t;
     }
@@ -140,9 +144,14 @@ TEST_F(model_fixture, lossless_other_seed_draft) {
     auto d = model_drafter_create(*m, *dm, draft_params(), &err);
     ASSERT_TRUE(d) << err;
     const totals t = check_lossless(*d, 50, 23);
-    printf("other-seed draft: %.2f tokens per pass (%lld tokens, %lld passes)\n", (double) t.produced / t.passes,
-           (long long) t.produced, (long long) t.passes);
-    EXPECT_GE((double) t.produced / t.passes, 1.0);
+    printf("other-seed draft: %.2f tokens per pass (%lld tokens, %lld passes), %lld drafted, %lld accepted\n",
+           (double) t.produced / t.passes, (long long) t.produced, (long long) t.passes, (long long) t.drafted,
+           (long long) t.accepted);
+    // the equality above is the point, and it means something only if the drafts went to the target:
+    // measured 1.00 tokens per pass (nothing accepted), so no floor above 1 holds; instead, drafts
+    // at every pass, and (nearly) all rejected
+    EXPECT_GE(t.drafted, 3 * t.passes) << "the draft model's drafts did not reach the target (measured: 6.6 a pass)";
+    EXPECT_LE(t.accepted * 20, t.drafted) << "a model of another seed agreed with the target too often";
 }
 
 // (1c) the target's own weights quantized to Q4_0 draft for it: drafts partly right, so the kept
@@ -154,9 +163,12 @@ TEST_F(model_fixture, lossless_quantized_self_draft) {
     auto d = model_drafter_create(*m, *dm, draft_params(), &err);
     ASSERT_TRUE(d) << err;
     const totals t = check_lossless(*d, 50, 25);
-    printf("Q4_0 draft for the Q8_0 target: %.2f tokens per pass (%lld tokens, %lld passes)\n",
-           (double) t.produced / t.passes, (long long) t.produced, (long long) t.passes);
-    EXPECT_GT((double) t.produced / t.passes, 1.0);
+    printf("Q4_0 draft for the Q8_0 target: %.2f tokens per pass (%lld tokens, %lld passes), %lld drafted, %lld accepted\n",
+           (double) t.produced / t.passes, (long long) t.produced, (long long) t.passes, (long long) t.drafted,
+           (long long) t.accepted);
+    // measured 1.50 to 1.54 (fixed models, prompts and greedy drafts); a drafter that drafts
+    // nothing or off by one token gets 1.0
+    EXPECT_GE((double) t.produced / t.passes, 1.3);
 }
 
 // a draft context smaller than the target's: past it the drafter proposes nothing, output unchanged
