@@ -50,6 +50,9 @@ def main():
     ap.add_argument("--shape", choices=["apply", "relace", "morph"], default="apply",
                     help="the request's shape (default: %(default)s)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default: %(default)s)")
+    ap.add_argument("--limit", type=int, default=0, help="the first N tasks only (default: all)")
+    ap.add_argument("--min-exact", type=int, default=-1,
+                    help="exit 1 when fewer merges than this are exact (a floor for tests; default: none)")
     args = ap.parse_args()
     extra = {}
     for f in args.field:
@@ -65,6 +68,8 @@ def main():
             tasks = [json.loads(line) for line in fh if line.strip()]
     except (OSError, json.JSONDecodeError) as e:
         sys.exit(f"apply-check: {args.tasks}: {e}")
+    if args.limit > 0:
+        tasks = tasks[: args.limit]
     exact = tokens = 0
     seconds = 0.0
     for i, t in enumerate(tasks, 1):
@@ -88,6 +93,8 @@ def main():
     n = len(tasks)
     print(f"{exact}/{n} merged files exact ({100.0 * exact / max(n, 1):.1f}%), {tokens} tokens in {seconds:.1f} s "
           f"({tokens / max(seconds, 1e-9):.1f} tokens/s, whole requests)")
+    if exact < args.min_exact:
+        sys.exit(f"apply-check: {exact}/{n} exact is under the floor of {args.min_exact}")
 
 
 if __name__ == "__main__":
