@@ -2,7 +2,9 @@
 #include "cli/commands.h"
 #include "editspec/server.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace editspec::cli {
 
@@ -24,13 +26,29 @@ struct serve_opts {
     int32_t drift_max = -1;
     int32_t pie_refresh = 0;
     int64_t cache_ram_mib = 8192;
+    bool cache_ram_given = false; // --cache-ram on the command line (else the default, bounded below)
     std::string layout = "auto";
     std::vector<std::string> aliases;
     int32_t step_tokens = 0;
 };
 
-int run_serve(const serve_opts & o) {
+// MiB the kernel says a new allocation can take without swapping (/proc/meminfo's MemAvailable),
+// -1 where that is not known
+int64_t mem_available_mib() {
+    FILE * f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kib = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+    }
+    fclose(f);
+    return kib < 0 ? -1 : (int64_t) (kib >> 10);
+}
+
+int run_serve(const serve_opts & o_in) {
     const char * cmd = "serve";
+    serve_opts o = o_in;
     if (o.port < 1 || o.port > 65535) {
         return fail_input(cmd, "--port " + std::to_string(o.port) + " out of range [1, 65535]");
     }
@@ -64,6 +82,19 @@ int run_serve(const serve_opts & o) {
     }
     if (o.cache_ram_mib < 0 || o.cache_ram_mib > (1 << 20)) {
         return fail_input(cmd, "--cache-ram " + std::to_string(o.cache_ram_mib) + " out of range [0, 1048576] MiB");
+    }
+    // the prompt store fits the machine: the default takes at most half the memory available at
+    // start, and a budget over all of it is refused (it would end in swap or the OOM killer)
+    if (const int64_t avail = mem_available_mib(); avail >= 0) {
+        if (o.cache_ram_given && o.cache_ram_mib > avail) {
+            return fail_input(cmd, "--cache-ram " + std::to_string(o.cache_ram_mib) + " MiB is more than this machine has available (" +
+                                       std::to_string(avail) + " MiB, /proc/meminfo's MemAvailable); give at most that, or 0");
+        }
+        if (!o.cache_ram_given && o.cache_ram_mib > avail / 2) {
+            o.cache_ram_mib = avail / 2;
+            fprintf(stderr, "editspec serve: --cache-ram %lld MiB (half of the %lld MiB available; 8192 where there is more)\n",
+                    (long long) o.cache_ram_mib, (long long) avail);
+        }
     }
     pc.min_block = o.reuse_min;
     pc.drift_max = o.drift_max;
@@ -175,8 +206,10 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--cache-ram", o->cache_ram_mib,
                     "MiB of RAM for past prompts' KV states: a slot's prompt is kept when a request moves it on, "
                     "and loaded back when a later request reuses more of it than any slot holds (0 = none; "
-                    "llama-server's --cache-ram)")
-        ->capture_default_str();
+                    "llama-server's --cache-ram; the default is bounded to half the memory available at start, and "
+                    "more than all of it is refused)")
+        ->capture_default_str()
+        ->each([o](const std::string &) { o->cache_ram_given = true; });
     sub->add_option("--prompt-layout", o->layout, prompt_layout_help())->capture_default_str();
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
                                                       "bodies are refused)")->capture_default_str();

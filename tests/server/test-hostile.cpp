@@ -432,3 +432,14 @@ TEST(hostile, a_port_in_use_exits_1) {
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
 }
+
+// A prompt store larger than the machine's memory is refused at start, naming both; the default is
+// bounded to what the machine has (said in the log where it is less than 8192 MiB)
+TEST(hostile, a_cache_ram_over_the_machine_is_refused) {
+    std::string out;
+    const int rc = test::run_command(std::string(EDITSPEC_BIN) + " serve -m " + test::k_target +
+                                         " -t 1 --port 1 --cache-ram 1048576 2>&1",
+                                     &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("--cache-ram 1048576 MiB is more than this machine has available"), std::string::npos) << out;
+}
