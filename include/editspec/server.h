@@ -37,6 +37,17 @@
 
 namespace editspec {
 
+// how many connections the server holds and how long a request may take to arrive (slow clients;
+// src/server/server-connections.h). A newcomer past a bound closes the oldest held connection of that
+// client (of all clients) that has not sent its request's head; 503 when none has.
+struct connection_limits {
+    size_t max_total       = 256; // connections held at once (--max-connections)
+    size_t max_per_client  = 64;  // from one client address (--max-connections-per-client)
+    int    read_deadline_s = 30;  // a request's head and body, from its first byte (--request-read-timeout)
+    int    idle_s          = 10;  // a connection waits this long for its first (or next) request
+    int    io_timeout_s    = 10;  // one read or write waits at most this long
+};
+
 struct server_params {
     runner_params runner;              // models, context size per slot, threads
     std::string host = "127.0.0.1";    // loopback unless told otherwise
@@ -58,6 +69,7 @@ struct server_params {
     // name (Continue sends `prediction` only to models named like gpt-4o) find one. Every request's
     // "model" is answered by the one loaded model whatever it names.
     std::vector<std::string> aliases;
+    connection_limits connections;     // slow clients cannot starve the server
 };
 
 // ----------------------------------------------------------------------------
@@ -133,8 +145,6 @@ constexpr size_t  API_CACHE_KEY_BYTES_MAX   = 256;       // prompt_cache_key, us
 // what one connection may do
 constexpr size_t  SERVER_HEADERS_MAX        = 100;       // headers of a request (431 past them)
 constexpr size_t  SERVER_HEADER_BYTES_MAX   = 64u << 10; // their names and values together
-constexpr int     SERVER_READ_TIMEOUT_S     = 10;        // a client silent this long is dropped
-constexpr size_t  SERVER_THREADS_MAX        = 256;       // connections served at once
 
 // sets a 400 error on `param` (may be ""); returns false
 bool api_fail(api_error & err, const std::string & param, const std::string & message);

@@ -30,6 +30,7 @@ struct serve_opts {
     std::string layout = "auto";
     std::vector<std::string> aliases;
     int32_t step_tokens = 0;
+    connection_limits connections;
 };
 
 // MiB the kernel says a new allocation can take without swapping (/proc/meminfo's MemAvailable),
@@ -63,6 +64,17 @@ int run_serve(const serve_opts & o_in) {
     }
     if (o.max_body_mb < 1 || o.max_body_mb > 1024) {
         return fail_input(cmd, "--max-body-mb " + std::to_string(o.max_body_mb) + " out of range [1, 1024]");
+    }
+    if (o.connections.max_total < 1 || o.connections.max_total > 8192) {
+        return fail_input(cmd, "--max-connections " + std::to_string(o.connections.max_total) + " out of range [1, 8192]");
+    }
+    if (o.connections.max_per_client < 1 || o.connections.max_per_client > o.connections.max_total) {
+        return fail_input(cmd, "--max-connections-per-client " + std::to_string(o.connections.max_per_client) +
+                                   " out of range [1, --max-connections " + std::to_string(o.connections.max_total) + "]");
+    }
+    if (o.connections.read_deadline_s < 1 || o.connections.read_deadline_s > 3600) {
+        return fail_input(cmd, "--request-read-timeout " + std::to_string(o.connections.read_deadline_s) +
+                                   " out of range [1, 3600] s");
     }
     if (o.max_tokens < 1) {
         return fail_input(cmd, "--max-tokens must be at least 1");
@@ -141,6 +153,7 @@ int run_serve(const serve_opts & o_in) {
     sp.cache_ram_mib = (size_t) o.cache_ram_mib;
     if (const int status = parse_prompt_layout(cmd, o.layout, sp.layout); status != 0) return status;
     sp.max_body = o.max_body_mb << 20;
+    sp.connections = o.connections;
     return server_run(sp);
 }
 
@@ -153,8 +166,9 @@ std::string limits_footer() {
            std::to_string(API_N_CMPL_MAX) + " completions (n_cmpl) per /completion or /infill; " +
            std::to_string(API_EDITS_MAX) + " edits per /v1/sessions/ID/edits; " + std::to_string(SERVER_HEADERS_MAX) +
            " headers of " + std::to_string(SERVER_HEADER_BYTES_MAX >> 10) + " KiB in all (431). A POST body must be JSON "
-           "(415), sent whole with Content-Length (411). Clients silent for " + std::to_string(SERVER_READ_TIMEOUT_S) +
-           " s are dropped. SIGTERM/SIGINT: stop accepting, refuse the queue, end running generations, exit 0; "
+           "(415), sent whole with Content-Length (411). A connection waits " + std::to_string(connection_limits{}.idle_s) +
+           " s for its next request; one read or write waits " + std::to_string(connection_limits{}.io_timeout_s) +
+           " s. SIGTERM/SIGINT: stop accepting, refuse the queue, end running generations, exit 0; "
            "a second signal exits at once.";
 }
 
@@ -213,6 +227,16 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--prompt-layout", o->layout, prompt_layout_help())->capture_default_str();
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
                                                       "bodies are refused)")->capture_default_str();
+    sub->add_option("--max-connections", o->connections.max_total,
+                    "connections held at once; a newcomer past it closes the oldest one still waiting for or sending "
+                    "its request, else gets 503 (slow clients cannot starve the server)")
+        ->capture_default_str();
+    sub->add_option("--max-connections-per-client", o->connections.max_per_client,
+                    "connections held at once from one client address, the same way")
+        ->capture_default_str();
+    sub->add_option("--request-read-timeout", o->connections.read_deadline_s,
+                    "seconds a request's head and body may take to arrive, from its first byte (not per byte)")
+        ->capture_default_str();
     sub->footer(methods_footer() + "\n" + limits_footer());
     return {sub, [o] { return run_serve(*o); }};
 }

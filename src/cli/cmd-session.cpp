@@ -10,7 +10,11 @@
 #include "cli/commands.h"
 #include "editspec/session.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -30,10 +34,41 @@ struct session_opts {
     bool text = false;
 };
 
+// the file an "open" read, to say when it changes on disk under the session: the session follows
+// the text it opened and the edits it is given, not the file
+struct opened_file {
+    std::string path;        // "" = opened from text
+    struct timespec mtime{};
+    off_t size = 0;
+    bool said = false;       // the change was said once
+};
+
+bool file_stat(const std::string & path, struct timespec & mtime, off_t & size) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return false;
+    mtime = st.st_mtim;
+    size = st.st_size;
+    return true;
+}
+
+// a warning when f changed on disk since it was opened (once per change), "" otherwise
+std::string file_changed(opened_file & f) {
+    if (f.path.empty()) return "";
+    struct timespec mtime{};
+    off_t size = 0;
+    const bool exists = file_stat(f.path, mtime, size);
+    const bool same = exists && size == f.size && mtime.tv_sec == f.mtime.tv_sec && mtime.tv_nsec == f.mtime.tv_nsec;
+    if (same || f.said) return "";
+    f.said = true;
+    return "'" + f.path + "' changed on disk since it was opened (" + (exists ? std::to_string(size) + " bytes, was " +
+           std::to_string(f.size) : std::string("removed")) + "): this session follows the text it opened and the edits "
+           "given, not the file; open it again to follow the file";
+}
+
 // one operation of the script ({"op": "open" | "edit" | "complete", ...}): its JSON line in `out`
 // (null: nothing to print); non-zero: the command's exit status
 int session_op(const session_opts & o, doc_session & s, const nlohmann::json & op, const std::string & where, bool & open,
-               nlohmann::json & out) {
+               opened_file & file, nlohmann::json & out) {
     const char * cmd = "session";
     std::string error;
     const std::string kind = op.is_object() && op.contains("op") && op["op"].is_string() ? op["op"].get<std::string>() : "";
@@ -41,9 +76,14 @@ int session_op(const session_opts & o, doc_session & s, const nlohmann::json & o
     try {
         if (kind == "open") {
             std::string text;
+            file = opened_file{};
             if (op.contains("file")) {
-                std::ifstream f(op["file"].get<std::string>(), std::ios::binary);
-                if (!f) return fail_input(cmd, where + "cannot read '" + op["file"].get<std::string>() + "'");
+                file.path = op["file"].get<std::string>();
+                if (!file_stat(file.path, file.mtime, file.size)) {
+                    return fail_input(cmd, where + "cannot read '" + file.path + "': " + std::strerror(errno));
+                }
+                std::ifstream f(file.path, std::ios::binary);
+                if (!f) return fail_input(cmd, where + "cannot read '" + file.path + "'");
                 std::stringstream ss;
                 ss << f.rdbuf();
                 text = ss.str();
@@ -78,6 +118,12 @@ int session_op(const session_opts & o, doc_session & s, const nlohmann::json & o
     } catch (const nlohmann::json::exception & e) {
         return fail_input(cmd, where + "bad operation: " + e.what());
     }
+    if (kind != "open") {
+        if (const std::string w = file_changed(file); !w.empty()) {
+            fprintf(stderr, "editspec session: %swarning: %s\n", where.c_str(), w.c_str());
+            out["warning"] = w;
+        }
+    }
     if (o.text) out = nullptr; // --text prints the completions' lines only
     return 0;
 }
@@ -107,6 +153,7 @@ int run_session(const session_opts & o) {
     if (!ctx) return fail_runtime(cmd, error);
     doc_session s(*ctx, sp);
     bool open = false;
+    opened_file opened;
     std::string line;
     int32_t line_no = 0;
     while (std::getline(in, line)) {
@@ -120,7 +167,7 @@ int run_session(const session_opts & o) {
             return fail_input(cmd, where + "invalid JSON: " + e.what());
         }
         nlohmann::json out;
-        if (const int status = session_op(o, s, op, where, open, out); status != 0) return status;
+        if (const int status = session_op(o, s, op, where, open, opened, out); status != 0) return status;
         if (!out.is_null()) printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         fflush(stdout);
     }

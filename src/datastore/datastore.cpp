@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -191,7 +192,9 @@ bool datastore_build(const tokenizer & tok, const datastore_build_params & p, co
         if (error) *error = why;
         return false;
     };
-    if (!write_all(f, &h, 1) || !write_all(f, tokens.data(), tokens.size())) return fail("cannot write '" + tmp + "' (disk full?)");
+    if (!write_all(f, &h, 1) || !write_all(f, tokens.data(), tokens.size())) {
+        return fail("cannot write '" + tmp + "': " + std::strerror(errno));
+    }
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<saidx_t> sa;
     std::string sort_error;
@@ -199,9 +202,11 @@ bool datastore_build(const tokenizer & tok, const datastore_build_params & p, co
     st.sort_s = seconds_since(t1);
     static_assert(sizeof(saidx_t) == sizeof(int32_t), "the file holds int32 suffixes");
     const bool ok = write_all(f, sa.data(), sa.size());
+    const int write_errno = errno;
     if (std::fclose(f) != 0 || !ok) {
+        const int e = ok ? errno : write_errno;
         std::remove(tmp.c_str());
-        if (error) *error = "cannot write '" + tmp + "' (disk full?)";
+        if (error) *error = "cannot write '" + tmp + "': " + std::strerror(e);
         return false;
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -140,4 +140,17 @@ std::string server_metrics::render_store(const prompt_store_stats & ps) {
     return o;
 }
 
+std::string server_metrics::render_connections(const connection_counts & c) {
+    std::string o;
+    metric_append(o, "editspec_connections_open", "gauge", "connections held (--max-connections)", (double) c.open);
+    metric_append(o, "editspec_connections_busy", "gauge", "of those, with a request past its head", (double) c.busy);
+    metric_append(o, "editspec_connections_refused_total", "counter", "newcomers answered 503: every held connection busy",
+                  (double) c.refused);
+    metric_append(o, "editspec_connections_evicted_total", "counter",
+                  "connections closed while waiting for or reading a request, for a newcomer", (double) c.evicted);
+    metric_append(o, "editspec_requests_read_timeout_total", "counter",
+                  "requests whose head and body missed --request-read-timeout", (double) c.timed_out);
+    return o;
+}
+
 } // namespace editspec

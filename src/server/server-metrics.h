@@ -6,6 +6,7 @@
 #include "editspec/generate.h"
 #include "editspec/prompt-store.h"
 #include "editspec/step.h"
+#include "server-connections.h"
 
 #include <cstdint>
 #include <map>
@@ -29,6 +30,7 @@ struct server_metrics {
     static std::string render_store(const prompt_store_stats & ps);
     // the step engine's counters: steps, tokens and requests they carried (per step: divide by steps)
     static std::string render_step(const step_stats & st);
+    static std::string render_connections(const connection_counts & c);
     // the time one request waited for a slot
     void queue_wait(double seconds);
 

@@ -49,6 +49,7 @@ struct server_state {
     std::atomic<int64_t> next_id{1};
     std::unique_ptr<session_store> sessions; // /v1/sessions
     std::atomic<bool> stopping{false};       // SIGTERM: running generations end at their next token
+    const guarded_server * http = nullptr;   // its connections, for /metrics
 };
 
 std::string make_id(server_state & s, const char * prefix) {
@@ -105,7 +106,8 @@ struct generation {
 
 // the client's connection, watched for a client that leaves while its request waits or decodes
 std::function<bool()> watch_client(const httplib::Request & req) {
-    const int fd = connection_socket(req);
+    (void) req;
+    const int fd = connection_socket();
     if (fd < 0) return nullptr;
     return [fd] { return connection_closed(fd); };
 }
@@ -640,6 +642,7 @@ bool open_state(const server_params & p, server_state & s) {
 void add_hooks(httplib::Server & svr, server_state & s) {
     svr.set_pre_routing_handler([&s](const httplib::Request & req, httplib::Response & res) {
         t_request_start = clock_type::now();
+        connection_mark_busy(); // its head is in: not closed for a newcomer (server-connections.h)
         std::string why;
         if (const int status = refuse_on_headers(s, req, why); status != 0) {
             send_error(res, make_error(status, why));
@@ -660,7 +663,14 @@ void add_hooks(httplib::Server & svr, server_state & s) {
         s.mx.request(server_route_label(req.path), res.status, seconds);
     });
     // every error status gets a JSON body (httplib's own 404 / 413 / 400 have none)
-    svr.set_error_handler([](const httplib::Request & req, httplib::Response & res) {
+    svr.set_error_handler([&s](const httplib::Request & req, httplib::Response & res) {
+        if (connection_late()) { // httplib answers a head it could not read with 400
+            res.status = 408;
+            res.set_header("Connection", "close");
+            send_error(res, make_error(408, "the request's head and body did not arrive within --request-read-timeout " +
+                                                std::to_string(s.params.connections.read_deadline_s) + " s"));
+            return;
+        }
         if (!res.body.empty()) return;
         send_error(res, make_error(res.status, res.status == 404   ? "no route " + req.method + " " + req.path
                                                : res.status == 413 ? "the request body is over the server's limit"
@@ -726,7 +736,8 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Get("/models", models);
     svr.Get("/metrics", [&s](const httplib::Request &, httplib::Response & res) {
         const prompt_store_stats ps = s.slots->store_stats();
-        res.set_content(s.mx.render() + server_metrics::render_store(ps) + (s.engine ? server_metrics::render_step(s.engine->stats()) : ""),
+        res.set_content(s.mx.render() + server_metrics::render_store(ps) + (s.engine ? server_metrics::render_step(s.engine->stats()) : "") +
+                            (s.http ? server_metrics::render_connections(s.http->counts()) : ""),
                         "text/plain; version=0.0.4");
     });
 }
@@ -779,13 +790,10 @@ int server_run(const server_params & p) {
     signals_watch();
     server_state s;
     if (!open_state(p, s)) return 2;
-    httplib::Server svr;
+    // connections counted and bounded, a deadline for each request's head and body (server-connections.h)
+    guarded_server svr(p.connections);
+    s.http = &svr;
     svr.set_payload_max_length(p.max_body);
-    svr.set_read_timeout(SERVER_READ_TIMEOUT_S, 0);
-    svr.set_write_timeout(SERVER_READ_TIMEOUT_S, 0);
-    // how long a connection's first (or next) request may take to arrive: httplib's 5 s dropped
-    // clients of a busy machine without an answer
-    svr.set_keep_alive_timeout(SERVER_READ_TIMEOUT_S);
     // a restarted server binds at once although the last one's connections are in TIME_WAIT
     socket_t listen_sock = INVALID_SOCKET;
     svr.set_socket_options([&listen_sock](socket_t sock) {
@@ -793,7 +801,6 @@ int server_run(const server_params & p) {
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
         listen_sock = sock;
     });
-    svr.new_task_queue = [] { return connection_pool_new(SERVER_THREADS_MAX); };
     add_hooks(svr, s);
     add_routes(svr, s);
     if (!svr.bind_to_port(p.host.c_str(), p.port)) {

@@ -365,6 +365,57 @@ struct edit_case {
     token_vec original;
 };
 
+// the first `n` CanItEdit edits whose prompt leaves room in `n_ctx` for the output and a tree
+std::vector<edit_case> edit_cases(const model & m, int32_t n_ctx, size_t n) {
+    std::vector<dataset_item> items;
+    std::string err;
+    EXPECT_TRUE(dataset_load(std::string(EDITSPEC_DATASETS) + "/canitedit/normalized.jsonl", DATASET_KIND_AUTO, items,
+                             &err))
+        << err;
+    std::vector<edit_case> cases;
+    for (const dataset_item & it : items) {
+        edit_case c;
+        c.id = it.id;
+        c.prompt = m.tokenize(edit_prompt(m, it.instruction, it.context_code), true, false);
+        c.original = edit_original_tokens(m, it.context_code);
+        if ((int32_t) c.prompt.size() + 64 + 300 > n_ctx) continue;
+        cases.push_back(std::move(c));
+        if (cases.size() == n) break;
+    }
+    return cases;
+}
+
+// runs `method` on an edit's prompt with target `m` on `ctx`; flat cost: the cost model keeps whole
+// trees (long reuse drafts)
+generate_result run_method(const model & m, context & ctx, const std::string & method, const edit_case & c,
+                           const token_vec & original, const generate_params & gp, const model * draft,
+                           std::span<const datastore * const> stores) {
+    method_spec ms;
+    std::string err;
+    EXPECT_TRUE(method_parse(method, ms, &err)) << err;
+    drafter_inputs in;
+    in.original = original;
+    in.target = &m;
+    in.draft_model = draft;
+    in.datastores = stores;
+    in.repo_datastores = stores;
+    in.draft_params.n_ctx = 2048;
+    in.draft_params.n_threads = 1;
+    std::vector<std::unique_ptr<drafter_i>> owned;
+    EXPECT_TRUE(method_make_drafters(ms, in, owned, &err)) << err;
+    std::vector<drafter_i *> ds;
+    for (auto & d : owned) ds.push_back(d.get());
+    static const cost_model flat = cost_model_from_table({1, 512}, {1.0, 1.0});
+    spec_params sp;
+    sp.verify.policy = ms.policy;
+    sp.draft_max = ms.draft_max;
+    sp.cost = ms.draft_max == 0 ? &flat : nullptr;
+    sp.lossy_ok = method_lossy_ok(ms);
+    generate_result r = generate_spec(ctx, c.prompt, gp, sp, ds);
+    EXPECT_NE(r.stop, STOP_REASON_ERROR) << r.error;
+    return r;
+}
+
 struct lossless_fixture : public ::testing::Test {
     static void SetUpTestSuite() {
         m = test::load_or_fail(test::tiny_model_q8_path()).release();
@@ -376,53 +427,18 @@ struct lossless_fixture : public ::testing::Test {
         std::string err;
         ctx = context_create(*m, cp, &err).release();
         ASSERT_TRUE(ctx) << err;
-        std::vector<dataset_item> items;
-        ASSERT_TRUE(dataset_load(std::string(EDITSPEC_DATASETS) + "/canitedit/normalized.jsonl", DATASET_KIND_AUTO,
-                                 items, &err))
-            << err;
-        for (const dataset_item & it : items) {
-            edit_case c;
-            c.id = it.id;
-            c.prompt = m->tokenize(edit_prompt(*m, it.instruction, it.context_code), true, false);
-            c.original = edit_original_tokens(*m, it.context_code);
-            if ((int32_t) c.prompt.size() + 64 + 300 > cp.n_ctx) continue; // room for the output and a tree
-            cases.push_back(std::move(c));
-            if (cases.size() == 32) break;
-        }
+        cases = edit_cases(*m, cp.n_ctx, 32);
     }
     static void TearDownTestSuite() {
         delete ctx;
         delete m;
     }
 
-    // runs `method` on the prompt; flat cost: the cost model keeps whole trees (long reuse drafts)
+    // runs `method` on the prompt (run_method below)
     generate_result run(const std::string & method, const edit_case & c, const token_vec & original,
                         const generate_params & gp, const model * draft = nullptr,
                         std::span<const datastore * const> stores = {}) {
-        method_spec ms;
-        std::string err;
-        EXPECT_TRUE(method_parse(method, ms, &err)) << err;
-        drafter_inputs in;
-        in.original = original;
-        in.target = m;
-        in.draft_model = draft;
-        in.datastores = stores;
-        in.repo_datastores = stores;
-        in.draft_params.n_ctx = 2048;
-        in.draft_params.n_threads = 1;
-        std::vector<std::unique_ptr<drafter_i>> owned;
-        EXPECT_TRUE(method_make_drafters(ms, in, owned, &err)) << err;
-        std::vector<drafter_i *> ds;
-        for (auto & d : owned) ds.push_back(d.get());
-        static const cost_model flat = cost_model_from_table({1, 512}, {1.0, 1.0});
-        spec_params sp;
-        sp.verify.policy = ms.policy;
-        sp.draft_max = ms.draft_max;
-        sp.cost = ms.draft_max == 0 ? &flat : nullptr;
-        sp.lossy_ok = method_lossy_ok(ms);
-        generate_result r = generate_spec(*ctx, c.prompt, gp, sp, ds);
-        EXPECT_NE(r.stop, STOP_REASON_ERROR) << r.error;
-        return r;
+        return run_method(*m, *ctx, method, c, original, gp, draft, stores);
     }
 
     // the target's logits after prompt + out[0, j) for each j: one pass over the text (CPU decoding
@@ -628,22 +644,23 @@ struct sweep_row {
 // what a request can feed them is fed (the code being edited, a draft model, a datastore of the
 // items' code), lossy default policies are asked for greedy. Returns what each method did, by the
 // method's name.
-std::map<std::string, sweep_row> sweep_table(lossless_fixture & f, const std::vector<edit_case> & cases, size_t n_cases) {
+std::map<std::string, sweep_row> sweep_table(const model & m, context & ctx, const std::vector<edit_case> & cases,
+                                             size_t n_cases, int32_t n_predict = 40) {
     auto draft = test::load_or_fail(test::tiny_model_path());
     EXPECT_TRUE(draft);
     test::temp_dir dir;
     std::vector<std::string> texts;
-    for (size_t i = 0; i < n_cases && i < cases.size(); i++) texts.push_back(lossless_fixture::m->detokenize(cases[i].original));
+    for (size_t i = 0; i < n_cases && i < cases.size(); i++) texts.push_back(m.detokenize(cases[i].original));
     datastore ds;
     std::string err;
-    EXPECT_TRUE(test::index_texts(*lossless_fixture::m, dir.path, "items", texts, ds, &err)) << err;
+    EXPECT_TRUE(test::index_texts(m, dir.path, "items", texts, ds, &err)) << err;
     const datastore * stores[] = {&ds};
     std::vector<std::string> methods = {"auto"};
     for (const drafter_desc & d : drafter_table()) {
         methods.push_back(std::string(d.name) + (verify_policy_is_lossy(d.policy) ? ":greedy" : ""));
     }
     generate_params gp;
-    gp.n_predict = 40;
+    gp.n_predict = n_predict;
     std::map<std::string, sweep_row> rows;
     // the edits, and one whose prompt ends with 64 of its tokens again: the random model never
     // repeats 12 tokens on its own, and n-gram drafters (lookup, llama-ngram-*) draft from a repeat
@@ -655,9 +672,9 @@ std::map<std::string, sweep_row> sweep_table(lossless_fixture & f, const std::ve
         swept.push_back(rep);
     }
     for (const edit_case & c : swept) {
-        const generate_result ar = generate_ar(*lossless_fixture::ctx, c.prompt, gp);
+        const generate_result ar = generate_ar(ctx, c.prompt, gp);
         for (const std::string & method : methods) {
-            const generate_result r = f.run(method, c, c.original, gp, draft.get(), stores);
+            const generate_result r = run_method(m, ctx, method, c, c.original, gp, draft.get(), stores);
             EXPECT_EQ(r.tokens, ar.tokens) << method << " on " << c.id;
             sweep_row & row = rows[method];
             row.cases++;
@@ -710,7 +727,7 @@ struct repeat_drafter : drafter_i {
 
 TEST_F(lossless_fixture, every_drafter_of_the_table_and_auto_equal_ar) {
     ASSERT_GE(cases.size(), 3u);
-    expect_swept(sweep_table(*this, cases, 3), 3);
+    expect_swept(sweep_table(*m, *ctx, cases, 3), 3);
 }
 
 // a new drafter is one row: added, it parses as a method, combines with others and the sweep runs it
@@ -725,10 +742,40 @@ TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
     method_spec ms;
     std::string err;
     ASSERT_TRUE(method_parse("test-repeat+lookup@8", ms, &err)) << err;
-    const std::map<std::string, sweep_row> run = sweep_table(*this, cases, 2);
+    const std::map<std::string, sweep_row> run = sweep_table(*m, *ctx, cases, 2);
     ASSERT_TRUE(run.count("test-repeat"));
     expect_swept(run, 2);
 }
+
+// every row of the table and `auto` against ar on each weight type a user downloads (the tiny-256
+// models of tests/CMakeLists.txt), 1 and 2 threads: one edit and its repeat each, fewer tokens than
+// the Q8_0 sweep above. Left out of the sanitizer run (scripts/test.sh): its time is ggml's.
+struct typed_sweep : ::testing::TestWithParam<std::tuple<const char *, int32_t>> {};
+
+TEST_P(typed_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
+    const auto [type, n_threads] = GetParam();
+    auto m = test::load_or_fail(test::typed_model_path(type));
+    ASSERT_TRUE(m);
+    context_params cp;
+    cp.n_ctx = 2048;
+    cp.n_threads = n_threads;
+    cp.n_seq_max = 65;
+    std::string err;
+    auto ctx = context_create(*m, cp, &err);
+    ASSERT_TRUE(ctx) << err;
+    const std::vector<edit_case> cases = edit_cases(*m, cp.n_ctx, 1);
+    ASSERT_EQ(cases.size(), 1u);
+    expect_swept(sweep_table(*m, *ctx, cases, 1, 24), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(types, typed_sweep,
+                         ::testing::Combine(::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "iq4_nl",
+                                                              "q4_k_m", "q4_k_s", "q5_k_m", "q6_k"),
+                                            ::testing::Values(1, 2)),
+                         [](const auto & info) {
+                             return std::string(std::get<0>(info.param)) + "_" +
+                                    std::to_string(std::get<1>(info.param)) + "_threads";
+                         });
 
 // ----------------------------------------------------------------------------
 // check-exact: the batch-invariance check of exactness.h for any model and backend
