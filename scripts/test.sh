@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build editspec and run its tests (ctest). The README's test command; .ci/run calls it.
 #
-#   scripts/test.sh            the default tier, plain and under ASan + UBSan (CI; about 15 minutes on
-#                              2 cores once llama.cpp is cached): every drafter family lossless against
-#                              ar on every weight type we claim, 1 and 2 threads, adversarial drafts;
-#                              the server and a hostile client; the parsers
+#   scripts/test.sh            the default tier (CI; under 15 minutes on 2 cores once llama.cpp is
+#                              cached): every drafter family lossless against ar on every weight type
+#                              we claim, 1 and 2 threads, adversarial drafts; the server, a hostile
+#                              client, slow clients, faults, a two-minute soak; the parsers. Then its
+#                              server, input and engine tests again under ASan + UBSan
 #   scripts/test.sh --long     and the long tier (tests named *.long_*): every CanItEdit item x every
 #                              method, every weight type to the end, the training pipeline. Run it
 #                              before resolving an issue that touches decoding, drafting or verification.
@@ -39,16 +40,20 @@ tier=()
 [ "$long" = 1 ] || tier=(-E '\.long_')
 (cd "$build_dir" && ctest --output-on-failure -j "$jobs" "${tier[@]}" "$@")
 
-# the same under AddressSanitizer and UBSan (build-asan/), less the kernel and whole-model sweeps:
-# their time goes to ggml, which is not instrumented, and the plain run above covers them
+# under AddressSanitizer and UBSan (build-asan/): what takes input from outside, the engine's
+# concurrency and the decode loop behind them (tests/CMakeLists.txt's EDITSPEC_NOT_SANITIZED says
+# what is left to the plain run above, and why)
 if [ "${SANITIZE:-1}" != 0 ]; then
     asan_dir=${ASAN_BUILD_DIR:-$root/build-asan}
     say "the default tier under ASan + UBSan ($asan_dir)"
-    unsanitized='test-batch-exact|test-bench-lossless|test-model|test-apply-constraint|test-speculative|test-oracle' # as tests/CMakeLists.txt
-    # and the tests whose time is not the server's or the engine's own code: statistics of the sampler,
-    # the typed drafter sweep, quality floors, the README's commands, replicas behind HAProxy, the Node SDK
-    # (its requests are in test-server's and test-hostile's own)
-    plain_only='/typed_sweep\.|verify_sampling\.distribution_|server\.(replicas|readme|shipped_models)|openai_node_sdk'
+    # as tests/CMakeLists.txt's EDITSPEC_NOT_SANITIZED (it says why)
+    unsanitized='test-batch-exact|test-bench-lossless|test-model|test-apply-constraint|test-speculative|test-oracle'
+    unsanitized+='|test-bench|test-quality|test-make-model|test-rpc|test-reuse|test-fastcoder|test-retrieval|test-lookup'
+    unsanitized+='|test-copy|test-sizing|test-greedy|test-direct|test-topk|test-entropy|test-sampling'
+    # and the tests whose time is not the server's or the engine's own code: the drafter sweeps, quality
+    # floors, the README's commands, replicas behind HAProxy, the soak, the Node SDK (its requests are in
+    # test-server's and test-hostile's own)
+    plain_only='/typed_sweep\.|lossless_fixture\.|server\.(replicas|readme|shipped_models|soak)|openai_node_sdk'
     # the test models are the plain build's (the same bytes: make-model is seeded), not made again under ASan
     CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDITSPEC_TEST_MODELS_FROM=$build_dir/test-models" \
         BUILD_DIR=$asan_dir \

@@ -73,8 +73,6 @@ struct fastcoder_stats {
     int64_t found = 0;          // ... that found a continuation
     int64_t skipped_token = 0;  // not searched: skip token
     int64_t skipped_missing = 0;// not searched: missing table
-    double  search_ms = 0.0;    // time in datastore searches
-    double  cache_ms = 0.0;     // time in cache searches
 };
 
 class fastcoder_drafter : public drafter_i {

@@ -76,9 +76,9 @@ token_vec lookup_ngram_simple(std::span<const llama_token> history, const lookup
 // With history = [4, 2, 3, 7, 1, 2, 3] the best is e = 3 (k = 2: [2, 3]); the draft runs into
 // the tail: [7, 1, 2, 3].
 //
-// One backward scan: O(L * matched length) per call, at most O(L * n_max). Measured on 8k-token
-// histories (tests/draft/test-lookup.cpp, 2 cores): 2-4 us for code-like and random tokens, 15 us
-// for an adversarial history; a target pass takes ~100 ms, so no n-gram index is kept.
+// One backward scan: O(L * matched length) per call, at most O(L * n_max): microseconds on 8k-token
+// histories beside a target pass's milliseconds (tests/draft/test-lookup.cpp times it), so no
+// n-gram index is kept.
 token_vec lookup_longest(std::span<const llama_token> history, const lookup_params & params,
                          int32_t * n_matched = nullptr);
 

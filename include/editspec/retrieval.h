@@ -70,7 +70,6 @@ public:
     void accept(std::span<const llama_token> accepted) override {}
 
     retrieval_params params;
-    int64_t n_retrievals = 0; // propose() calls that found a suffix
     int32_t last_match = 0;   // tokens matched by the last retrieval (0 = none)
 
 private:

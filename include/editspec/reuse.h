@@ -21,8 +21,7 @@
 //                its match length (1 .. 3), in sync by how many tokens have come out in step with the
 //                original since the last (re)sync (4: < 4, 5: < 16, 6: < 64, 7: more). A long
 //                unchanged stretch predicts more unchanged tokens; per-depth statistics alone cannot
-//                see it (oracle replay, CanItEdit, this machine's sgemm cost curve, cost-model
-//                sizing: reuse 1.59x -> 1.83x, reuse+lookup 1.62x -> 1.83x).
+//                see it (oracle replay on CanItEdit: docs/results/design-notes/reuse-sync-rules.md).
 //   candidates   a proposal may hold several re-sync candidates as sibling branches; accept()
 //                follows the candidate whose continuation the committed tokens took (in sync
 //                again) or, when none took all of them, stays out of sync.

@@ -47,92 +47,73 @@ int64_t mem_available_mib() {
     return kib < 0 ? -1 : (int64_t) (kib >> 10);
 }
 
+// the server's own options (the request options: request_runner_params); an exit status
+int check_serve_opts(const serve_opts & o) {
+    const char * cmd = "serve";
+    struct range { const char * name; int64_t value, lo, hi; };
+    const range ranges[] = {
+        {"--port", o.port, 1, 65535},
+        {"--parallel", o.parallel, 1, 64},
+        {"--step-tokens", o.step_tokens, 0, 65536},
+        {"--queue", o.queue, 0, 4096},
+        {"--max-body-mb", (int64_t) o.max_body_mb, 1, 1024},
+        {"--max-connections", (int64_t) o.connections.max_total, 1, 8192},
+        {"--max-connections-per-client", (int64_t) o.connections.max_per_client, 1, (int64_t) o.connections.max_total},
+        {"--request-read-timeout", o.connections.read_deadline_s, 1, 3600},
+        {"--max-tokens", o.max_tokens, 1, INT32_MAX},
+        {"--max-sessions", o.max_sessions, 0, 64},
+        {"--reuse-min", o.reuse_min, 8, 4096},
+        {"--drift-max", o.drift_max, -1, INT32_MAX},
+        {"--cache-ram", o.cache_ram_mib, 0, 1 << 20},
+        {"--pie-refresh", o.pie_refresh, 0, 4096},
+    };
+    for (const range & r : ranges) {
+        if (r.value < r.lo || r.value > r.hi) {
+            return fail_input(cmd, std::string(r.name) + " " + std::to_string(r.value) + " out of range [" + std::to_string(r.lo) +
+                                       ", " + std::to_string(r.hi) + "]");
+        }
+    }
+    for (const std::string & a : o.aliases) {
+        if (a.empty() || a.size() > 256) return fail_input(cmd, "--alias '" + a + "': 1 to 256 characters");
+    }
+    return 0;
+}
+
+// the prompt store fits the machine: the default takes at most half the memory available at start,
+// and a budget over all of it is refused (it would end in swap or the OOM killer); an exit status
+int fit_cache_ram(serve_opts & o) {
+    const int64_t avail = mem_available_mib();
+    if (avail < 0) return 0;
+    if (o.cache_ram_given && o.cache_ram_mib > avail) {
+        return fail_input("serve", "--cache-ram " + std::to_string(o.cache_ram_mib) + " MiB is more than this machine has "
+                                   "available (" + std::to_string(avail) + " MiB, /proc/meminfo's MemAvailable); give at most "
+                                   "that, or 0");
+    }
+    if (!o.cache_ram_given && o.cache_ram_mib > avail / 2) {
+        o.cache_ram_mib = avail / 2;
+        fprintf(stderr, "editspec serve: --cache-ram %lld MiB (half of the %lld MiB available; 8192 where there is more)\n",
+                (long long) o.cache_ram_mib, (long long) avail);
+    }
+    return 0;
+}
+
 int run_serve(const serve_opts & o_in) {
     const char * cmd = "serve";
     serve_opts o = o_in;
-    if (o.port < 1 || o.port > 65535) {
-        return fail_input(cmd, "--port " + std::to_string(o.port) + " out of range [1, 65535]");
-    }
-    if (o.parallel < 1 || o.parallel > 64) {
-        return fail_input(cmd, "--parallel " + std::to_string(o.parallel) + " out of range [1, 64]");
-    }
-    if (o.step_tokens < 0 || o.step_tokens > 65536) {
-        return fail_input(cmd, "--step-tokens " + std::to_string(o.step_tokens) + " out of range [0, 65536]");
-    }
-    if (o.queue < 0 || o.queue > 4096) {
-        return fail_input(cmd, "--queue " + std::to_string(o.queue) + " out of range [0, 4096]");
-    }
-    if (o.max_body_mb < 1 || o.max_body_mb > 1024) {
-        return fail_input(cmd, "--max-body-mb " + std::to_string(o.max_body_mb) + " out of range [1, 1024]");
-    }
-    if (o.connections.max_total < 1 || o.connections.max_total > 8192) {
-        return fail_input(cmd, "--max-connections " + std::to_string(o.connections.max_total) + " out of range [1, 8192]");
-    }
-    if (o.connections.max_per_client < 1 || o.connections.max_per_client > o.connections.max_total) {
-        return fail_input(cmd, "--max-connections-per-client " + std::to_string(o.connections.max_per_client) +
-                                   " out of range [1, --max-connections " + std::to_string(o.connections.max_total) + "]");
-    }
-    if (o.connections.read_deadline_s < 1 || o.connections.read_deadline_s > 3600) {
-        return fail_input(cmd, "--request-read-timeout " + std::to_string(o.connections.read_deadline_s) +
-                                   " out of range [1, 3600] s");
-    }
-    if (o.max_tokens < 1) {
-        return fail_input(cmd, "--max-tokens must be at least 1");
-    }
-    if (o.max_sessions < 0 || o.max_sessions > 64) {
-        return fail_input(cmd, "--max-sessions " + std::to_string(o.max_sessions) + " out of range [0, 64]");
-    }
-    prompt_cache_params pc;
-    if (!kv_reuse_parse(o.kv_reuse, pc.mode)) {
+    if (const int status = check_serve_opts(o); status != 0) return status;
+    server_params sp;
+    if (!kv_reuse_parse(o.kv_reuse, sp.prompt_cache.mode)) {
         return fail_input(cmd, "--kv-reuse '" + o.kv_reuse + "' is not one of: " + kv_reuse_names());
     }
-    if (o.reuse_min < 8 || o.reuse_min > 4096) {
-        return fail_input(cmd, "--reuse-min " + std::to_string(o.reuse_min) + " out of range [8, 4096]");
-    }
-    if (o.drift_max < -1) {
-        return fail_input(cmd, "--drift-max " + std::to_string(o.drift_max) + " must be -1 (no limit) or more");
-    }
-    if (o.cache_ram_mib < 0 || o.cache_ram_mib > (1 << 20)) {
-        return fail_input(cmd, "--cache-ram " + std::to_string(o.cache_ram_mib) + " out of range [0, 1048576] MiB");
-    }
-    // the prompt store fits the machine: the default takes at most half the memory available at
-    // start, and a budget over all of it is refused (it would end in swap or the OOM killer)
-    if (const int64_t avail = mem_available_mib(); avail >= 0) {
-        if (o.cache_ram_given && o.cache_ram_mib > avail) {
-            return fail_input(cmd, "--cache-ram " + std::to_string(o.cache_ram_mib) + " MiB is more than this machine has available (" +
-                                       std::to_string(avail) + " MiB, /proc/meminfo's MemAvailable); give at most that, or 0");
-        }
-        if (!o.cache_ram_given && o.cache_ram_mib > avail / 2) {
-            o.cache_ram_mib = avail / 2;
-            fprintf(stderr, "editspec serve: --cache-ram %lld MiB (half of the %lld MiB available; 8192 where there is more)\n",
-                    (long long) o.cache_ram_mib, (long long) avail);
-        }
-    }
-    pc.min_block = o.reuse_min;
-    pc.drift_max = o.drift_max;
-    if (o.pie_refresh < 0 || o.pie_refresh > 4096) {
-        return fail_input(cmd, "--pie-refresh " + std::to_string(o.pie_refresh) + " out of range [0, 4096]");
-    }
-    pc.refresh = o.pie_refresh;
-    // the models as every request command resolves them (the method is checked by server_run)
-    const request_opts & ro = o.req;
-    server_params sp;
-    sp.method = ro.method;
-    sp.runner.model_path = ro.model.empty() ? default_model_path() : ro.model;
-    sp.runner.draft_model_path = ro.draft_model.empty() ? default_draft_model_path(sp.runner.model_path) : ro.draft_model;
-    sp.runner.n_ctx = ro.n_ctx;
-    sp.runner.n_threads = ro.threads;
-    sp.runner.flash_attn = ro.flash_attn;
-    sp.runner.draft = ro.draft;
-    sp.runner.settings = ro.settings;
-    if (const std::string bad = method_settings_check(ro.settings); !bad.empty()) {
-        return fail_input(cmd, bad);
-    }
-    sp.runner.datastore_paths = ro.datastores;
-    sp.runner.repo_datastore_paths = ro.repo_datastores;
-    if (const int status = check_draft_options(cmd, ro.draft); status != 0) {
-        return status;
-    }
+    if (const int status = fit_cache_ram(o); status != 0) return status;
+    // the models and checks as every request command's (the method is parsed again by server_run)
+    method_spec ms;
+    if (const int status = request_runner_params(cmd, o.req, ms, true, sp.runner); status != 0) return status;
+    if (const int status = parse_prompt_layout(cmd, o.layout, sp.layout); status != 0) return status;
+    sp.method = o.req.method;
+    sp.prompt_cache.min_block = o.reuse_min;
+    sp.prompt_cache.drift_max = o.drift_max;
+    sp.prompt_cache.refresh = o.pie_refresh;
     sp.host = o.host;
     sp.port = o.port;
     sp.api_key = o.api_key;
@@ -145,13 +126,8 @@ int run_serve(const serve_opts & o_in) {
     sp.max_sessions = o.max_sessions;
     sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
-    for (const std::string & a : o.aliases) {
-        if (a.empty() || a.size() > 256) return fail_input(cmd, "--alias '" + a + "': 1 to 256 characters");
-    }
     sp.aliases = o.aliases;
-    sp.prompt_cache = pc;
     sp.cache_ram_mib = (size_t) o.cache_ram_mib;
-    if (const int status = parse_prompt_layout(cmd, o.layout, sp.layout); status != 0) return status;
     sp.max_body = o.max_body_mb << 20;
     sp.connections = o.connections;
     return server_run(sp);

@@ -78,8 +78,11 @@ struct request_opts {
 // registers them; `methods` is the --method help text
 void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods);
 
-// checks the options, parses --method, resolves the default models and opens the runner (target,
-// draft model when the method needs one, context); returns an exit status
+// checks the options (the one set of checks every request command and the server make), parses
+// --method and resolves the default models into rp: the draft model when the method needs one, or
+// with draft_always the shipped one where there is one; returns an exit status
+int request_runner_params(const char * cmd, const request_opts & o, method_spec & ms, bool draft_always, runner_params & rp);
+// request_runner_params, then opens the runner (target, draft model, context); returns an exit status
 int open_request_runner(const char * cmd, const request_opts & o, method_spec & ms, runner & rn);
 
 // runs the request with the method; returns an exit status: 0, or 1/2 after printing the error

@@ -171,7 +171,7 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
     sub->add_option("--repo-datastore", o.repo_datastores, "the repository's retrieval datastore for fastcoder (D_r; repeatable)");
 }
 
-int open_request_runner(const char * cmd, const request_opts & o, method_spec & ms, runner & rn) {
+int request_runner_params(const char * cmd, const request_opts & o, method_spec & ms, bool draft_always, runner_params & rp) {
     if (const int status = check_draft_options(cmd, o.draft); status != 0) {
         return status;
     }
@@ -188,12 +188,12 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     if (!method_parse(o.method, ms, &error)) {
         return fail_input(cmd, error);
     }
-    runner_params rp;
+    rp = runner_params{};
     rp.model_path = o.model.empty() ? default_model_path() : o.model;
     rp.draft_model_path = o.draft_model;
-    if (rp.draft_model_path.empty() && ms.uses_draft_model()) {
+    if (rp.draft_model_path.empty() && (draft_always || ms.uses_draft_model())) {
         rp.draft_model_path = default_draft_model_path(rp.model_path);
-        if (rp.draft_model_path.empty()) {
+        if (rp.draft_model_path.empty() && ms.uses_draft_model()) {
             return fail_input(cmd, "method '" + ms.name + "' needs a draft model: pass --draft-model FILE (a GGUF with the "
                                    "vocabulary of '" + rp.model_path + "') or set EDITSPEC_DRAFT_MODEL");
         }
@@ -206,6 +206,13 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     rp.settings = o.settings;
     rp.datastore_paths = o.datastores;
     rp.repo_datastore_paths = o.repo_datastores;
+    return 0;
+}
+
+int open_request_runner(const char * cmd, const request_opts & o, method_spec & ms, runner & rn) {
+    runner_params rp;
+    if (const int status = request_runner_params(cmd, o, ms, false, rp); status != 0) return status;
+    std::string error;
     if (!runner_open(rp, rn, &error)) {
         // models and datastores that loaded but a context that could not be created: the machine's failure
         const bool inputs_ok = rn.target.model && (rp.draft_model_path.empty() || rn.draft.model) &&

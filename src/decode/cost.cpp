@@ -115,7 +115,11 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
                 return false;
             }
             const double ms = ms_since(t0);
-            ctx.kv_rm(0, n_prefix, -1);
+            if (!ctx.kv_rm(0, n_prefix, -1)) {
+                if (error) *error = "cost model: the model's cache cannot drop a pass (kv_rm)";
+                ctx.kv_clear();
+                return false;
+            }
             if (r > 0) times.push_back(ms);
         }
         // the fastest repetition: other work on a shared machine only ever adds time

@@ -121,7 +121,6 @@ bool fastcoder_drafter::at_line_start(std::span<const llama_token> history) cons
 }
 
 int32_t fastcoder_drafter::search_stores(std::span<const llama_token> history) {
-    const auto t0 = std::chrono::steady_clock::now();
     const retrieval_params & rp = params.retrieval;
     const bool repo = params.use_repo && !repo_.empty();
     auto search_all = [&](const std::vector<const datastore *> & stores, retrieval_trie & trie, float w) {
@@ -147,7 +146,6 @@ int32_t fastcoder_drafter::search_stores(std::span<const llama_token> history) {
     } else if (m_r == m_c) {
         trie_.merge(trie_repo_);
     }
-    stats.search_ms += ms_since(t0);
     return std::max(m_r, m_c);
 }
 
@@ -185,13 +183,11 @@ void fastcoder_drafter::propose(std::span<const llama_token> history, draft_tree
     int32_t match = 0;
     // Algorithm 1: the cache first once it holds l sequences
     if (params.use_cache && cache_->n_sequences() >= params.cache_min) {
-        const auto t0 = std::chrono::steady_clock::now();
         match = cache_->search(history, params.retrieval, trie_, 1.0f);
         if (match > 0 && match < params.cache_min_match) {
             match = 0;
             trie_.clear();
         }
-        stats.cache_ms += ms_since(t0);
         if (match > 0) stats.from_cache++;
     }
     if (match == 0) {

@@ -121,7 +121,6 @@ void retrieval_drafter::propose(std::span<const llama_token> history, draft_tree
     if (last_match == 0) {
         return;
     }
-    n_retrievals++;
     retrieval_propose(trie_.top_paths(params.n_paths, 0.0f), last_match, tree, budget);
 }
 

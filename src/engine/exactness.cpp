@@ -61,7 +61,10 @@ exactness_result exactness_check(const model & m, const exactness_params & p) {
     }
     for (int32_t n : exactness_batch_sizes(p.n_max)) {
         r.n_sizes++;
-        ctx->kv_rm(0, p.n_prefix, -1);
+        if (!ctx->kv_rm(0, p.n_prefix, -1)) {
+            r.error = "exactness: the model's cache cannot drop a pass (kv_rm)";
+            return r;
+        }
         b.clear();
         for (int32_t i = 0; i < n; i++) b.add(toks[p.n_prefix + i], p.n_prefix + i, {0}, true);
         if (!ctx->decode(b)) {

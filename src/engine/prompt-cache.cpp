@@ -163,10 +163,10 @@ bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_toke
     ctx.kv_keep(0);
     int32_t from = plan.n_prefix;
     for (const prompt_reuse_block & blk : plan.blocks) {
-        if (blk.from > from) ctx.kv_rm(0, from, blk.from);
+        if (blk.from > from && !ctx.kv_rm(0, from, blk.from)) return fail();
         from = blk.from + blk.n;
     }
-    ctx.kv_rm(0, from, -1);
+    if (!ctx.kv_rm(0, from, -1)) return fail();
     // each span to its place: a span moving left cannot land on a later one and one moving right
     // cannot land on an earlier one, so the left movers go first to last, the right movers last to first
     for (const prompt_reuse_block & blk : plan.blocks) {

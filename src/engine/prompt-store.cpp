@@ -47,7 +47,7 @@ void prompt_store::save(context & ctx) {
     // sequence 0 holds the prompt at 0 .. n-1, and may hold generated tokens after it and share cells
     // with the tree's sequences: the state is the prompt's alone
     ctx.kv_keep(0);
-    ctx.kv_rm(0, (llama_pos) t.size(), -1);
+    if (!ctx.kv_rm(0, (llama_pos) t.size(), -1)) return; // a cache that cannot drop a tail: nothing kept
     const size_t n = ctx.state_size();
     if (n == 0 || n + t.size() * (sizeof(llama_token) + 1) > budget_) return;
     const auto t0 = std::chrono::steady_clock::now();

@@ -2,7 +2,7 @@
 // wait for one. A slot's context is a view of the server's step engine (step.h): the slots' threads
 // draft and verify, and every slot's decode goes into the engine's one batched llama_decode per step
 // on the engine's own thread (ggml's OpenMP team belongs to the thread that calls it: teams of
-// several threads spinning at once fight over the cores, 3x slower measured on 2 cores). A slot
+// several threads spinning at once fight over the cores; docs/results/issue53-batching). A slot
 // with a context of its own (add without an engine) decodes on its thread.
 //
 // A request goes to the free slot whose KV cache holds most of its prompt (prompt-cache.h: the common

@@ -90,8 +90,8 @@ bool doc_session::recompute_from(int32_t a) {
             break;
         }
     }
+    if (a > 0 && !ctx_.kv_rm(0, a, -1)) a = 0; // a cache that cannot drop a tail: everything again
     if (a == 0) ctx_.kv_clear();
-    else ctx_.kv_rm(0, a, -1);
     const int32_t n = (int32_t) tokens_.size();
     pos_.resize(n);
     for (int32_t i = 0; i < n; i++) pos_[i] = i;
@@ -124,7 +124,12 @@ bool doc_session::keep_around(kv_strategy how, int32_t a, int32_t old_end, int32
     // token 0 on a model without BOS); the later ones (old_end .. n_old-2) stay. b > 0, so a later
     // token exists and later_p0 is its position.
     const llama_pos later_p0 = pos_[old_end];
-    if (old_end > a) ctx_.kv_rm(0, pos_[a], pos_[old_end - 1] + 1);
+    if (old_end > a && !ctx_.kv_rm(0, pos_[a], pos_[old_end - 1] + 1)) {
+        s.fallback = true; // a cache that cannot drop a span (recurrent): the document again
+        s.n_encoded = n_new - 1;
+        pos_.assign(1, -1);
+        return recompute_from(0);
+    }
     std::vector<llama_pos> pos(n_new);
     std::vector<uint8_t> stale(n_new);
     for (int32_t i = 0; i < a; i++) pos[i] = pos_[i], stale[i] = stale_[i];
@@ -275,7 +280,9 @@ std::string doc_session::predict_line(int32_t n_max) {
         const size_t nl = out.rfind('\n');
         if (nl != std::string::npos && !session_first_code_line(out.substr(0, nl)).empty()) break;
     }
-    ctx_.kv_rm(0, end, -1); // the document's KV as it was: every token but the last
+    // the document's KV as it was: every token but the last (a cache that cannot drop the tail is
+    // encoded again)
+    if (!ctx_.kv_rm(0, end, -1)) recompute_from(0);
     return session_first_code_line(out);
 }
 

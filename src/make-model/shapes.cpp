@@ -1,0 +1,269 @@
+// make-model's shapes (make-model.h): the built-in ones, their checks and sizes, the weight types by
+// name, and the tensor plan of a shape (plan.h).
+#include "plan.h"
+
+#include "gguf.h"
+#include "llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+namespace editspec {
+
+// ----------------------------------------------------------------------------
+// built-in shapes
+
+static std::vector<model_shape_token> qwen25_added_tokens() {
+    // Qwen2.5 tokenizer_config.json added_tokens_decoder, ids 151646..151664. The llama.cpp
+    // vocabulary file is Qwen1.5's, which has [PAD<id>] there. Types as convert_hf_to_gguf.py
+    // gives them: "<|...|>" looks special -> CONTROL, the rest USER_DEFINED.
+    const char * names[] = {
+        "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
+        "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+        "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+        "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+    };
+    std::vector<model_shape_token> out;
+    int32_t id = 151646;
+    for (const char * n : names) {
+        const bool control = n[1] == '|';
+        out.push_back({id++, n, control ? LLAMA_TOKEN_TYPE_CONTROL : LLAMA_TOKEN_TYPE_USER_DEFINED});
+    }
+    return out;
+}
+
+model_dims model_shape_dims(const model_shape & s) {
+    return {s.n_vocab, s.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx_train};
+}
+
+void model_shape_set_dims(model_shape & s, const model_dims & d) {
+    std::tie(s.n_vocab, s.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx_train) =
+        std::tie(d.n_vocab, d.n_layer, d.n_embd, d.n_ff, d.n_head, d.n_head_kv, d.n_ctx_train);
+}
+
+static std::vector<model_shape> shapes_build() {
+    std::vector<model_shape> v;
+
+    model_shape ds;  // deepseek-ai/deepseek-coder-1.3b-base config.json
+    ds.name = "deepseek-coder-1.3b";
+    ds.arch = "llama";
+    ds.vocab = "deepseek-coder";
+    ds.source = "deepseek-ai/deepseek-coder-1.3b-base";
+    model_shape_set_dims(ds, {32256, 24, 2048, 5504, 16, 16, 16384});
+    ds.rope_freq_base = 100000.0f;
+    ds.rope_scaling = LLAMA_ROPE_SCALING_TYPE_LINEAR;
+    ds.rope_scaling_factor = 4.0f;
+    ds.rms_eps = 1e-6f;
+
+    // a released shape at toy size: 2 layers, 4 heads, its tokenizer, rope and norms
+    auto toy = [](model_shape s, const char * name, const char * source, uint32_t n_embd, uint32_t n_ff,
+                  uint32_t n_head_kv) {
+        s.name = name;
+        s.source = source;
+        model_shape_set_dims(s, {s.n_vocab, 2, n_embd, n_ff, 4, n_head_kv, s.n_ctx_train});
+        return s;
+    };
+    // a few MB, used by every test
+    v.push_back(toy(ds, "tiny", "deepseek-coder-1.3b at toy size", 64, 192, 4));
+    // the smallest shape whose rows K-quants (256-value super-blocks) and the 8-row repacked
+    // kernels apply to: what the exactness tests run every weight type on
+    v.push_back(toy(ds, "tiny-256", "deepseek-coder-1.3b at toy size, 256 wide", 256, 768, 4));
+
+    model_shape qw;  // Qwen/Qwen2.5-Coder-1.5B config.json
+    qw.name = "qwen2.5-coder-1.5b";
+    qw.arch = "qwen2";
+    qw.vocab = "qwen2";
+    qw.source = "Qwen/Qwen2.5-Coder-1.5B";
+    model_shape_set_dims(qw, {151936, 28, 1536, 8960, 12, 2, 32768}); // vocabulary: 151665 tokens padded
+    qw.rope_freq_base = 1000000.0f;
+    qw.rms_eps = 1e-6f;
+    qw.qkv_bias = true;
+    qw.tied_output = true;
+    qw.add_bos = 0;
+    qw.tokens = qwen25_added_tokens();
+
+    v.push_back(toy(qw, "tiny-qwen2", "qwen2.5-coder-1.5b at toy size", 64, 192, 2));
+
+    v.push_back(ds);
+
+    model_shape ds7 = ds;  // deepseek-ai/deepseek-coder-6.7b-base config.json
+    ds7.name = "deepseek-coder-6.7b";
+    ds7.source = "deepseek-ai/deepseek-coder-6.7b-base";
+    model_shape_set_dims(ds7, {ds.n_vocab, 32, 4096, 11008, 32, 32, ds.n_ctx_train});
+    v.push_back(ds7);
+
+    v.push_back(qw);
+    return v;
+}
+
+const std::vector<model_shape> & model_shapes() {
+    static const std::vector<model_shape> shapes = shapes_build();
+    return shapes;
+}
+
+const model_shape * model_shape_find(const std::string & name) {
+    for (const model_shape & s : model_shapes()) {
+        if (s.name == name) {
+            return &s;
+        }
+    }
+    return nullptr;
+}
+
+bool model_shape_validate(const model_shape & s, std::string * error) {
+    auto fail = [&](const std::string & msg) {
+        if (error) *error = "shape '" + s.name + "': " + msg;
+        return false;
+    };
+    if (s.arch != "llama" && s.arch != "qwen2") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2)");
+    }
+    if (s.vocab.empty() || s.vocab.find('/') != std::string::npos) {
+        return fail("vocab '" + s.vocab + "' must name a ggml-vocab-<vocab>.gguf file");
+    }
+    if (s.n_layer == 0 || s.n_layer > 512) {
+        return fail("n_layer " + std::to_string(s.n_layer) + " out of range [1, 512]");
+    }
+    if (s.n_embd == 0 || s.n_ff == 0 || s.n_ctx_train == 0) {
+        return fail("n_embd, n_ff and n_ctx_train must be > 0 (got " + std::to_string(s.n_embd) + ", " +
+                    std::to_string(s.n_ff) + ", " + std::to_string(s.n_ctx_train) + ")");
+    }
+    if (s.n_head == 0 || s.n_embd % s.n_head != 0 || (s.n_embd / s.n_head) % 2 != 0) {
+        return fail("n_head " + std::to_string(s.n_head) + " must divide n_embd " + std::to_string(s.n_embd) +
+                    " into heads of even size (rope)");
+    }
+    if (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
+        return fail("n_head_kv " + std::to_string(s.n_head_kv) + " must divide n_head " + std::to_string(s.n_head));
+    }
+    if (s.n_vocab > (uint32_t) INT32_MAX) {
+        return fail("n_vocab " + std::to_string(s.n_vocab) + " too large");
+    }
+    if (!(s.rope_freq_base > 0.0f) || !(s.rms_eps > 0.0f)) {
+        return fail("rope_freq_base and rms_eps must be > 0");
+    }
+    if (s.rope_scaling != LLAMA_ROPE_SCALING_TYPE_NONE && s.rope_scaling != LLAMA_ROPE_SCALING_TYPE_LINEAR) {
+        return fail("rope_scaling " + std::to_string((int) s.rope_scaling) + " not supported (none, linear)");
+    }
+    if (s.rope_scaling == LLAMA_ROPE_SCALING_TYPE_LINEAR && !(s.rope_scaling_factor > 0.0f)) {
+        return fail("rope_scaling_factor " + std::to_string(s.rope_scaling_factor) + " must be > 0");
+    }
+    for (const model_shape_token & t : s.tokens) {
+        if (t.id < 0 || (s.n_vocab > 0 && (uint32_t) t.id >= s.n_vocab) || t.text.empty()) {
+            return fail("token override " + std::to_string(t.id) + " '" + t.text + "' out of range or empty");
+        }
+    }
+    return true;
+}
+
+ggml_type make_model_type_from_name(const std::string & name) {
+    if (name == "f32")  return GGML_TYPE_F32;
+    if (name == "f16")  return GGML_TYPE_F16;
+    if (name == "q8_0") return GGML_TYPE_Q8_0;
+    if (name == "q4_0") return GGML_TYPE_Q4_0;
+    return GGML_TYPE_COUNT;
+}
+
+static const std::vector<std::pair<std::string, llama_ftype>> & quantize_ftypes() {
+    static const std::vector<std::pair<std::string, llama_ftype>> v = {
+        {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S},
+        {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M}, {"q5_k_s", LLAMA_FTYPE_MOSTLY_Q5_K_S},
+        {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K},     {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
+        {"iq4_nl", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"bf16", LLAMA_FTYPE_MOSTLY_BF16},
+    };
+    return v;
+}
+
+int32_t make_model_ftype_from_name(const std::string & name) {
+    for (const auto & [n, f] : quantize_ftypes()) {
+        if (n == name) return (int32_t) f;
+    }
+    return -1;
+}
+
+std::string make_model_type_names() {
+    std::string s = "f32, f16, q8_0, q4_0";
+    for (const auto & [n, f] : quantize_ftypes()) {
+        s += ", " + n;
+    }
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// tensor plan: name, shape, type and init of every tensor, in file order
+
+// Init: approximately as trained models start, with two changes found by measuring greedy output
+// on tiny to 24-layer shapes (distinct tokens in 96, next token of contexts with the same end):
+// - attn_output at 0.3x: random attention is near-uniform, and at full scale its context average
+//   swamps the current token, so greedy output settles into a loop of one token (also on the 1.3B)
+// - output_norm scales logits to std LOGIT_STD, tied or not: top-1 probability ~0.4 with the
+//   DeepSeek vocabulary instead of a flat 0.001, so sampling is not uniform noise
+constexpr float LOGIT_STD = 5.0f;
+
+std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, ggml_type type) {
+    const int64_t n_embd    = s.n_embd;
+    const int64_t n_embd_kv = (int64_t) s.n_embd / s.n_head * s.n_head_kv;
+    const int64_t n_ff      = s.n_ff;
+
+    std::vector<tensor_plan> v;
+    // 1-D tensors stay F32; a row size the block size does not divide falls back to F16, as
+    // llama-quantize does
+    auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1, float std) {
+        ggml_type t = ne0 % ggml_blck_size(type) == 0 ? type : GGML_TYPE_F16;
+        v.push_back({name, ne0, ne1, 2, t, INIT_NORMAL, std});
+    };
+    auto vec = [&](const std::string & name, int64_t ne0, init_kind init, float scale) {
+        v.push_back({name, ne0, 1, 1, GGML_TYPE_F32, init, scale});
+    };
+    auto lecun = [](int64_t fan_in) { return 1.0f / std::sqrt((float) fan_in); };
+
+    const float std_embd = 0.02f;
+    const float std_out  = s.tied_output ? std_embd : lecun(n_embd);
+
+    mat("token_embd.weight", n_embd, n_vocab, std_embd);
+    for (uint32_t il = 0; il < s.n_layer; il++) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
+        mat(p + "attn_q.weight", n_embd, n_embd, lecun(n_embd));
+        mat(p + "attn_k.weight", n_embd, n_embd_kv, lecun(n_embd));
+        mat(p + "attn_v.weight", n_embd, n_embd_kv, lecun(n_embd));
+        if (s.qkv_bias) {
+            vec(p + "attn_q.bias", n_embd, INIT_NORMAL, 0.02f);
+            vec(p + "attn_k.bias", n_embd_kv, INIT_NORMAL, 0.02f);
+            vec(p + "attn_v.bias", n_embd_kv, INIT_NORMAL, 0.02f);
+        }
+        mat(p + "attn_output.weight", n_embd, n_embd, 0.3f * lecun(n_embd));
+        vec(p + "ffn_norm.weight", n_embd, INIT_CONST, 1.0f);
+        mat(p + "ffn_gate.weight", n_embd, n_ff, lecun(n_embd));
+        mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));
+        mat(p + "ffn_down.weight", n_ff, n_embd, lecun(n_ff));
+    }
+    // the normed state has RMS 1, so logits = output . (gamma * normed) have std gamma * std_out * sqrt(n_embd)
+    vec("output_norm.weight", n_embd, INIT_CONST, LOGIT_STD / (std_out * std::sqrt((float) n_embd)));
+    if (!s.tied_output) {
+        mat("output.weight", n_embd, n_vocab, std_out);
+    }
+    return v;
+}
+
+uint64_t tensor_nbytes(const tensor_plan & t) {
+    return ggml_row_size(t.type, t.ne0) * (uint64_t) t.ne1;
+}
+
+uint64_t model_shape_n_params(const model_shape & s) {
+    uint64_t n = 0;
+    for (const tensor_plan & t : tensors_plan(s, s.n_vocab, GGML_TYPE_F32)) {
+        n += (uint64_t) t.ne0 * t.ne1;
+    }
+    return n;
+}
+
+uint64_t model_shape_n_bytes(const model_shape & s, ggml_type type) {
+    uint64_t n = 0;
+    for (const tensor_plan & t : tensors_plan(s, s.n_vocab, type)) {
+        n += GGML_PAD(tensor_nbytes(t), GGUF_DEFAULT_ALIGNMENT);
+    }
+    return n;
+}
+
+} // namespace editspec

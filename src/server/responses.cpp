@@ -1,0 +1,140 @@
+// The response shapes of `editspec serve` (server-state.h): OpenAI's chat and text completions,
+// Mistral's FIM, llama.cpp's /completion, Relace's /v1/code/apply and ours, whole or as stream events.
+#include "server-state.h"
+#include "editspec/apply.h"
+
+namespace editspec {
+
+using json = nlohmann::json;
+
+json usage_json(const generation & g) {
+    const source_stats & reuse = g.r.by_source[DRAFT_SOURCE_REUSE];
+    json u = {{"prompt_tokens", g.r.prompt_tokens},
+              // cached: kept in place (exact); shifted: kept from an earlier request at another
+              // position (--kv-reuse pie); encoded: decoded for this request
+              {"prompt_tokens_details", {{"cached_tokens", g.r.prompt_cached - g.r.prompt_shifted},
+                                         {"shifted_tokens", g.r.prompt_shifted},
+                                         {"encoded_tokens", g.r.prompt_tokens - g.r.prompt_cached},
+                                         {"stale_tokens", g.r.prompt_stale}}},
+              {"completion_tokens", (int64_t) g.r.tokens.size()},
+              {"total_tokens", g.r.prompt_tokens + (int64_t) g.r.tokens.size()}};
+    if (g.rq.has_prediction) {
+        // accepted: prediction tokens the target kept; rejected: prediction tokens it verified and
+        // turned down (they cost a pass's work, as OpenAI bills them)
+        u["completion_tokens_details"] = {{"accepted_prediction_tokens", reuse.n_accepted},
+                                          {"rejected_prediction_tokens", reuse.n_drafted - reuse.n_accepted}};
+    }
+    return u;
+}
+
+json timings_json(const generate_result & r) {
+    return {{"prompt_n", r.prompt_tokens},
+            {"prompt_ms", r.prompt_ms},
+            {"prompt_per_token_ms", r.prompt_tokens > 0 ? r.prompt_ms / r.prompt_tokens : 0.0},
+            {"prompt_per_second", r.prompt_ms > 0 ? 1000.0 * r.prompt_tokens / r.prompt_ms : 0.0},
+            {"predicted_n", (int64_t) r.tokens.size()},
+            {"predicted_ms", r.gen_ms},
+            {"predicted_per_token_ms", r.tokens.empty() ? 0.0 : r.gen_ms / r.tokens.size()},
+            {"predicted_per_second", r.tokens_per_s()},
+            {"draft_n", r.draft_tokens},
+            {"draft_n_accepted", r.accepted},
+            {"drafters", r.drafters},  // editspec's: which drafters ran (`auto` resolved)
+            {"policy", r.policy}};     // and the acceptance policy that verified them
+}
+
+json response_json(server_state & s, const generation & g, const std::string & id) {
+    const generate_result & r = g.r;
+    const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
+    switch (g.rq.endpoint) {
+        case API_CHAT:
+            // a constrained apply message is answered with the merged file, as fast-apply APIs answer
+            return {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0},
+                                              {"message", {{"role", "assistant"},
+                                                           {"content", g.rq.is_apply && g.rq.constrain
+                                                                           ? apply_merged_code(g.rq.apply, r.text)
+                                                                           : r.text}}},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", api_finish_reason(r.stop)}}})},
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}}; // llama-server's extension, same fields
+        case API_FIM: // Mistral's: the completion as a chat message
+            return {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0},
+                                              {"message", {{"role", "assistant"}, {"content", r.text}}},
+                                              {"finish_reason", api_finish_reason(r.stop)}}})},
+                    {"usage", usage_json(g)}};
+        case API_COMPLETIONS:
+            return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0}, {"text", r.text}, {"logprobs", nullptr},
+                                              {"finish_reason", api_finish_reason(r.stop)}}})},
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}};
+        case API_CODE_APPLY: // Relace's fields; "constrained" is ours
+            return {{"mergedCode", apply_merged_code(g.rq.apply, r.text)},
+                    {"constrained", g.rq.constrain},
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}};
+        case API_APPLY:
+            return {{"id", id}, {"object", "editspec.apply"}, {"created", unix_now()}, {"model", model},
+                    {"merged_code", apply_merged_code(g.rq.apply, r.text)},
+                    // labelled: constrained output may differ from the model's free greedy output
+                    {"constrained", g.rq.constrain},
+                    {"finish_reason", api_finish_reason(r.stop)},
+                    {"usage", usage_json(g)},
+                    {"timings", timings_json(r)}};
+        default: break;
+    }
+    json j = {{"content", r.text},
+              {"id_slot", 0},
+              {"stop", true},
+              {"model", model},
+              {"tokens_predicted", (int64_t) r.tokens.size()},
+              {"tokens_evaluated", r.prompt_tokens},
+              {"stop_type", r.stop == STOP_REASON_EOG ? "eos" : r.stop == STOP_REASON_STRING ? "word" : "limit"},
+              {"timings", timings_json(r)},
+              {"tokens_cached", r.prompt_cached},
+              {"truncated", false}};
+    if (g.rq.response_fields.empty()) return j;
+    // llama.cpp: only the named fields, flat, "a/b" read from nested objects
+    json out = json::object();
+    for (const std::string & f : g.rq.response_fields) {
+        const json * v = &j;
+        size_t at = 0;
+        while (v && at <= f.size()) {
+            const size_t slash = f.find('/', at);
+            const std::string key = f.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+            v = v->is_object() && v->contains(key) ? &(*v)[key] : nullptr;
+            if (slash == std::string::npos) break;
+            at = slash + 1;
+        }
+        if (v) out[f] = *v;
+    }
+    return out;
+}
+
+json stream_chunk(server_state & s, const generation & g, const std::string & id, const std::string & text,
+                  const char * finish) {
+    const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
+    const json fin = finish ? json(finish) : json(nullptr);
+    switch (g.rq.endpoint) {
+        case API_CHAT:
+        case API_FIM:
+            return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0},
+                                              {"delta", finish ? json::object() : json{{"role", "assistant"}, {"content", text}}},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", fin}}})}};
+        case API_COMPLETIONS:
+            return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
+                    {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", fin}}})}};
+        default:
+            return {{"content", text}, {"stop", false}};
+    }
+}
+
+std::string sse(const json & j) {
+    return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+} // namespace editspec
