@@ -12,7 +12,10 @@ every /health answered 200 within --health-max seconds and every completion answ
 bar: 1,000 connections, 8 tries, /health <= 1 s). With --binary the server is started with its
 defaults (the shipped models) and `--es-args`; its /metrics connection counters are printed at the end.
 """
-import argparse, errno, json, os, selectors, socket, subprocess, sys, tempfile, threading, time, urllib.request
+import argparse, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from concurrency import wait_up  # noqa: E402 - beside this file
 
 
 def free_port():
@@ -46,6 +49,11 @@ class trickle:
         self.socks[i] = [s, False]  # socket, request line sent
         self.connects += 1
 
+    def reopen(self, i):
+        self.socks[i][0].close()
+        self.socks[i] = None
+        self.open(i)
+
     def tick(self, i, now):
         ent = self.socks[i]
         if ent is None:
@@ -54,19 +62,14 @@ class trickle:
         s, started = ent
         try:
             # the server closed it (evicted, timed out, refused): read what it sent, then reconnect
-            data = s.recv(4096)
-            if data == b"" or data:
-                self.closed_by_server += 1
-                s.close()
-                self.socks[i] = None
-                self.open(i)
-                return
+            s.recv(4096)
+            self.closed_by_server += 1
+            self.reopen(i)
+            return
         except BlockingIOError:
             pass
         except OSError:
-            s.close()
-            self.socks[i] = None
-            self.open(i)
+            self.reopen(i)
             return
         try:
             s.send(b"X-Slow: a" if started else b"GET /health HTTP/1.1\r\nHost: x\r\n")
@@ -74,9 +77,7 @@ class trickle:
         except BlockingIOError:
             pass
         except OSError:
-            s.close()
-            self.socks[i] = None
-            self.open(i)
+            self.reopen(i)
 
     def run(self):
         t0 = time.monotonic()
@@ -134,14 +135,7 @@ def main():
         with open(log, "w") as lf:
             server = subprocess.Popen([args.binary, "serve", "-t", "2", "--port", str(port)] + args.es_args.split(),
                                       stdout=lf, stderr=subprocess.STDOUT)
-        for _ in range(600):
-            if server.poll() is not None:
-                sys.exit(f"slow-clients: editspec serve exited with {server.returncode}:\n" + open(log).read())
-            if timed(url + "/health", 2)[0] == 200:
-                break
-            time.sleep(0.2)
-        else:
-            sys.exit("slow-clients: the server did not come up")
+        wait_up(port, server, log)
     else:
         url = args.url.rstrip("/")
     host, port = url.split("//")[1].split(":")

@@ -21,6 +21,8 @@ less the prompt store's bytes after the first 5 minutes more than 10% over its l
 import argparse, json, os, random, socket, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from concurrency import wait_up  # noqa: E402 - beside this file
 
 
 def free_port():
@@ -251,14 +253,7 @@ def main():
            "--max-body-mb", str(args.max_body_mb), "--cache-ram", str(args.cache_ram)] + args.es_args.split()
     with open(log, "w") as lf:
         server = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
-    for _ in range(600):
-        if server.poll() is not None:
-            sys.exit(f"soak: editspec serve exited with {server.returncode}:\n" + open(log).read())
-        try:
-            urllib.request.urlopen(url + "/health", timeout=2)
-            break
-        except Exception:
-            time.sleep(0.2)
+    wait_up(port, server, log)
     s = soak(args, url, server.pid, items)
     reference = s.fixed_answers()
     print(f"soak: {' '.join(cmd[1:])}\nsoak: {n_clients} clients for {args.minutes:g} min", flush=True)
