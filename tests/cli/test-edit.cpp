@@ -644,9 +644,13 @@ struct sweep_row {
 // what a request can feed them is fed (the code being edited, a draft model, a datastore of the
 // items' code), lossy default policies are asked for greedy. Returns what each method did, by the
 // method's name.
+// self_draft: the target is its own draft model, and Reuse's original is ar's output with every
+// sixth token wrong, so drafts are accepted as well as rejected (a random model accepts no other
+// model's drafts and no code's).
 std::map<std::string, sweep_row> sweep_table(const model & m, context & ctx, const std::vector<edit_case> & cases,
-                                             size_t n_cases, int32_t n_predict = 40) {
-    auto draft = test::load_or_fail(test::tiny_model_path());
+                                             size_t n_cases, int32_t n_predict = 40, bool self_draft = false) {
+    auto other = self_draft ? nullptr : test::load_or_fail(test::tiny_model_path());
+    const model * draft = self_draft ? &m : other.get();
     EXPECT_TRUE(draft);
     test::temp_dir dir;
     std::vector<std::string> texts;
@@ -673,8 +677,13 @@ std::map<std::string, sweep_row> sweep_table(const model & m, context & ctx, con
     }
     for (const edit_case & c : swept) {
         const generate_result ar = generate_ar(ctx, c.prompt, gp);
+        token_vec original = c.original;
+        if (self_draft) {
+            original = ar.tokens;
+            for (size_t i = 5; i < original.size(); i += 6) original[i] = (original[i] + 1) % m.facts().n_vocab;
+        }
         for (const std::string & method : methods) {
-            const generate_result r = run_method(m, ctx, method, c, c.original, gp, draft.get(), stores);
+            const generate_result r = run_method(m, ctx, method, c, original, gp, draft, stores);
             EXPECT_EQ(r.tokens, ar.tokens) << method << " on " << c.id;
             sweep_row & row = rows[method];
             row.cases++;
@@ -749,7 +758,9 @@ TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
 
 // every row of the table and `auto` against ar on each weight type a user downloads (the tiny-256
 // models of tests/CMakeLists.txt), 1 and 2 threads: one edit and its repeat each, fewer tokens than
-// the Q8_0 sweep above. Left out of the sanitizer run (scripts/test.sh): its time is ggml's.
+// the Q8_0 sweep above, the model its own draft model and ar's output (with wrong tokens) Reuse's
+// original, so drafts are accepted and rejected. Left out of the sanitizer run (scripts/test.sh):
+// its time is ggml's.
 struct typed_sweep : ::testing::TestWithParam<std::tuple<const char *, int32_t>> {};
 
 TEST_P(typed_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
@@ -765,7 +776,11 @@ TEST_P(typed_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
     ASSERT_TRUE(ctx) << err;
     const std::vector<edit_case> cases = edit_cases(*m, cp.n_ctx, 1);
     ASSERT_EQ(cases.size(), 1u);
-    expect_swept(sweep_table(*m, *ctx, cases, 1, 24), 1);
+    std::map<std::string, sweep_row> rows = sweep_table(*m, *ctx, cases, 1, 24, /*self_draft=*/true);
+    expect_swept(rows, 1);
+    // the accepting path ran too: the draft model's and Reuse's drafts are the target's own tokens
+    EXPECT_GT(rows["sd"].accepted, 0);
+    EXPECT_GT(rows["reuse"].accepted, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(types, typed_sweep,
