@@ -87,7 +87,7 @@ struct bench_row {
     bool    checked = false;      // an edit item with a reference: the output's code compared with it
     bool    exact = false;        // ... and equal to it, byte for byte
     std::string code;             // edit items: the output's code (edit_extract_code)
-    source_stats by_source[8];
+    source_stats by_source[DRAFT_SOURCE_COUNT];
 };
 
 struct bench_summary {
@@ -112,7 +112,7 @@ struct bench_summary {
     double  pass_at_1 = 0.0;              // passed / tested (greedy: one sample per item)
     int32_t checked = 0;                  // edit items compared with their reference
     int32_t exact = 0;                    // ... whose code equals it
-    source_stats by_source[8];
+    source_stats by_source[DRAFT_SOURCE_COUNT];
 };
 
 struct bench_results {

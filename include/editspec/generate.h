@@ -10,6 +10,7 @@
 #pragma once
 
 #include "editspec/constraint.h"
+#include "editspec/draft.h"
 #include "editspec/engine.h"
 #include "editspec/prompt-cache.h"
 #include "editspec/sampling.h"
@@ -78,7 +79,7 @@ struct generate_result {
     double      draft_ms      = 0.0; // time spent in drafters
     double      decode_ms     = 0.0; // time in the target's batch decodes (generation passes)
     double      decode_model_ms = 0.0; // the cost model's figure for those decodes (sized modes only)
-    source_stats by_source[8];       // indexed by draft_source
+    source_stats by_source[DRAFT_SOURCE_COUNT]; // indexed by draft_source
     std::string drafters;            // the drafters that ran, "+"-joined ("" = autoregressive; `auto` resolved)
     std::string policy;              // the acceptance policy that verified them (sampling when a method's
                                      // own policy was not named and the temperature is above 0)

@@ -87,7 +87,7 @@ bench_row row_from(const std::string & item, const std::string & method, const g
     row.eos = r.stop == STOP_REASON_EOG;
     row.prompt_cached = r.prompt_cached;
     row.prompt_ms = r.prompt_ms;
-    for (int s = 0; s < 8; s++) row.by_source[s] = r.by_source[s];
+    for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) row.by_source[s] = r.by_source[s];
     return row;
 }
 
@@ -128,7 +128,7 @@ std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32
             s.passed += row.passed;
             s.checked += row.checked;
             s.exact += row.exact;
-            for (int k = 0; k < 8; k++) {
+            for (int k = 0; k < DRAFT_SOURCE_COUNT; k++) {
                 s.by_source[k].n_drafted += row.by_source[k].n_drafted;
                 s.by_source[k].n_accepted += row.by_source[k].n_accepted;
                 s.by_source[k].n_offered += row.by_source[k].n_offered;
