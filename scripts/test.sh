@@ -35,16 +35,40 @@ say() { echo "test: $* ($(( $(date +%s) - start )) s)" >&2; }
 python3 "$root/scripts/check-figures.py" --binary "$build_dir/bin/editspec"
 # the server test's client: the OpenAI Node SDK, from the npm registry, once (cached in build/node)
 "$root/tests/server/install-sdk.sh" "$root/build/node" >/dev/null
+# under AddressSanitizer and UBSan (build-asan/): what takes input from outside, the engine's
+# concurrency and the decode loop behind them (tests/CMakeLists.txt's EDITSPEC_NOT_SANITIZED says
+# what is left to the plain run, and why). Built beside the plain tests at the lowest priority: it
+# takes the cycles they leave (servers waiting on their clients) and little else.
+sanitize=${SANITIZE:-1}
+asan_dir=${ASAN_BUILD_DIR:-$root/build-asan}
+asan_pid=
+if [ "$sanitize" != 0 ]; then
+    mkdir -p "$asan_dir"
+    # the test models are the plain build's (the same bytes: make-model is seeded), not made again under ASan
+    CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDITSPEC_TEST_MODELS_FROM=$build_dir/test-models" \
+        BUILD_DIR=$asan_dir BUILD_TARGETS=editspec_sanitized_tests \
+        nice -n 19 "$root/scripts/build.sh" >"$asan_dir/build-beside.log" 2>&1 &
+    asan_pid=$!
+fi
 say "built; the default tier$([ "$long" = 1 ] && echo " and the long tier")"
 tier=()
 [ "$long" = 1 ] || tier=(-E '\.long_')
-(cd "$build_dir" && ctest --output-on-failure -j "$jobs" "${tier[@]}" "$@")
+rc=0
+(cd "$build_dir" && ctest --output-on-failure -j "$jobs" "${tier[@]}" "$@") || rc=$?
+if [ "$rc" != 0 ]; then
+    if [ -n "$asan_pid" ]; then # the sanitizer build goes too
+        pkill -TERM -P "$asan_pid" 2>/dev/null || true
+        kill "$asan_pid" 2>/dev/null || true
+    fi
+    exit "$rc"
+fi
 
-# under AddressSanitizer and UBSan (build-asan/): what takes input from outside, the engine's
-# concurrency and the decode loop behind them (tests/CMakeLists.txt's EDITSPEC_NOT_SANITIZED says
-# what is left to the plain run above, and why)
-if [ "${SANITIZE:-1}" != 0 ]; then
-    asan_dir=${ASAN_BUILD_DIR:-$root/build-asan}
+if [ -n "$asan_pid" ]; then
+    say "the default tier under ASan + UBSan ($asan_dir): its build"
+    if ! wait "$asan_pid"; then
+        cat "$asan_dir/build-beside.log" >&2
+        exit 1
+    fi
     say "the default tier under ASan + UBSan ($asan_dir)"
     # as tests/CMakeLists.txt's EDITSPEC_NOT_SANITIZED (it says why)
     unsanitized='test-batch-exact|test-bench-lossless|test-model|test-apply-constraint|test-speculative|test-oracle'
@@ -55,10 +79,6 @@ if [ "${SANITIZE:-1}" != 0 ]; then
     # floors, the README's commands, replicas behind HAProxy, the soak, the Node SDK (its requests are in
     # test-server's and test-hostile's own)
     plain_only='/typed_sweep\.|lossless_fixture\.|server\.(replicas|readme|shipped_models|soak)|openai_node_sdk'
-    # the test models are the plain build's (the same bytes: make-model is seeded), not made again under ASan
-    CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDITSPEC_TEST_MODELS_FROM=$build_dir/test-models" \
-        BUILD_DIR=$asan_dir \
-        BUILD_TARGETS=editspec_sanitized_tests "$root/scripts/build.sh"
     (cd "$asan_dir" && LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
         ctest --output-on-failure -j "$jobs" -E "^($unsanitized)(:|_NOT_BUILT)|\\.long_|$plain_only" "$@")
 fi
