@@ -12,16 +12,10 @@ every /health answered 200 within --health-max seconds and every completion answ
 bar: 1,000 connections, 8 tries, /health <= 1 s). With --binary the server is started with its
 defaults (the shipped models) and `--es-args`; its /metrics connection counters are printed at the end.
 """
-import argparse, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.request
+import argparse, json, os, socket, sys, tempfile, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from concurrency import wait_up  # noqa: E402 - beside this file
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from concurrency import start_serve  # noqa: E402 - beside this file
 
 
 class trickle:
@@ -129,13 +123,8 @@ def main():
     server, log = None, None
     tmp = tempfile.TemporaryDirectory()
     if args.binary:
-        port = free_port()
+        server, port, log = start_serve(args.binary, ["-t", "2"] + args.es_args.split(), tmp.name)
         url = f"http://127.0.0.1:{port}"
-        log = os.path.join(tmp.name, "serve.log")
-        with open(log, "w") as lf:
-            server = subprocess.Popen([args.binary, "serve", "-t", "2", "--port", str(port)] + args.es_args.split(),
-                                      stdout=lf, stderr=subprocess.STDOUT)
-        wait_up(port, server, log)
     else:
         url = args.url.rstrip("/")
     host, port = url.split("//")[1].split(":")

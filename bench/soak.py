@@ -18,17 +18,11 @@ and descriptor series. --check: exit 1 on a failed valid request, a crash, a cha
 less the prompt store's bytes after the first 5 minutes more than 10% over its level then (runs under
 10 minutes compare the last sample with the one at a third of the run).
 """
-import argparse, json, os, random, socket, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
+import argparse, json, os, random, socket, sys, tempfile, threading, time, urllib.error, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from concurrency import wait_up  # noqa: E402 - beside this file
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from concurrency import start_serve  # noqa: E402 - beside this file
 
 
 def post(url, body, timeout=300, raw=None):
@@ -246,14 +240,11 @@ def main():
     items = [json.loads(l) for l in open(args.dataset)]
     items = [it for it in items if len(it["code_before"]) < 3000]
     tmp = tempfile.TemporaryDirectory()
-    port = free_port()
+    serve_args = ["-t", str(args.threads), "--parallel", str(args.slots), "--max-body-mb", str(args.max_body_mb),
+                  "--cache-ram", str(args.cache_ram)] + args.es_args.split()
+    server, port, log = start_serve(args.binary, serve_args, tmp.name)
     url = f"http://127.0.0.1:{port}"
-    log = os.path.join(tmp.name, "serve.log")
-    cmd = [args.binary, "serve", "-t", str(args.threads), "--port", str(port), "--parallel", str(args.slots),
-           "--max-body-mb", str(args.max_body_mb), "--cache-ram", str(args.cache_ram)] + args.es_args.split()
-    with open(log, "w") as lf:
-        server = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
-    wait_up(port, server, log)
+    cmd = [args.binary, "serve"] + serve_args
     s = soak(args, url, server.pid, items)
     reference = s.fixed_answers()
     print(f"soak: {' '.join(cmd[1:])}\nsoak: {n_clients} clients for {args.minutes:g} min", flush=True)
