@@ -3,6 +3,7 @@
 
     bench/concurrency.py --model ds13.gguf --clients 1,2,4,8 --mode plain
     bench/concurrency.py --model models/editspec-target.gguf --clients 4 --mode edit --spec-type ngram-simple
+    bench/concurrency.py --model ds13.gguf --clients 1,8,32 --es build-cuda/bin/editspec --peers P/bin --peer-args "-ngl 99"
 
 Modes (both servers get the same prompts, greedy, in the same run, alternating per client count):
   plain  each client sends --requests greedy POST /completion requests of --n-predict tokens, every
@@ -117,6 +118,7 @@ def main():
     ap.add_argument("--es", default=os.path.join(root, "build/bin/editspec"))
     ap.add_argument("--peers", default="", help="llama.cpp's bin folder (default: scripts/setup-peers.sh)")
     ap.add_argument("--es-args", default="", help="more editspec serve options")
+    ap.add_argument("--peer-args", default="", help="more llama-server options (on a GPU: -ngl 99)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat the whole run, the servers' order swapped each round; the table gives medians (this "
                          "machine's speed drifts by 15-40%% within minutes: use 3 or more for a ratio you quote)")
@@ -159,6 +161,7 @@ def main():
                        "-np", str(n), "--host", "127.0.0.1", "--port", str(args.port)]  # its defaults: flash attention auto (on)
                 if spec:
                     cmd += ["--spec-type", spec]
+                cmd += args.peer_args.split()
             else:
                 cmd = [args.es, "serve", "-m", args.model, "-t", str(args.threads), "--ctx-size", str(args.ctx),
                        "--parallel", str(n), "--port", str(args.port)] + args.es_args.split()

@@ -81,6 +81,27 @@ mkdir -p $m
 make_model() { "$es" make-model -s "$1" --type "$2" -o "$m/$1-$2.gguf" --vocab-dir "$vocab" >/dev/null 2>>"$log.mm"; }
 export -f make_model
 export es m vocab log out root
+# GPU_CHECK_PLAN=serve (issue 53): N clients against `editspec serve --parallel N` and `llama-server -np N`
+# (stock kernels, CUDA graphs on, all layers on the GPU), bench/concurrency.py: plain greedy completions on
+# the ds13 shape, editspec exact (its default) and with the stock kernels (EDITSPEC_CUDA_EXACT=0, labelled);
+# edits with `prediction` on DIR/target-q8_0.gguf (the shipped target, quantized so the exact mode holds)
+if [ "${GPU_CHECK_PLAN:-}" = serve ]; then
+    ds=$m/$shape-q8_0.gguf
+    stage 30 "$shape q8_0" make_model "$shape" q8_0
+    conc() { python3 "$root/bench/concurrency.py" --es "$es" --peers "$prefix/bin" --peer-args "-ngl 99" --threads 4 "$@"; }
+    export -f conc; export prefix
+    clients=${GPU_CHECK_CLIENTS:-1,2,4,8,16,32}
+    stage 120 "plain, exact" conc --model "$ds" --mode plain --clients "$clients" --requests 4 --n-predict 128 \
+        --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
+    stage 60 "edit, exact" conc --model "$carry/target-q8_0.gguf" --mode edit --clients "$clients" --requests 4 \
+        --max-tokens 400 --ctx 2048 --json "$out/edit-exact.json" >"$out/edit-exact.txt" 2>>"$log"
+    stage 90 "plain, stock kernels" env EDITSPEC_CUDA_EXACT=0 bash -c 'conc "$@"' _ --model "$ds" --mode plain \
+        --clients "$clients" --requests 4 --n-predict 128 --json "$out/plain-stock.json" >"$out/plain-stock.txt" 2>>"$log"
+    for f in /tmp/concurrency-*.log; do echo "--- $f" >>"$log"; tail -4 "$f" >>"$log"; done
+    for f in plain-exact edit-exact plain-stock; do echo "=== $f"; grep -v '^{' "$out/$f.txt" 2>/dev/null; done
+    grep -E "skip|error|Error|exited" "$log"
+    exit 0
+fi
 for t in f16 q8_0 q4_k_m; do stage 5 "tiny-256 $t" make_model tiny-256 $t; done
 ds=$m/$shape-q8_0.gguf
 [ -f "$ds" ] || stage 30 "$shape q8_0" make_model "$shape" q8_0
