@@ -51,7 +51,10 @@ if [ -f "$carry/cuda.tar.xz" ]; then
     prefix=/tmp/cuda-prefix
     rm -rf "$prefix" && mkdir -p "$prefix" && tar -xJf "$carry/cuda.tar.xz" -C "$prefix"
     say "llama.cpp: prebuilt, unpacked to $prefix"
-    cp "$prefix/bin/llama-bench" /tmp/llama-bench
+    [ -f "$prefix/bin/llama-bench" ] && cp "$prefix/bin/llama-bench" /tmp/llama-bench
+    # the tarball may hold editspec too (es/: bin/, lib/, models), packed with the libraries to fit
+    # the call's 64 MiB
+    [ -d "$prefix/es" ] && carry=$prefix/es
 else
     src=/tmp/llama-src
     rm -rf "$src" && mkdir -p "$src" && tar -xJf "$carry/llama-src.tar.xz" -C "$src"
@@ -87,19 +90,22 @@ export es m vocab log out root
 # edits with `prediction` on DIR/target-q8_0.gguf (the shipped target, quantized so the exact mode holds)
 if [ "${GPU_CHECK_PLAN:-}" = serve ]; then
     ds=$m/$shape-q8_0.gguf
-    stage 30 "$shape q8_0" make_model "$shape" q8_0
+    runs=${GPU_CHECK_SERVE:-plain-exact,edit-exact,plain-stock} # which of the three, in order
     conc() { python3 "$root/bench/concurrency.py" --es "$es" --peers "$prefix/bin" --peer-args "-ngl 99" --threads 4 "$@"; }
     export -f conc; export prefix
     clients=${GPU_CHECK_CLIENTS:-1,2,4,8,16,32}
-    stage 120 "plain, exact" conc --model "$ds" --mode plain --clients "$clients" --requests 4 --n-predict 128 \
-        --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
-    stage 60 "edit, exact" conc --model "$carry/target-q8_0.gguf" --mode edit --clients "$clients" --requests 4 \
-        --max-tokens 400 --ctx 2048 --json "$out/edit-exact.json" >"$out/edit-exact.txt" 2>>"$log"
-    stage 90 "plain, stock kernels" env EDITSPEC_CUDA_EXACT=0 bash -c 'conc "$@"' _ --model "$ds" --mode plain \
-        --clients "$clients" --requests 4 --n-predict 128 --json "$out/plain-stock.json" >"$out/plain-stock.txt" 2>>"$log"
+    plain=(--model "$ds" --mode plain --clients "$clients" --requests 4 --n-predict 128 --es-args "${GPU_CHECK_ES_ARGS:-}")
+    # edits: the 2 x 32 smallest CanItEdit items fit a slot of 2048 tokens with a 400-token answer; a
+    # round is under a second at few clients, so 3 rounds (servers' order swapped) and medians
+    edit=(--model "$carry/target-q8_0.gguf" --mode edit --clients "$clients" --requests 2 --rounds 3 --max-tokens 400 --ctx 2048)
+    [[ $runs == *plain* ]] && stage 30 "$shape q8_0" make_model "$shape" q8_0
+    [[ $runs == *plain-exact* ]] && stage 120 "plain, exact" conc "${plain[@]}" --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
+    [[ $runs == *edit-exact* ]] && stage 60 "edit, exact" conc "${edit[@]}" --json "$out/edit-exact.json" >"$out/edit-exact.txt" 2>>"$log"
+    [[ $runs == *plain-stock* ]] && stage 90 "plain, stock kernels" env EDITSPEC_CUDA_EXACT=0 bash -c 'conc "$@"' _ "${plain[@]}" \
+        --json "$out/plain-stock.json" >"$out/plain-stock.txt" 2>>"$log"
     for f in /tmp/concurrency-*.log; do echo "--- $f" >>"$log"; tail -4 "$f" >>"$log"; done
     for f in plain-exact edit-exact plain-stock; do echo "=== $f"; grep -v '^{' "$out/$f.txt" 2>/dev/null; done
-    grep -E "skip|error|Error|exited" "$log"
+    grep -E "skip|error|Error|exited|failed" "$log"
     exit 0
 fi
 for t in f16 q8_0 q4_k_m; do stage 5 "tiny-256 $t" make_model tiny-256 $t; done
