@@ -20,7 +20,7 @@
 //     The prompt is tokenized with BOS (add_special) and without parsing special tokens.
 //
 // PROMPT_LAYOUT_FILE_FIRST puts the code first, so that requests about one file share its tokens
-// as a prefix and a second request reuses the whole file's KV exactly (prompt-cache.h):
+// as a prefix and a second request reuses the whole file's KV exactly (pie.h):
 //       plain: "### Original code:\n" + CODE + "\n### Instruction:\n" + INSTRUCTION + "\n### Edited code:\n"
 //       chat:  U = "```\n" + CODE + ["\n" unless CODE ends in "\n"] + "```\n\n" + INSTRUCTION
 // The shipped models were trained on the instruction first; they merge as well with the file first

@@ -203,7 +203,7 @@ public:
     llama_context * get() const { return ctx_; }
 
     // the prompt whose KV sequence 0 holds at positions 0 .. n-1 (context_prefill_cached, in
-    // prompt-cache.h); every KV operation and decode that touches those cells shortens it
+    // pie.h); every KV operation and decode that touches those cells shortens it
     const token_vec & cached_prompt() const { return cached_; }
     // per cached token: 1 = its KV was computed against another text before it (PIE reuse)
     const std::vector<uint8_t> & cached_stale() const { return stale_; }

@@ -6,13 +6,13 @@
 //     editspec::generate_result r = editspec::generate_ar(*ctx, prompt_tokens, gp);
 //
 // Sequence 0 keeps what generate_params::prompt_cache says of the prompt an earlier request left in
-// the context (prompt-cache.h: the longest common prefix, exact, by default); everything else goes.
+// the context (pie.h: the longest common prefix, exact, by default); everything else goes.
 #pragma once
 
 #include "editspec/constraint.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
-#include "editspec/prompt-cache.h"
+#include "editspec/pie.h"
 #include "editspec/sampling.h"
 
 #include <chrono>

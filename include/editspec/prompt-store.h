@@ -5,7 +5,7 @@
 //
 //     prompt_store store(8192ull << 20);          // bytes
 //     store.prepare(ctx, prompt, pc);             // before the request's prefill, on the slot's thread
-//     context_prefill_cached(ctx, b, ...);        // then reuses what ctx holds, as prompt-cache.h says
+//     context_prefill_cached(ctx, b, ...);        // then reuses what ctx holds, as pie.h says
 //
 // prepare() first keeps ctx's cached prompt in the store when the request would lose at least
 // MIN_TOKENS of it, then loads the stored prompt whose reuse is worth most (prompt_reuse_plan::score:
@@ -17,7 +17,7 @@
 #pragma once
 
 #include "editspec/engine.h"
-#include "editspec/prompt-cache.h"
+#include "editspec/pie.h"
 
 #include <cstdint>
 #include <memory>

@@ -12,7 +12,7 @@
 // N slots, each a view of one step engine (step.h: a KV stream each, every active request's tokens
 // in one batched pass a step) on the one loaded model; requests wait for a free slot in a
 // bounded FIFO (503 with Retry-After past it). A request reuses what its slot's cache holds of its
-// prompt (prompt-cache.h: the exact prefix, or with --kv-reuse pie the spans after an edit too), or
+// prompt (pie.h: the exact prefix, or with --kv-reuse pie the spans after an edit too), or
 // what a prompt kept in RAM holds when that is more (prompt-store.h, --cache-ram); one that names a document session ("session": ID, /v1/sessions) runs on that session's KV instead. /health and /metrics answer whatever the slots do.
 // Bodies are refused before they are read when chunked, compressed, unmeasured, over --max-body-mb or
 // not JSON; every client error is a 4xx in OpenAI's error schema. SIGTERM stops accepting, refuses the
@@ -25,7 +25,7 @@
 
 #include "editspec/apply.h"
 #include "editspec/engine.h"
-#include "editspec/prompt-cache.h"
+#include "editspec/pie.h"
 #include "editspec/request.h"
 #include "editspec/sampling.h"
 

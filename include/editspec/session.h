@@ -1,7 +1,7 @@
 // Document sessions (PIE): a document whose tokens and KV cache follow the user's text
 // edits instead of being encoded again.
 //
-//     editspec::doc_session s(ctx, {editspec::KV_PIE});
+//     editspec::doc_session s(ctx, {editspec::KV_REUSE_PIE});
 //     s.open(text, &err);                              // encodes the document once
 //     s.edit({offset, n_delete, "inserted"}, &st, &err); // the KV follows the edit
 //     std::string line = s.predict_line(64);           // greedy, the next non-comment line
@@ -9,13 +9,15 @@
 // An edit re-tokenizes the document and diffs the tokens (an edit tokenized alone differs from
 // the same text tokenized in place), so the changed span is the smallest token span that differs:
 // old tokens [a, old_end) became new tokens [a, new_end). The KV then follows one of three
-// strategies (§3 of the paper):
+// strategies (§3 of the paper), pie.h's modes:
 //
-//   KV_RECOMPUTE  drop every cell from a on and encode the new tokens from a (exact; the reference)
-//   KV_CONFLICT   drop the span's cells, encode the new tokens, keep the later cells at their old
-//                 positions (the paper's "conflict fast encoding", its failing baseline)
-//   KV_PIE        drop the span's cells, shift the later cells by Δ = new_end - old_end so that RoPE
-//                 re-rotates their keys to the new positions, encode the new tokens at theirs
+//   KV_REUSE_PREFIX    "recompute": drop every cell from a on and encode the new tokens from a (exact;
+//                      the reference)
+//   KV_REUSE_CONFLICT  drop the span's cells, encode the new tokens, keep the later cells at their old
+//                      positions (the paper's "conflict fast encoding", its failing baseline)
+//   KV_REUSE_PIE       drop the span's cells, shift the later cells by Δ = new_end - old_end so that RoPE
+//                      re-rotates their keys to the new positions, encode the new tokens at theirs: the
+//                      plan of one span that pie_apply carries out, as for a request
 //
 // The later cells keep KV computed against the old text: they are "stale" (counted per token);
 // drift control re-encodes them once more than drift_max are stale (refresh()).
@@ -27,18 +29,13 @@
 #pragma once
 
 #include "editspec/engine.h"
-#include "editspec/prompt-cache.h"
+#include "editspec/pie.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace editspec {
-
-enum kv_strategy { KV_RECOMPUTE = 0, KV_CONFLICT = 1, KV_PIE = 2 };
-
-const char * kv_strategy_name(kv_strategy s);
-bool kv_strategy_parse(const std::string & name, kv_strategy & out);
 
 struct text_edit {
     size_t offset = 0;    // bytes into the document
@@ -47,7 +44,7 @@ struct text_edit {
 };
 
 struct session_params {
-    kv_strategy strategy = KV_PIE;
+    kv_reuse_mode strategy = KV_REUSE_PIE; // pie.h: prefix ("recompute"), pie or conflict
     int32_t drift_max = -1; // refresh() re-encodes the stale tokens once more than this many; -1 = never
 };
 
@@ -80,12 +77,12 @@ public:
 
     // A request on the document (an apply, a chat about it) runs on the session's context and starts
     // from the document's KV: lend() makes the document the context's cached prompt, with its stale
-    // marks, and says how the request may reuse it (KV_PIE: the document's spans shifted into the
-    // prompt; else its exact prefix). False for a KV_CONFLICT session (its cells are not at their
+    // marks, and says how the request may reuse it (KV_REUSE_PIE: the document's spans shifted into
+    // the prompt; else its exact prefix). False for a KV_REUSE_CONFLICT session (its cells are not at their
     // tokens' positions).
     bool lend(prompt_cache_params & reuse);
     // after the request: the document's KV again, rebuilt from what the request left (its spans
-    // shifted back, the rest encoded, prompt-cache.h). False on a decode failure: the session is
+    // shifted back, the rest encoded, pie.h). False on a decode failure: the session is
     // then closed.
     bool take_back(prefill_stats * st);
 
@@ -97,7 +94,7 @@ public:
 private:
     bool encode(std::span<const llama_token> t, llama_pos pos0, bool spare);
     bool recompute_from(int32_t a);
-    bool keep_around(kv_strategy how, int32_t a, int32_t old_end, int32_t new_end, edit_stats & s);
+    bool keep_around(kv_reuse_mode how, int32_t a, int32_t old_end, int32_t new_end, edit_stats & s);
     bool fail(std::string * error, const std::string & msg);
 
     context & ctx_;
@@ -105,7 +102,7 @@ private:
     std::string text_;
     token_vec tokens_;
     std::vector<uint8_t> stale_; // per token: KV computed against an older text
-    std::vector<llama_pos> pos_; // per token: its cell's position (i, except after KV_CONFLICT edits)
+    std::vector<llama_pos> pos_; // per token: its cell's position (i, except after KV_REUSE_CONFLICT edits)
     batch b_;
 };
 

@@ -102,8 +102,9 @@ int run_serve(const serve_opts & o_in) {
     serve_opts o = o_in;
     if (const int status = check_serve_opts(o); status != 0) return status;
     server_params sp;
-    if (!kv_reuse_parse(o.kv_reuse, sp.prompt_cache.mode)) {
-        return fail_input(cmd, "--kv-reuse '" + o.kv_reuse + "' is not one of: " + kv_reuse_names());
+    // conflict is a session's baseline: its cells leave their positions, no request may start there
+    if (!kv_reuse_parse(o.kv_reuse, sp.prompt_cache.mode) || sp.prompt_cache.mode == KV_REUSE_CONFLICT) {
+        return fail_input(cmd, "--kv-reuse '" + o.kv_reuse + "': expected prefix or pie");
     }
     if (const int status = fit_cache_ram(o); status != 0) return status;
     // the models and checks as every request command's (the method is parsed again by server_run)

@@ -131,8 +131,8 @@ int session_op(const session_opts & o, doc_session & s, const nlohmann::json & o
 int run_session(const session_opts & o) {
     const char * cmd = "session";
     session_params sp;
-    if (!kv_strategy_parse(o.strategy, sp.strategy)) {
-        return fail_input(cmd, "--strategy '" + o.strategy + "': expected recompute, conflict or pie");
+    if (!kv_reuse_parse(o.strategy, sp.strategy)) {
+        return fail_input(cmd, "--strategy '" + o.strategy + "': expected recompute (or prefix), conflict or pie");
     }
     sp.drift_max = o.drift_max;
     std::ifstream file;
@@ -182,7 +182,7 @@ command cmd_session_add(CLI::App & app) {
     sub->add_option("script", o->script, "the edit script, JSONL of {\"op\": \"open\"|\"edit\"|\"complete\", ...}; - = stdin")
         ->capture_default_str();
     sub->add_option("-m,--model", o->model, "model GGUF (default: the shipped model)");
-    sub->add_option("--strategy", o->strategy, "how the KV cache follows an edit: recompute, conflict or pie")
+    sub->add_option("--strategy", o->strategy, "how the KV cache follows an edit: recompute (also called prefix: exact), conflict or pie")
         ->capture_default_str();
     sub->add_option("--drift-max", o->drift_max, "re-encode the stale tokens once more than this many (-1: never)")
         ->capture_default_str();

@@ -73,7 +73,7 @@ public:
     // Queues a request on session `id`: on the sessions' worker, the document's KV is lent to the job
     // (ctx, the session's memory, how the prompt may reuse the document) and taken back after it.
     // 200: queued, `done` becomes ready when it ran, holding its exception if any (session_gone when
-    // the session was closed or evicted meanwhile, or is KV_CONFLICT); else 503 with out.
+    // the session was closed or evicted meanwhile, or is KV_REUSE_CONFLICT); else 503 with out.
     using job = std::function<void(context &, slot_memory &, const prompt_cache_params &)>;
     int submit(const std::string & id, job j, std::future<void> & done, nlohmann::json & out);
 

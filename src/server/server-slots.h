@@ -5,7 +5,7 @@
 // several threads spinning at once fight over the cores; docs/results/issue53-batching). A slot
 // with a context of its own (add without an engine) decodes on its thread.
 //
-// A request goes to the free slot whose KV cache holds most of its prompt (prompt-cache.h: the common
+// A request goes to the free slot whose KV cache holds most of its prompt (pie.h: the common
 // prefix, and with KV_REUSE_PIE the spans after an edit too) when that is at least half the prompt:
 // a chat that continues an earlier conversation, or a file sent again, finds its slot and decodes
 // only what is new. Else it goes to the slot used least recently: the N slots keep the N most recent
@@ -26,7 +26,7 @@
 
 #include "editspec/engine.h"
 #include "editspec/fastcoder.h"
-#include "editspec/prompt-cache.h"
+#include "editspec/pie.h"
 #include "editspec/prompt-store.h"
 #include "editspec/sizing.h"
 #include "editspec/step.h"

@@ -15,8 +15,8 @@ bool session_parse_create(const std::string & body, const session_store_params &
     if (!in.contains("text") || !in["text"].is_string()) return api_fail(err, "text", "a session needs \"text\": the document (a string)");
     out.text = in["text"].get<std::string>();
     if (in.contains("strategy") && !in["strategy"].is_null()) {
-        if (!in["strategy"].is_string() || !kv_strategy_parse(in["strategy"].get<std::string>(), out.params.strategy)) {
-            return api_fail(err, "strategy", "\"strategy\" must be \"recompute\", \"conflict\" or \"pie\"");
+        if (!in["strategy"].is_string() || !kv_reuse_parse(in["strategy"].get<std::string>(), out.params.strategy)) {
+            return api_fail(err, "strategy", "\"strategy\" must be \"recompute\" (or \"prefix\"), \"conflict\" or \"pie\"");
         }
     }
     if (in.contains("drift_max") && !in["drift_max"].is_null()) {

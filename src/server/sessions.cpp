@@ -173,7 +173,7 @@ int session_store::create(const std::string & body, json & out) {
         e.last_used = clock_type::now();
         const std::string id = session_new_id();
         out = {{"id", id}, {"object", "session"}, {"tokens", e.doc->tokens().size()},
-               {"strategy", kv_strategy_name(rq.params.strategy)}};
+               {"strategy", kv_reuse_name(rq.params.strategy)}};
         d_->sessions.emplace(id, std::move(e));
         return 200;
     });

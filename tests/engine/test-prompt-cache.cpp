@@ -1,11 +1,11 @@
-// The prompt cache (src/engine/prompt-cache.cpp): the plan over cached and new tokens; PIE reuse in
+// The prompt cache (src/engine/pie.cpp): the plan over cached and new tokens; PIE reuse in
 // the request path read back from llama.cpp's cells (every cell at its new position, its layer-0 key
 // that of the same token encoded there: layer 0's keys depend on the token and its position only);
 // and the lossless mode, greedy output equal to a cold request's at every step of a real editing
 // history (datasets/edit-histories). The prompt store (prompt-store.h): a prompt kept in RAM and
 // loaded back answers as a cold request does; the budget, eviction and what a save replaces.
 #include "common/test-util.h"
-#include "editspec/prompt-cache.h"
+#include "editspec/pie.h"
 #include "editspec/prompt-store.h"
 #include "editspec/request.h"
 
@@ -71,7 +71,10 @@ TEST(prompt_cache_plan, mode_names_round_trip) {
     EXPECT_STREQ(kv_reuse_name(m), "pie");
     EXPECT_FALSE(kv_reuse_parse("PIE", m));
     EXPECT_EQ(m, KV_REUSE_PIE); // untouched
-    EXPECT_EQ(kv_reuse_names(), "prefix, pie");
+    EXPECT_EQ(kv_reuse_names(), "prefix, recompute, pie, conflict");
+    EXPECT_TRUE(kv_reuse_parse("recompute", m)); // a session's name for the exact mode
+    EXPECT_EQ(m, KV_REUSE_PREFIX);
+    EXPECT_STREQ(kv_reuse_name(m), "prefix");
 }
 
 TEST(prompt_cache_plan, prefix_mode_keeps_the_common_prefix_only) {

@@ -1,4 +1,4 @@
-// Document sessions (src/session/pie.cpp): the token diff of an edit, the three KV strategies, drift
+// Document sessions (src/session/session.cpp): the token diff of an edit, the three KV strategies, drift
 // control; and PIE's promise about the cache, read back from llama.cpp's sequence state: the cells
 // before an edit are untouched, and a shifted key equals the key of the same token encoded at the
 // new position (layer 0, where a key depends on the token and its position only) within F16 rounding.
@@ -44,7 +44,7 @@ TEST(session, first_code_line) {
 }
 
 TEST_F(session_test, recompute_equals_a_fresh_session_and_errors_name_the_edit) {
-    doc_session s(*ctx, {KV_RECOMPUTE});
+    doc_session s(*ctx, {KV_REUSE_PREFIX});
     std::string err;
     ASSERT_TRUE(s.open(DOC, &err)) << err;
     const size_t at = DOC.find("values = {}");
@@ -54,7 +54,7 @@ TEST_F(session_test, recompute_equals_a_fresh_session_and_errors_name_the_edit) 
     EXPECT_GT(st.first, 0);
     EXPECT_GE(st.n_inserted, 1);
     EXPECT_EQ(st.n_stale, 0);
-    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    doc_session fresh(*fresh_ctx, {KV_REUSE_PREFIX});
     ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
     EXPECT_EQ(s.tokens(), fresh.tokens());
     EXPECT_EQ(s.predict_line(32), fresh.predict_line(32));
@@ -66,7 +66,7 @@ TEST_F(session_test, recompute_equals_a_fresh_session_and_errors_name_the_edit) 
 
 TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) {
     if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
-    doc_session s(*ctx, {KV_PIE});
+    doc_session s(*ctx, {KV_REUSE_PIE});
     std::string err;
     ASSERT_TRUE(s.open(DOC, &err)) << err;
     const test::kv_cells before = test::read_kv_cells(*ctx);
@@ -90,7 +90,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
         }
     }
     // the later cells: their layer-0 keys are those of the same tokens encoded at the new positions
-    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    doc_session fresh(*fresh_ctx, {KV_REUSE_PREFIX});
     ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
     const test::kv_cells want = test::read_kv_cells(*fresh_ctx);
     ASSERT_EQ(want.pos.size(), after.pos.size());
@@ -117,7 +117,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
     // conflict fast encoding keeps the later cells as they were: old positions, keys not re-rotated
     auto conflict_ctx = session_context(*m);
     ASSERT_TRUE(conflict_ctx);
-    doc_session c(*conflict_ctx, {KV_CONFLICT});
+    doc_session c(*conflict_ctx, {KV_REUSE_CONFLICT});
     ASSERT_TRUE(c.open(DOC, &err)) << err;
     ASSERT_TRUE(c.edit({at, 0, "    # parse every line as key=value\n"}, &st, &err)) << err;
     EXPECT_EQ(c.text(), s.text());
@@ -137,7 +137,7 @@ TEST_F(session_test, pie_keeps_the_prefix_and_shifts_keys_to_the_new_positions) 
 
 TEST_F(session_test, drift_control_reencodes_the_stale_tokens) {
     session_params sp;
-    sp.strategy = KV_PIE;
+    sp.strategy = KV_REUSE_PIE;
     sp.drift_max = 0;
     doc_session s(*ctx, sp);
     std::string err;
@@ -149,7 +149,7 @@ TEST_F(session_test, drift_control_reencodes_the_stale_tokens) {
     EXPECT_EQ(s.n_stale(), 0);
     EXPECT_EQ(s.refresh(), 0);
     // refreshed, the session predicts what a fresh one does
-    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    doc_session fresh(*fresh_ctx, {KV_REUSE_PREFIX});
     ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
     EXPECT_EQ(s.predict_line(32), fresh.predict_line(32));
 }
@@ -164,7 +164,7 @@ TEST(session_no_bos, pie_insertion_before_the_first_token) {
     auto ctx = session_context(*m), fresh_ctx = session_context(*m);
     ASSERT_TRUE(ctx && fresh_ctx);
     if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
-    doc_session s(*ctx, {KV_PIE});
+    doc_session s(*ctx, {KV_REUSE_PIE});
     std::string err;
     ASSERT_TRUE(s.open(DOC, &err)) << err;
     const size_t n_before = s.tokens().size();
@@ -180,7 +180,7 @@ TEST(session_no_bos, pie_insertion_before_the_first_token) {
     ASSERT_EQ(cells.pos.size(), s.tokens().size() - 1);
     for (size_t i = 0; i < cells.pos.size(); i++) ASSERT_EQ(cells.pos[i], (llama_pos) i);
     // and its tokens are those of a session opened on the edited text
-    doc_session fresh(*fresh_ctx, {KV_RECOMPUTE});
+    doc_session fresh(*fresh_ctx, {KV_REUSE_PREFIX});
     ASSERT_TRUE(fresh.open(s.text(), &err)) << err;
     EXPECT_EQ(s.tokens(), fresh.tokens());
 }

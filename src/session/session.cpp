@@ -1,6 +1,6 @@
-// Document sessions and PIE (He et al., "Let the Code LLM Edit Itself When You Edit the Code"): text
-// edits -> token diff -> the KV strategy (recompute, conflict fast encoding, PIE) -> next-line
-// prediction.
+// Document sessions (He et al., "Let the Code LLM Edit Itself When You Edit the Code"): text edits ->
+// token diff -> the KV strategy (recompute, conflict fast encoding, PIE: engine/pie.cpp carries out
+// PIE's plan, as for requests) -> next-line prediction.
 //
 // ref: "Positional Integrity Encoding" §3 (the three strategies); llama.cpp K-shift (llama_memory_seq_add)
 #include "editspec/clock.h"
@@ -11,25 +11,6 @@
 #include <chrono>
 
 namespace editspec {
-
-const char * kv_strategy_name(kv_strategy s) {
-    switch (s) {
-        case KV_RECOMPUTE: return "recompute";
-        case KV_CONFLICT:  return "conflict";
-        case KV_PIE:       return "pie";
-    }
-    return "?";
-}
-
-bool kv_strategy_parse(const std::string & name, kv_strategy & out) {
-    for (kv_strategy s : {KV_RECOMPUTE, KV_CONFLICT, KV_PIE}) {
-        if (name == kv_strategy_name(s)) {
-            out = s;
-            return true;
-        }
-    }
-    return false;
-}
 
 std::string session_first_code_line(const std::string & text) {
     size_t at = 0;
@@ -82,7 +63,7 @@ bool doc_session::encode(std::span<const llama_token> t, llama_pos pos0, bool sp
 
 bool doc_session::recompute_from(int32_t a) {
     // every cell from token a's on, then the tokens a .. n-2 at their own positions. After a
-    // KV_CONFLICT edit cells are not at their tokens' positions (they may even share positions), so
+    // KV_REUSE_CONFLICT edit cells are not at their tokens' positions (they may even share positions), so
     // no position range holds exactly the later tokens: then everything is encoded again
     for (size_t i = 0; i < pos_.size(); i++) {
         if (pos_[i] != (llama_pos) i) {
@@ -118,12 +99,26 @@ bool doc_session::open(const std::string & text, std::string * error) {
 // after an edit of tokens a .. old_end (now a .. new_end), tokens_ already the new ones: removes the
 // span's cells, keeps the later ones (re-rotated by PIE, left at their old positions by the
 // conflict baseline, stale either way) and encodes the new span
-bool doc_session::keep_around(kv_strategy how, int32_t a, int32_t old_end, int32_t new_end, edit_stats & s) {
-    const int32_t n_new = (int32_t) tokens_.size();
-    // the cells of the changed span go (none for a pure insertion: old_end == a, which may be
-    // token 0 on a model without BOS); the later ones (old_end .. n_old-2) stay. b > 0, so a later
-    // token exists and later_p0 is its position.
-    const llama_pos later_p0 = pos_[old_end];
+bool doc_session::keep_around(kv_reuse_mode how, int32_t a, int32_t old_end, int32_t new_end, edit_stats & s) {
+    const int32_t n_new = (int32_t) tokens_.size(), n_old = n_new - (new_end - old_end);
+    s.n_encoded = new_end - a;
+    if (how == KV_REUSE_PIE) {
+        // PIE's plan of one span: the later cells (old_end .. n_old-2; sequence 0 holds every token
+        // but the last) shifted by new_end - old_end; the cells are at their tokens' positions
+        prompt_reuse_plan plan;
+        plan.n_prefix = a;
+        if (n_old - 1 > old_end) plan.blocks.push_back({old_end, new_end, n_old - 1 - old_end});
+        std::vector<uint8_t> stale;
+        if (!pie_apply(ctx_, b_, std::span<const llama_token>(tokens_).first(n_new - 1), plan, stale_, stale)) return false;
+        stale.push_back(1); // the last token (no cell yet) follows the edit: counted stale, as the span
+        stale_ = std::move(stale);
+        pos_.resize(n_new);
+        for (int32_t i = 0; i < n_new; i++) pos_[i] = i;
+        return true;
+    }
+    // the conflict baseline: the cells of the changed span go (none for a pure insertion: old_end ==
+    // a, which may be token 0 on a model without BOS); the later ones stay where they are. b > 0, so
+    // a later token exists and later_p0 is its position.
     if (old_end > a && !ctx_.kv_rm(0, pos_[a], pos_[old_end - 1] + 1)) {
         s.fallback = true; // a cache that cannot drop a span (recurrent): the document again
         s.n_encoded = n_new - 1;
@@ -135,18 +130,11 @@ bool doc_session::keep_around(kv_strategy how, int32_t a, int32_t old_end, int32
     for (int32_t i = 0; i < a; i++) pos[i] = pos_[i], stale[i] = stale_[i];
     for (int32_t i = a; i < new_end; i++) pos[i] = (a > 0 ? pos_[a - 1] + 1 : 0) + (i - a), stale[i] = 0;
     const llama_pos delta = (llama_pos) (new_end - old_end);
-    if (how == KV_PIE) {
-        // RoPE re-rotates the later keys by delta at the next decode (llama.cpp's K-shift)
-        if (delta != 0) ctx_.kv_add(0, later_p0, -1, delta);
-        for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta] + delta, stale[i] = 1;
-    } else {
-        for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta], stale[i] = 1;
-    }
+    for (int32_t i = new_end; i < n_new; i++) pos[i] = pos_[i - delta], stale[i] = 1;
     pos_ = std::move(pos);
     stale_ = std::move(stale);
-    s.n_encoded = new_end - a;
     bool ok = encode(std::span<const llama_token>(tokens_).subspan(a, new_end - a), pos_[a], true);
-    if (!ok && how == KV_CONFLICT) {
+    if (!ok) {
         // llama.cpp refuses the batch when earlier conflict edits left the prefix's positions out
         // of order: the baseline cannot go on, so the document is encoded again (reported)
         s.fallback = true;
@@ -181,19 +169,19 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
     s.n_removed = old_end - a;
     s.n_inserted = new_end - a;
     const auto t0 = std::chrono::steady_clock::now();
-    kv_strategy how = params_.strategy;
-    if (how == KV_PIE && !ctx_.can_shift()) {
+    kv_reuse_mode how = params_.strategy;
+    if (how == KV_REUSE_PIE && !ctx_.can_shift()) {
         ES_LOG_WARN("session: this model's KV cache cannot shift positions: PIE falls back to recomputing\n");
-        how = KV_RECOMPUTE;
+        how = KV_REUSE_PREFIX;
         s.fallback = true;
     }
-    if (how == KV_CONFLICT && b > 0 && old_end > a) {
+    if (how == KV_REUSE_CONFLICT && b > 0 && old_end > a) {
         // cells are removed by position: after an earlier conflict insertion other tokens may share
         // the span's positions, and removing them too would corrupt the cache; recompute instead
         const llama_pos p0 = pos_[a], p1 = pos_[old_end - 1] + 1;
         for (int32_t i = 0; i < n_old - 1 && !s.fallback; i++) {
             if ((i < a || i >= old_end) && pos_[i] >= p0 && pos_[i] < p1) {
-                how = KV_RECOMPUTE;
+                how = KV_REUSE_PREFIX;
                 s.fallback = true;
             }
         }
@@ -201,7 +189,7 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
     tokens_ = t;
     text_ = std::move(text);
     bool ok = true;
-    if (how == KV_RECOMPUTE || b == 0) {
+    if (how == KV_REUSE_PREFIX || b == 0) {
         // b == 0: the edit reaches the last token, nothing after it to keep
         s.n_encoded = std::max(0, n_new - 1 - a);
         ok = recompute_from(a);
@@ -225,12 +213,12 @@ bool doc_session::edit(const text_edit & e, edit_stats * st, std::string * error
 bool doc_session::lend(prompt_cache_params & reuse) {
     if (tokens_.empty()) return false;
     for (size_t i = 0; i < pos_.size(); i++) {
-        if (pos_[i] != (llama_pos) i) return false; // KV_CONFLICT
+        if (pos_[i] != (llama_pos) i) return false; // KV_REUSE_CONFLICT
     }
     const size_t n = tokens_.size() - 1; // sequence 0 holds every token but the last
     ctx_.set_cached_prompt(std::span<const llama_token>(tokens_).first(n), std::span<const uint8_t>(stale_).first(n));
     reuse = prompt_cache_params();
-    if (params_.strategy == KV_PIE) reuse.mode = KV_REUSE_PIE;
+    if (params_.strategy == KV_REUSE_PIE) reuse.mode = KV_REUSE_PIE;
     reuse.drift_max = params_.drift_max;
     return true;
 }
@@ -238,7 +226,7 @@ bool doc_session::lend(prompt_cache_params & reuse) {
 bool doc_session::take_back(prefill_stats * st) {
     const size_t n = tokens_.size() - 1;
     prompt_cache_params back;
-    back.mode = params_.strategy == KV_PIE ? KV_REUSE_PIE : KV_REUSE_PREFIX;
+    back.mode = params_.strategy == KV_REUSE_PIE ? KV_REUSE_PIE : KV_REUSE_PREFIX;
     if (!context_prefill_cached(ctx_, b_, std::span<const llama_token>(tokens_).first(n), back, st)) {
         tokens_.clear();
         text_.clear();
@@ -264,7 +252,7 @@ std::string doc_session::predict_line(int32_t n_max) {
     if (tokens_.empty()) return "";
     const model & m = ctx_.owner();
     // the last token goes right after the sequence's last cell (its own position but for
-    // KV_CONFLICT, whose cells may run past it), then the output
+    // KV_REUSE_CONFLICT, whose cells may run past it), then the output
     const llama_pos end = ctx_.kv_pos_max(0) + 1;
     llama_token tok = tokens_.back();
     std::string out;

@@ -1,6 +1,7 @@
-// The prompt cache: what a request's prompt reuses of the KV cache an earlier request left in its
-// context, so that a file sent again (by a chat about it, an apply into it, the next edit of it) is
-// not encoded again.
+// PIE (Positional Integrity Encoding: He et al., "Let the Code LLM Edit Itself When You Edit the
+// Code") in one place: how a context's KV cache, which holds one token sequence, follows a new one.
+// Request reuse (a file sent again) and document sessions (session.h: the KV follows a user's edits)
+// both go through it, with one enum of modes:
 //
 //     prompt_cache_params pc;                  // KV_REUSE_PREFIX: exact, the default
 //     pc.mode = KV_REUSE_PIE;                  // opt-in: spans after an edit too, re-rotated (lossy)
@@ -9,20 +10,23 @@
 //
 // KV_REUSE_PREFIX keeps the longest common prefix of the cached tokens and the prompt and encodes
 // the rest: a token's KV depends only on the tokens before it and our kernels are batch-invariant
-// (docs/exactness.md), so the output equals a cold request's.
+// (docs/exactness.md), so the output equals a cold request's. (A session calls it "recompute": the
+// paper's exact reference.)
 //
-// KV_REUSE_PIE is PIE (Positional Integrity Encoding: He et al., "Let the Code LLM Edit Itself When You
-// Edit the Code") in the request path: after the
-// common prefix, the prompt and the cached tokens are matched in spans of at least min_block tokens
-// (a user's edits between them), in order. Cached cells outside the spans are removed, each span is
-// shifted to its position in the prompt (llama.cpp re-rotates the keys by RoPE: PIE's K <- R(d)K),
-// and only the tokens between spans are encoded, each gap attending to everything before it. A
-// kept span's KV was computed against the old text before it: it is stale, as in the paper, and
-// the answer may differ from a cold request's. Stale tokens are counted per cached token; past
-// drift_max of them the prompt is encoded again from the first stale one (drift control).
+// KV_REUSE_PIE: after the common prefix, the prompt and the cached tokens are matched in spans of at
+// least min_block tokens (a user's edits between them), in order; a session knows its one span from
+// the edit's token diff. Cached cells outside the spans are removed, each span is shifted to its
+// position in the prompt (llama.cpp re-rotates the keys by RoPE: PIE's K <- R(d)K), and only the
+// tokens between spans are encoded, each gap attending to everything before it (pie_apply). A kept
+// span's KV was computed against the old text before it: it is stale, as in the paper, and the
+// answer may differ from a cold request's. Stale tokens are counted per cached token; past drift_max
+// of them the prompt is encoded again from the first stale one (drift control).
 //
-// Lower layer: engine only. Both modes fall back to the prefix on a cache that cannot shift (M-RoPE,
-// recurrent) or a context with one sequence (the gaps go in through a spare sequence, 1).
+// KV_REUSE_CONFLICT: the paper's "conflict fast encoding" baseline, sessions only (the later cells
+// stay at their old positions; session.cpp): requests refuse it.
+//
+// Lower layer: engine only. Both request modes fall back to the prefix on a cache that cannot shift
+// (M-RoPE, recurrent) or a context with one sequence (the gaps go in through a spare sequence, 1).
 #pragma once
 
 #include "editspec/engine.h"
@@ -35,13 +39,14 @@
 namespace editspec {
 
 enum kv_reuse_mode {
-    KV_REUSE_PREFIX = 0, // the common prefix, exact
-    KV_REUSE_PIE    = 1, // the common prefix and every matching span after it, shifted (PIE)
+    KV_REUSE_PREFIX   = 0, // the common prefix, exact ("recompute" in a session)
+    KV_REUSE_PIE      = 1, // the common prefix and every matching span after it, shifted (PIE)
+    KV_REUSE_CONFLICT = 2, // sessions only: the later cells kept at their old positions (the paper's baseline)
 };
 
-const char * kv_reuse_name(kv_reuse_mode m);
-bool kv_reuse_parse(const std::string & name, kv_reuse_mode & out); // "prefix" | "pie"
-std::string kv_reuse_names();                                       // "prefix, pie"
+const char * kv_reuse_name(kv_reuse_mode m);                        // "prefix", "pie", "conflict"
+bool kv_reuse_parse(const std::string & name, kv_reuse_mode & out); // those, or "recompute" for prefix
+std::string kv_reuse_names();                                       // "prefix, recompute, pie, conflict"
 
 struct prompt_cache_params {
     kv_reuse_mode mode = KV_REUSE_PREFIX;
@@ -73,6 +78,15 @@ struct prompt_reuse_plan {
 // (blocks go first, then the prefix is cut at its first stale token).
 prompt_reuse_plan prompt_reuse_plan_make(std::span<const llama_token> cached, std::span<const uint8_t> stale,
                                          std::span<const llama_token> prompt, const prompt_cache_params & p);
+
+// Carries out a plan on sequence 0 of ctx, which holds the cached tokens at their own positions:
+// removes the cells outside the prefix and the blocks, shifts each block to its place (RoPE
+// re-rotates its keys) and encodes the gaps (a gap before a block through sequence 1, which holds
+// everything before it). Then sequence 0 holds tokens; stale (tokens.size()) marks the blocks' tokens
+// and the prefix's old marks (old_stale, as long as the cached tokens or empty). False on a failed
+// removal or decode: the cache is then cleared.
+bool pie_apply(context & ctx, batch & b, std::span<const llama_token> tokens, const prompt_reuse_plan & plan,
+               std::span<const uint8_t> old_stale, std::vector<uint8_t> & stale);
 
 // pc as ctx can honour it: PIE falls back to the prefix on a cache that cannot shift or without a
 // spare sequence

@@ -1,10 +1,10 @@
-// The prompt cache (prompt-cache.h): the exact common prefix, and PIE's shifted spans (He et al.,
-// "Let the Code LLM Edit Itself When You Edit the Code").
+// PIE (pie.h): the exact common prefix, and PIE's shifted spans (He et al., "Let the Code LLM Edit
+// Itself When You Edit the Code"), for requests that reuse a cache and for document sessions.
 //
 // ref: "Positional Integrity Encoding" §3 (delete the edited span, re-rotate the later keys, encode
 // only the new tokens); llama.cpp's K-shift (llama_memory_seq_add); its server's --cache-reuse, which
 // shifts chunks of the cache too but only skips deleted tokens (an insertion ends its walk)
-#include "editspec/prompt-cache.h"
+#include "editspec/pie.h"
 #include "editspec/log.h"
 #include "editspec/names.h"
 
@@ -13,7 +13,9 @@
 
 namespace editspec {
 
-static constexpr named<kv_reuse_mode> MODES[] = {{KV_REUSE_PREFIX, "prefix"}, {KV_REUSE_PIE, "pie"}};
+// "recompute": a session's name for the exact mode, the paper's
+static constexpr named<kv_reuse_mode> MODES[] = {
+    {KV_REUSE_PREFIX, "prefix"}, {KV_REUSE_PREFIX, "recompute"}, {KV_REUSE_PIE, "pie"}, {KV_REUSE_CONFLICT, "conflict"}};
 
 const char * kv_reuse_name(kv_reuse_mode m) { return name_of(MODES, m); }
 bool kv_reuse_parse(const std::string & name, kv_reuse_mode & out) { return name_parse(MODES, name, out); }
@@ -143,16 +145,13 @@ prompt_reuse_plan prompt_reuse_plan_make(std::span<const llama_token> cached, st
 
 prompt_cache_params prompt_cache_for(const context & ctx, const prompt_cache_params & pc) {
     prompt_cache_params p = pc;
+    if (p.mode == KV_REUSE_CONFLICT) p.mode = KV_REUSE_PREFIX; // a request's cells stay at their positions
     if (p.mode == KV_REUSE_PIE && (!ctx.can_shift() || ctx.n_seq_max() < 2)) p.mode = KV_REUSE_PREFIX;
     return p;
 }
 
-bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_token> tokens, const prompt_cache_params & pc,
-                            prefill_stats * st) {
-    const prompt_cache_params p = prompt_cache_for(ctx, pc);
-    const token_vec cached = ctx.cached_prompt();
-    const std::vector<uint8_t> old_stale = ctx.cached_stale();
-    const prompt_reuse_plan plan = prompt_reuse_plan_make(cached, old_stale, tokens, p);
+bool pie_apply(context & ctx, batch & b, std::span<const llama_token> tokens, const prompt_reuse_plan & plan,
+               std::span<const uint8_t> old_stale, std::vector<uint8_t> & stale) {
     const int32_t n = (int32_t) tokens.size();
     const auto fail = [&] {
         ctx.kv_clear();
@@ -178,7 +177,7 @@ bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_toke
 
     // the gaps between spans: a gap before a span goes in through sequence 1, which holds everything
     // before it (a sequence's new positions must follow its last one); the last gap goes straight in
-    std::vector<uint8_t> stale(n, 0);
+    stale.assign(n, 0);
     for (int32_t i = 0; i < plan.n_prefix; i++) stale[i] = i < (int32_t) old_stale.size() ? old_stale[i] : 0;
     int32_t at = plan.n_prefix;
     for (size_t k = 0; k <= plan.blocks.size(); k++) {
@@ -201,6 +200,18 @@ bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_toke
             at = blk.to + blk.n;
         }
     }
+    return true;
+}
+
+bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_token> tokens, const prompt_cache_params & pc,
+                            prefill_stats * st) {
+    const prompt_cache_params p = prompt_cache_for(ctx, pc);
+    const token_vec cached = ctx.cached_prompt();
+    const std::vector<uint8_t> old_stale = ctx.cached_stale();
+    const prompt_reuse_plan plan = prompt_reuse_plan_make(cached, old_stale, tokens, p);
+    const int32_t n = (int32_t) tokens.size();
+    std::vector<uint8_t> stale;
+    if (!pie_apply(ctx, b, tokens, plan, old_stale, stale)) return false;
     ctx.set_cached_prompt(tokens, stale);
     if (st) {
         st->cached = plan.n_prefix;
