@@ -1,8 +1,10 @@
 // The table of drafters: one row (drafter_desc) per name a method may use. Each drafter's file
 // defines its rows beside the drafter (`std::span<const drafter_desc> NAME_drafters()`), and
-// src/draft/drafters.cpp lists the files, one word each. The CLI, the
-// server, the bench, --help and the lossless test sweeps read the table, so a new drafter is one
-// file and one line there, and enters the lossless tests by itself.
+// src/draft/drafters.cpp lists the files, one word each. The CLI, the server, the bench, --help,
+// `auto` (a row's auto_rank and auto_when) and the lossless test sweeps read the table, so a new
+// drafter is one file and one line there, and enters the lossless tests by itself
+// (tests/cli/test-edit.cpp: a_drafter_added_as_one_row_...). Its nodes carry one of draft.h's
+// source families (the statistics' slots: lookup, reuse, copy, retrieval, model, test).
 //
 //     const drafter_desc * d = drafter_find("lookup-longest");
 //     std::string err;
@@ -77,6 +79,10 @@ struct drafter_desc {
     drafter_lossy_scope lossy = DRAFTER_LOSSY_NOT_REUSE;
     // a fresh drafter for one request; null with *error naming the missing input
     std::unique_ptr<drafter_i> (*make)(const drafter_desc & self, const drafter_inputs & in, std::string * error) = nullptr;
+    // `auto`'s use of it: the place of its drafts (lower first: a node is credited to the drafter that
+    // placed it; 0 = auto leaves it out), and when it joins beyond its needs (null: whenever they are met)
+    uint8_t auto_rank = 0;
+    bool (*auto_when)(const drafter_inputs & in) = nullptr;
 };
 
 // every row, in --help order (the built-in rows, then any added)

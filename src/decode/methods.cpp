@@ -88,27 +88,16 @@ bool method_parse(const std::string & text, method_spec & out, std::string * err
 }
 
 std::vector<std::string> method_auto_drafters(const drafter_inputs & in) {
-    // first named, first placed. Reuse goes first: a node is credited to the drafter that placed it,
-    // and Predicted Outputs' accepted_prediction_tokens counts Reuse's (with lookup first, lookup
-    // takes the credit for the same tokens). Then lookup, then copy: on the shipped models' CanItEdit
-    // edits lookup-longest+copy ran 2.69x over ar and copy+lookup-longest 2.49x; Reuse first cost
-    // 0-13 % there, nothing on constrained applies (docs/results/issue38-auto)
-    std::vector<std::string> v;
-    if (!in.original.empty()) v.push_back("reuse");
-    // FastCoder searches the request's own tokens as well as its datastores (its context match wins
-    // ties), so with datastores it takes prompt lookup's place: on HumanEval with the standard
-    // library's datastore fastcoder+copy ran 5.47x, fastcoder 5.38x, and lookup-longest+copy+fastcoder
-    // 5.27x (docs/results/issue38-auto)
-    const bool stores = !in.datastores.empty() || !in.repo_datastores.empty();
-    v.push_back(stores ? "fastcoder" : "lookup-longest");
-    v.push_back("copy");
-    // a draft model pays only when its pass is much cheaper than the target's: the shipped pair (a
-    // 4.5M draft for a 17M target, 0.26) lost to no draft model on every task (sd 0.4-0.9x of ar on
-    // CanItEdit edits, docs/results/issue38-auto); real pairs (0.5B for 7B) are near 0.07
-    if (in.draft_model && in.target &&
-        5 * in.draft_model->facts().n_params <= in.target->facts().n_params) {
-        v.push_back("sd");
+    // the table's rows with an auto_rank whose needs are met and that want to join, by rank (why each
+    // row has its place: beside the row)
+    std::vector<const drafter_desc *> rows;
+    for (const drafter_desc & d : drafter_table()) {
+        if (d.auto_rank > 0 && drafter_inputs_meet(d, in, nullptr) && (!d.auto_when || d.auto_when(in))) rows.push_back(&d);
     }
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const drafter_desc * a, const drafter_desc * b) { return a->auto_rank < b->auto_rank; });
+    std::vector<std::string> v;
+    for (const drafter_desc * d : rows) v.push_back(d->name);
     return v;
 }
 

@@ -312,7 +312,11 @@ std::span<const drafter_desc> model_drafters() {
          VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
          [](const drafter_desc &, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
              return model_drafter_create(*in.target, *in.draft_model, in.draft_params, error);
-         }},
+         },
+         // auto's last, only when its pass is much cheaper than the target's: the shipped pair (a 4.5M
+         // draft for a 17M target, 0.26) lost to no draft model on every task (sd 0.4-0.9x of ar on
+         // CanItEdit edits, docs/results/issue38-auto); real pairs (0.5B for 7B) are near 0.07
+         4, [](const drafter_inputs & in) { return 5 * in.draft_model->facts().n_params <= in.target->facts().n_params; }},
     };
     return rows;
 }

@@ -150,8 +150,10 @@ std::span<const drafter_desc> lookup_drafters() {
     static const drafter_desc rows[] = {
         {"lookup", "prompt lookup, llama.cpp's ngram-simple defaults (n = 12, m = 48)", 0, VERIFY_POLICY_GREEDY,
          DRAFTER_LOSSY_NOT_REUSE, make_lookup},
+        // auto's second, without datastores (with them FastCoder takes its place: fastcoder.cpp)
         {"lookup-longest", "prompt lookup, the longest match n = 12 .. 1, m = 48", 0, VERIFY_POLICY_GREEDY,
-         DRAFTER_LOSSY_NOT_REUSE, make_lookup},
+         DRAFTER_LOSSY_NOT_REUSE, make_lookup, 2,
+         [](const drafter_inputs & in) { return in.datastores.empty() && in.repo_datastores.empty(); }},
     };
     return rows;
 }

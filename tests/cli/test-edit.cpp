@@ -739,18 +739,40 @@ TEST_F(lossless_fixture, every_drafter_of_the_table_and_auto_equal_ar) {
     expect_swept(sweep_table(*m, *ctx, cases, 3), 3);
 }
 
-// a new drafter is one row: added, it parses as a method, combines with others and the sweep runs it
+static bool g_auto_takes_repeat = false; // whether `auto` takes test-repeat (its row's auto_when)
+
+// A new drafter is its file and one row. Here its file is repeat_drafter above and its row the
+// drafter_table_add below (in the product: NAME_drafters() in the drafter's file and one word in
+// src/draft/drafters.cpp's list): added, it is listed for --help, parses as a method, combines with
+// others, `auto` takes it at its row's rank, its drafts are counted in its source family's slot,
+// and the lossless sweep runs it. Nothing else is touched.
 TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
     const drafter_desc row = {"test-repeat", "proposes the last token again", 0, VERIFY_POLICY_GREEDY,
                               DRAFTER_LOSSY_NOT_REUSE,
                               [](const drafter_desc &, const drafter_inputs &, std::string *) -> std::unique_ptr<drafter_i> {
                                   return std::make_unique<repeat_drafter>();
-                              }};
+                              },
+                              /*auto_rank=*/9, [](const drafter_inputs &) { return g_auto_takes_repeat; }};
     if (!drafter_find("test-repeat")) ASSERT_TRUE(drafter_table_add(row));
     EXPECT_FALSE(drafter_table_add(row)); // a name is taken once
+    EXPECT_NE(drafter_names_list().find("test-repeat"), std::string::npos);
     method_spec ms;
     std::string err;
     ASSERT_TRUE(method_parse("test-repeat+lookup@8", ms, &err)) << err;
+    drafter_inputs in;
+    in.original = cases[0].original;
+    EXPECT_EQ(method_auto_drafters(in), (std::vector<std::string>{"reuse", "lookup-longest", "copy"}));
+    g_auto_takes_repeat = true;
+    EXPECT_EQ(method_auto_drafters(in), (std::vector<std::string>{"reuse", "lookup-longest", "copy", "test-repeat"}));
+    g_auto_takes_repeat = false;
+    generate_params gp;
+    gp.n_predict = 24;
+    const generate_result r = run_method(*m, *ctx, "test-repeat", cases[0], cases[0].original, gp, nullptr, {});
+    EXPECT_GT(r.draft_tokens, 0);
+    for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) { // its drafts are counted in its family's slot, and only there
+        if (s == DRAFT_SOURCE_TEST) EXPECT_GT(r.by_source[s].n_drafted, 0);
+        else EXPECT_EQ(r.by_source[s].n_drafted, 0) << draft_source_name((uint8_t) s);
+    }
     const std::map<std::string, sweep_row> run = sweep_table(*m, *ctx, cases, 2);
     ASSERT_TRUE(run.count("test-repeat"));
     expect_swept(run, 2);
