@@ -4,6 +4,11 @@
 //
 // The level shown on stderr is set by log_set_level() or the EDITSPEC_LOG environment variable
 // (error, warn, info, debug; default warn). llama.cpp's own messages go through the same filter.
+//
+// A command's own lines for its user (what it listens on, an error in its set-up, a signal) go
+// through ES_SAY with the command's name as prefix; they are shown at every level but none:
+//
+//     ES_SAY("serve", "listening on http://%s:%d\n", host, port);   // "editspec serve: listening on ..."
 #pragma once
 
 #include <cstdarg>
@@ -25,6 +30,8 @@ log_level log_get_level();
 void log_install_llama_callback();
 
 void log_write(log_level level, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
+// "editspec MODULE: " and the message, unless the level is LOG_LEVEL_NONE
+void log_say(const char * module, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
 
 } // namespace editspec
 
@@ -32,6 +39,7 @@ void log_write(log_level level, const char * fmt, ...) __attribute__((format(pri
 #define ES_LOG_INFO(...)  ::editspec::log_write(::editspec::LOG_LEVEL_INFO,  __VA_ARGS__)
 #define ES_LOG_WARN(...)  ::editspec::log_write(::editspec::LOG_LEVEL_WARN,  __VA_ARGS__)
 #define ES_LOG_ERROR(...) ::editspec::log_write(::editspec::LOG_LEVEL_ERROR, __VA_ARGS__)
+#define ES_SAY(module, ...) ::editspec::log_say(module, __VA_ARGS__)
 
 // invariants only: bad input gets an error return, never an assert
 #define ES_ASSERT(x)                                                                            \

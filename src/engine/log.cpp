@@ -37,6 +37,18 @@ void log_write(log_level level, const char * fmt, ...) {
     va_end(args);
 }
 
+void log_say(const char * module, const char * fmt, ...) {
+    if (g_level.load() >= LOG_LEVEL_NONE) return;
+    // one write per line, so that lines of two threads do not interleave
+    char line[2048];
+    int n = snprintf(line, sizeof(line), "editspec %s: ", module);
+    va_list args;
+    va_start(args, fmt);
+    if (n >= 0 && n < (int) sizeof(line)) vsnprintf(line + n, sizeof(line) - (size_t) n, fmt, args);
+    va_end(args);
+    fputs(line, stderr);
+}
+
 static void llama_log_callback(ggml_log_level level, const char * text, void * /*user*/) {
     // ggml continues a line with GGML_LOG_LEVEL_CONT; keep the level of the line it continues
     static thread_local log_level last = LOG_LEVEL_DEBUG;

@@ -27,7 +27,7 @@ namespace {
 // edit's gaps under a spare sequence beside the slot's, which a view's one stream does not have
 bool add_slots(server_state & s, const server_params & p, const runner_params & rp, std::string * error) {
     if (p.prompt_cache.mode == KV_REUSE_PIE) {
-        fprintf(stderr, "editspec serve: --kv-reuse pie: each slot has a context of its own and requests decode a "
+        ES_SAY("serve", "--kv-reuse pie: each slot has a context of its own and requests decode a "
                         "pass each, not batched (the default, --kv-reuse prefix, batches them)\n");
         s.slots->add(std::move(s.rn.ctx));
         for (int32_t i = 1; i < p.n_parallel; i++) {
@@ -59,26 +59,26 @@ bool open_state(const server_params & p, server_state & s) {
     runner_params rp = p.runner;
     rp.trees = true;
     if (!method_parse(p.method, s.method, &error)) {
-        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
+        ES_SAY("serve", "error: %s\n", error.c_str());
         return false;
     }
     s.with_reuse = method_with_original(s.method);
     if (s.method.uses_draft_model() && rp.draft_model_path.empty()) {
-        fprintf(stderr, "editspec serve: error: method '%s' needs a draft model (--draft-model)\n", p.method.c_str());
+        ES_SAY("serve", "error: method '%s' needs a draft model (--draft-model)\n", p.method.c_str());
         return false;
     }
     if (!runner_open(rp, s.rn, &error)) {
-        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
+        ES_SAY("serve", "error: %s\n", error.c_str());
         return false;
     }
-    fprintf(stderr, "editspec serve: fetching the cost model (measured once per model file and thread count)\n");
+    ES_SAY("serve", "fetching the cost model (measured once per model file and thread count)\n");
     if (!runner_cost(s.rn, &error)) {
-        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
+        ES_SAY("serve", "error: %s\n", error.c_str());
         return false;
     }
     s.slots = std::make_unique<slot_pool>((size_t) p.max_queue, p.prompt_cache, p.cache_ram_mib << 20);
     if (!add_slots(s, p, rp, &error)) {
-        fprintf(stderr, "editspec serve: error: %s\n", error.c_str());
+        ES_SAY("serve", "error: %s\n", error.c_str());
         return false;
     }
     s.slots->start();
@@ -114,20 +114,20 @@ void signals_watch() {
         server_state * s = g_state.load();
         httplib::Server * svr = g_server.load();
         if (!s || !svr) {
-            fprintf(stderr, "editspec serve: %s before serving: exiting\n", strsignal(sig));
+            ES_SAY("serve", "%s before serving: exiting\n", strsignal(sig));
             _exit(0);
         }
-        fprintf(stderr, "editspec serve: %s: stopping (a second signal exits at once)\n", strsignal(sig));
+        ES_SAY("serve", "%s: stopping (a second signal exits at once)\n", strsignal(sig));
         s->stopping = true;
         s->slots->close();
         svr->stop();
         std::thread([] {
             std::this_thread::sleep_for(std::chrono::seconds(SHUTDOWN_GRACE_S));
-            fprintf(stderr, "editspec serve: still busy %d s after the signal: exiting\n", SHUTDOWN_GRACE_S);
+            ES_SAY("serve", "still busy %d s after the signal: exiting\n", SHUTDOWN_GRACE_S);
             _exit(0);
         }).detach();
         if (sigwait(&set, &sig) != 0) return;
-        fprintf(stderr, "editspec serve: %s again: exiting now\n", strsignal(sig));
+        ES_SAY("serve", "%s again: exiting now\n", strsignal(sig));
         _exit(128 + sig);
     }).detach();
 }
@@ -159,7 +159,7 @@ int server_run(const server_params & p) {
     add_hooks(svr, s);
     add_routes(svr, s);
     if (!svr.bind_to_port(p.host.c_str(), p.port)) {
-        fprintf(stderr, "editspec serve: error: cannot listen on %s:%d (in use, or not an address of this machine)\n",
+        ES_SAY("serve", "error: cannot listen on %s:%d (in use, or not an address of this machine)\n",
                 p.host.c_str(), p.port);
         return 1;
     }
@@ -168,12 +168,12 @@ int server_run(const server_params & p) {
     if (listen_sock != INVALID_SOCKET) listen(listen_sock, SOMAXCONN);
     const bool loopback = p.host == "127.0.0.1" || p.host == "localhost" || p.host == "::1";
     if (!loopback && p.api_key.empty()) {
-        fprintf(stderr, "editspec serve: warning: listening on %s without --api-key: anyone who can reach this address can "
+        ES_SAY("serve", "warning: listening on %s without --api-key: anyone who can reach this address can "
                         "use the model\n", p.host.c_str());
     }
     g_state = &s;
     g_server = &svr;
-    fprintf(stderr, "editspec serve: listening on http://%s:%d (%d slot%s, queue %d, method %s; with a prediction %s)\n",
+    ES_SAY("serve", "listening on http://%s:%d (%d slot%s, queue %d, method %s; with a prediction %s)\n",
             p.host.c_str(), p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", p.max_queue, s.method.name.c_str(),
             s.with_reuse.name.c_str());
     const bool ok = svr.listen_after_bind();
