@@ -173,7 +173,8 @@ int session_store::create(const std::string & body, json & out) {
         e.last_used = clock_type::now();
         const std::string id = session_new_id();
         out = {{"id", id}, {"object", "session"}, {"tokens", e.doc->tokens().size()},
-               {"strategy", kv_reuse_name(rq.params.strategy)}};
+               // a session's name for the exact mode, as before the modes were one enum
+               {"strategy", rq.params.strategy == KV_REUSE_PREFIX ? "recompute" : kv_reuse_name(rq.params.strategy)}};
         d_->sessions.emplace(id, std::move(e));
         return 200;
     });

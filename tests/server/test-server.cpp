@@ -508,9 +508,11 @@ TEST(server, document_sessions) {
     EXPECT_EQ(status, 400);
     post(s, "/v1/sessions", json{{"text", doc}, {"strategy", "magic"}}.dump(), &status);
     EXPECT_EQ(status, 400);
-    // bounded: a third session is refused while two are in use; closing one makes room
-    post(s, "/v1/sessions", json{{"text", doc}}.dump(), &status);
+    // bounded: a third session is refused while two are in use; closing one makes room. (The second:
+    // the exact strategy, by the name a request's --kv-reuse gives it too, echoed as sessions say it.)
+    const json r = post(s, "/v1/sessions", json{{"text", doc}, {"strategy", "prefix"}}.dump(), &status);
     EXPECT_EQ(status, 200);
+    EXPECT_EQ(r.value("strategy", ""), "recompute") << r.dump();
     post(s, "/v1/sessions", json{{"text", doc}}.dump(), &status);
     EXPECT_EQ(status, 429);
     auto cl = s.client();
