@@ -75,8 +75,10 @@ std::vector<std::string> apply_lines(const std::string & text);
 // "...", "existing code", "unchanged" or "rest of"
 bool apply_is_marker(const std::string & line);
 
-// true for a fence line: "```" and at most a language tag ("```python"), its newline aside; with
-// `partial`, also for a prefix of one (a line still being written)
+// true for a fence line: "```" and at most a language tag ("```python", at most APPLY_FENCE_TAG_MAX
+// characters), its newline aside; with `partial`, also for a prefix of one (a line still being
+// written)
+constexpr size_t APPLY_FENCE_TAG_MAX = 32;
 bool apply_is_fence(const std::string & line, bool partial = false);
 
 // How a snippet's lines stand to the file's: constrained apply's plan (below), computed once per

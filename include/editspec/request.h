@@ -91,6 +91,11 @@ void request_edit_tokens(const model & m, const std::string & instruction, const
 void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain = false,
                           prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
+// a request's `prediction` (OpenAI's Predicted Outputs: the text the answer is expected to repeat)
+// as Reuse's original, tokenized as an edit's code is (edit_original_tokens); an empty one leaves
+// rq.original empty
+void request_prediction_tokens(const model & m, const std::string & prediction, request & rq);
+
 // "" when the prompt leaves room for a token in a context of n_ctx; else the error saying both sizes
 std::string request_over_context(const request & rq, int32_t n_ctx);
 

@@ -29,6 +29,9 @@ bool apply_is_fence(const std::string & s, bool partial) {
     if (!starts_with(s, "```")) return false;
     size_t end = s.size();
     while (!partial && end > 3 && (s[end - 1] == '\n' || s[end - 1] == '\r')) end--;
+    // a tag as long as a language's name: the constraint lets a fence through, and without a bound a
+    // model could write a "tag" for ever (a random model did, to the end of n_predict)
+    if (end - 3 > APPLY_FENCE_TAG_MAX) return false;
     for (size_t k = 3; k < end; k++) {
         const unsigned char c = (unsigned char) s[k];
         if (!std::isalnum(c) && c != '_' && c != '+' && c != '-' && c != '.') return false;

@@ -70,6 +70,10 @@ void request_apply_tokens(const model & m, const apply_input & in, request & rq,
     rq.constraint = constrain ? std::make_shared<apply_constraint>(m, in) : nullptr;
 }
 
+void request_prediction_tokens(const model & m, const std::string & prediction, request & rq) {
+    rq.original = edit_original_tokens(m, prediction);
+}
+
 std::string request_over_context(const request & rq, int32_t n_ctx) {
     if ((int32_t) rq.prompt.size() + 1 < n_ctx) {
         return "";

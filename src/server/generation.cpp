@@ -71,7 +71,7 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
         g.req.constraint = std::make_shared<apply_constraint>(m, g.rq.apply);
     }
     if (g.rq.has_prediction) {
-        g.req.original = m.tokenize(g.rq.prediction, false, false);
+        request_prediction_tokens(m, g.rq.prediction, g.req);
         if (!g.req.original.empty()) g.ms = &s.with_reuse;
     }
     return true;

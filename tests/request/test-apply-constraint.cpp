@@ -252,10 +252,11 @@ static void lossless_on(const std::string & model_path, int32_t threads, int32_t
         ASSERT_TRUE(method_parse("ar", ms_ar, &err)) << err;
         ASSERT_TRUE(runner_generate(rn, ms_ar, rq, ar, &err)) << err;
         ASSERT_NE(ar.stop, STOP_REASON_ERROR) << ar.error;
-        // every complete line comes from the sources
+        // every complete line comes from the sources, or is the fence the constraint allows around them
         const std::string lines_ok = in.code + in.update;
         for (size_t at = 0, nl; (nl = ar.text.find('\n', at)) != std::string::npos; at = nl + 1) {
             const std::string line = ar.text.substr(at, nl + 1 - at);
+            if (apply_is_fence(line)) continue;
             EXPECT_NE(lines_ok.find(line), std::string::npos) << "line not from the sources: " << line;
         }
         for (const char * method : {"reuse@16", "reuse+lookup-longest@24", "lookup@4", "lookup+reuse@32"}) {
@@ -267,6 +268,17 @@ static void lossless_on(const std::string & model_path, int32_t threads, int32_t
             EXPECT_EQ(r.tokens, ar.tokens) << model_path << " " << method << " t=" << threads;
         }
     }
+}
+
+// a fence's language tag is as long as a language's name: a random model wrote a 500-character "tag"
+// through the constraint (the long tier, q4_k_m)
+TEST(apply_constraint, a_fence_tag_is_bounded) {
+    EXPECT_TRUE(apply_is_fence("```\n"));
+    EXPECT_TRUE(apply_is_fence("```python\n"));
+    EXPECT_TRUE(apply_is_fence("```" + std::string(APPLY_FENCE_TAG_MAX, 'a') + "\n"));
+    EXPECT_FALSE(apply_is_fence("```" + std::string(APPLY_FENCE_TAG_MAX + 1, 'a') + "\n"));
+    EXPECT_TRUE(apply_is_fence("```pyth", true));
+    EXPECT_FALSE(apply_is_fence("```" + std::string(APPLY_FENCE_TAG_MAX + 1, 'a'), true));
 }
 
 TEST(apply_constraint, lossless_shipped_model_one_and_two_threads) {
