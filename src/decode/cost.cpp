@@ -97,13 +97,19 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
         return false;
     }
     out = cost_model();
-    for (int32_t n : cost_model_sizes(n_max)) {
-        std::vector<double> times;
-        // one warm-up pass, then reps timed ones; small passes (the unit of the whole curve, and
-        // the sizes most drafts have) ten times at least: a shared machine's noise moved t(4)/t(1)
-        // from 1.54 to 1.91 between two runs of three
-        const int32_t n_reps = n <= 8 ? std::max(reps, 10) : reps;
-        for (int32_t r = 0; r <= n_reps; r++) {
+    // rounds over every size, not every size's repetitions in a row: a burst of other work (on a
+    // shared machine OpenMP's threads then wait a time slice at each barrier: a 2 ms pass took
+    // 1.1 s) spoils one round of all sizes instead of every repetition of one size, and the
+    // fastest repetition of each size survives it. Small passes (the unit of the whole curve, and
+    // the sizes most drafts have) ten times at least: noise moved t(4)/t(1) from 1.54 to 1.91
+    // between two runs of three. Round 0 warms up.
+    const std::vector<int32_t> sizes = cost_model_sizes(n_max);
+    std::vector<double> best(sizes.size(), 0.0);
+    const int32_t rounds = std::max(reps, 10);
+    for (int32_t r = 0; r <= rounds; r++) {
+        for (size_t k = 0; k < sizes.size(); k++) {
+            const int32_t n = sizes[k];
+            if (r > (n <= 8 ? rounds : reps)) continue;
             b.clear();
             for (int32_t i = 0; i < n; i++) {
                 b.add(tok(n_prefix + i), n_prefix + i, {0}, all_logits || i == n - 1);
@@ -120,17 +126,20 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
                 ctx.kv_clear();
                 return false;
             }
-            if (r > 0) times.push_back(ms);
+            // the fastest repetition: other work on a shared machine only ever adds time
+            if (r > 0 && (best[k] == 0.0 || ms < best[k])) best[k] = ms;
         }
-        // the fastest repetition: other work on a shared machine only ever adds time
-        out.n.push_back(n);
-        out.ms.push_back(*std::min_element(times.begin(), times.end()));
-        ES_LOG_INFO("cost model: %3d tokens: %8.2f ms\n", n, out.ms.back());
+    }
+    for (size_t k = 0; k < sizes.size(); k++) {
+        out.n.push_back(sizes[k]);
+        out.ms.push_back(best[k]);
+        ES_LOG_INFO("cost model: %3d tokens: %8.2f ms\n", sizes[k], best[k]);
     }
     ctx.kv_clear();
-    // a bigger pass never costs less: measurement noise must not invite longer drafts
+    // a bigger pass never costs less (noise must not invite longer drafts), nor more than its
+    // tokens decoded one by one (a stall that outlived every repetition must not forbid drafting)
     for (size_t i = 1; i < out.ms.size(); i++) {
-        out.ms[i] = std::max(out.ms[i], out.ms[i - 1]);
+        out.ms[i] = std::min(std::max(out.ms[i], out.ms[i - 1]), out.ms[0] * out.n[i]);
     }
     return true;
 }
@@ -179,8 +188,10 @@ static std::string cache_path(const context & ctx) {
         << "-fa" << (ctx.params().flash_attn ? 1 : 0)
         // the sgemm kernels (EDITSPEC_LLAMAFILE=ON) have a different curve from the exact build's
         << (ggml_cpu_has_llamafile() ? "-sgemm" : "")
-        // v2: every size to 8 measured (cost_model_sizes); a v1 curve's line from 4 to 8 hid a step at 5
-        << "-v2";
+        // v2: every size to 8 measured (cost_model_sizes); a v1 curve's line from 4 to 8 hid a step at 5.
+        // v3: rounds over the sizes and a pass capped at its tokens one by one (a v2 curve measured on
+        // a busy machine could say 4 tokens cost 460 one-token passes, and nothing was ever drafted)
+        << "-v3";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     if (!engine_rpc_servers().empty()) key << "-rpc" << engine_rpc_servers().size();
