@@ -73,7 +73,7 @@ if [ -n "$asan_pid" ]; then
     # as tests/CMakeLists.txt's EDITSPEC_NOT_SANITIZED (it says why)
     unsanitized='test-batch-exact|test-bench-lossless|test-model|test-apply-constraint|test-speculative|test-oracle'
     unsanitized+='|test-bench|test-quality|test-make-model|test-rpc|test-reuse|test-fastcoder|test-retrieval|test-lookup'
-    unsanitized+='|test-copy|test-sizing|test-greedy|test-direct|test-topk|test-entropy|test-sampling|test-generate'
+    unsanitized+='|test-copy|test-heads|test-sizing|test-greedy|test-direct|test-topk|test-entropy|test-sampling|test-generate'
     unsanitized+='|test-tokenizer|test-chat'
     # and the tests whose time is not the server's or the engine's own code: the drafter sweeps, quality
     # floors, the README's commands, replicas behind HAProxy, the soak, the Node SDK (its requests are in

@@ -41,6 +41,8 @@ struct method_settings {
     int32_t retrieve_max = 16;   // REST, FastCoder: the longest suffix looked up, tokens
     int32_t top_k        = 3;    // the topk policy: a draft among the target's top k is accepted
     int32_t entropy_k    = 5;    // EfficientEdit's entropy-aware policy: the base threshold k
+    int32_t head_max     = 3;    // a model-native head's most tokens a pass (llama-server's --spec-draft-n-max)
+    float   head_p_min   = 0.0f; // ... and the draft probability it stops below (--spec-draft-p-min)
 };
 
 // "" when every setting is in range, else the first one that is not, named as its option
@@ -50,6 +52,8 @@ std::string method_settings_check(const method_settings & s);
 struct drafter_inputs {
     std::span<const llama_token> original; // the code being edited (Reuse), empty otherwise
     const model * target      = nullptr;   // the target model (vocabulary checks, FastCoder's trie)
+    context * target_ctx      = nullptr;   // the context the target decodes the request in (a model-native
+                                           // head reads its hidden states: llama-heads.cpp), null = none
     const model * draft_model = nullptr;   // a draft model (--draft-model), null = none
     draft_model_params draft_params;       // the draft model's gamma, context, threads
     std::span<const datastore * const> datastores;      // the common datastores (--datastore)
@@ -62,6 +66,7 @@ enum drafter_need : uint8_t {
     DRAFTER_NEEDS_ORIGINAL    = 1, // the code being edited (an edit or apply, or `prediction`)
     DRAFTER_NEEDS_DRAFT_MODEL = 2,
     DRAFTER_NEEDS_DATASTORE   = 4, // a common or repository datastore
+    DRAFTER_NEEDS_HEAD        = 8, // a target with a head of its own (multi-token-prediction layers)
 };
 
 // the nodes a lossy acceptance policy (entropy, topk, ...) may judge; the others are verified greedily

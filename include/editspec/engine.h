@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <atomic>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -167,6 +168,10 @@ public:
     // request's client is gone); null = none. Not owned; must outlive its use
     void set_cancel(const std::atomic<bool> * cancel) { cancel_ = cancel; }
     bool cancelled() const { return cancel_ && cancel_->load(); }
+    // called with every batch an owned context decodes, right after llama_decode succeeds (a
+    // model-native head, llama-draft-mtp, reads the target's hidden states of each batch it sees,
+    // prompt chunks included); empty = none. Not for a view
+    void set_decode_hook(std::function<void(const llama_batch &)> hook) { hook_ = std::move(hook); }
     // a view of a step engine (step.h)
     bool is_view() const { return step_ != nullptr; }
     // a view: what the other requests put in the engine's last step (0, 0 for an owned context)
@@ -228,6 +233,7 @@ private:
     token_vec cached_;
     std::vector<uint8_t> stale_; // cached_.size() marks
     const std::atomic<bool> * cancel_ = nullptr;
+    std::function<void(const llama_batch &)> hook_;
 
     step_engine * step_ = nullptr;   // a view of this engine, on stream seq_
     llama_seq_id seq_ = 0;

@@ -53,13 +53,15 @@ struct model_shape_token {
 
 struct model_shape {
     std::string name;        // "deepseek-coder-1.3b"
-    std::string arch;        // general.architecture: "llama" or "qwen2"
+    std::string arch;        // general.architecture: "llama", "qwen2" or "mimo2" (multi-token prediction)
     std::string vocab;       // tokenizer: <vocab dir>/ggml-vocab-<vocab>.gguf, e.g. "deepseek-coder"
     std::string source;      // where the numbers come from (HF repo), for --list; may be empty
 
     uint32_t n_vocab     = 0;     // rows of token_embd; 0 = the tokenizer's token count; more = pad
                                   // the tokenizer with "[PAD<id>]" tokens, as converted HF models do
-    uint32_t n_layer     = 0;
+    uint32_t n_layer     = 0;     // the trunk's blocks
+    uint32_t n_nextn     = 0;     // mimo2: multi-token-prediction blocks after the trunk (block_count
+                                  // counts both; llama.cpp's draft-mtp drafts with them)
     uint32_t n_embd      = 0;
     uint32_t n_ff        = 0;
     uint32_t n_head      = 0;     // head size = n_embd / n_head (= rope dimension)
@@ -87,7 +89,8 @@ struct model_dims {
 model_dims model_shape_dims(const model_shape & shape);
 void model_shape_set_dims(model_shape & shape, const model_dims & d);
 
-// built-in shapes: tiny, tiny-256, tiny-qwen2, deepseek-coder-1.3b, deepseek-coder-6.7b, qwen2.5-coder-1.5b
+// built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, deepseek-coder-1.3b, deepseek-coder-6.7b,
+// qwen2.5-coder-1.5b, mimo-7b
 const std::vector<model_shape> & model_shapes();
 
 // nullptr when no built-in shape has that name

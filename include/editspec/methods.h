@@ -48,6 +48,8 @@ struct method_spec {
     bool is_ar() const { return drafters.empty() && !is_auto; }
     // a drafter that cannot run without one (sd, efficientedit, copyspec); `auto` uses one when loaded
     bool uses_draft_model() const;
+    // a drafter reads the target's hidden states (a model-native head): it needs a context of its own
+    bool uses_head() const;
     // a drafter that drafts from the code being edited (reuse, efficientedit); `auto` when it has one
     bool uses_original() const;
 };

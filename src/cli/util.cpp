@@ -87,6 +87,13 @@ void add_method_settings(CLI::App * sub, method_settings & s) {
         ->capture_default_str();
     sub->add_option("--entropy-k", s.entropy_k, "EfficientEdit's entropy-aware policy: the base threshold k (lossy)")
         ->capture_default_str();
+    sub->add_option("--head-max", s.head_max,
+                    "llama-draft-mtp, efficientedit-mtp: the most tokens the model's own head drafts a pass "
+                    "(llama-server's --spec-draft-n-max)")
+        ->capture_default_str();
+    sub->add_option("--head-p-min", s.head_p_min,
+                    "llama-draft-mtp: stop the head's draft at a token below this probability (--spec-draft-p-min)")
+        ->capture_default_str();
 }
 
 int check_draft_options(const char * cmd, const draft_model_params & dp) {

@@ -27,6 +27,10 @@ bool method_spec::uses_draft_model() const {
     return any_needs(*this, DRAFTER_NEEDS_DRAFT_MODEL);
 }
 
+bool method_spec::uses_head() const {
+    return any_needs(*this, DRAFTER_NEEDS_HEAD);
+}
+
 bool method_spec::uses_original() const {
     return is_auto || any_needs(*this, DRAFTER_NEEDS_ORIGINAL);
 }

@@ -8,7 +8,7 @@ namespace editspec {
 
 // the drafter files, in --help order: each defines NAME_drafters() beside its drafter
 #define EDITSPEC_DRAFTER_FILES(X) \
-    X(lookup) X(copy) X(reuse) X(efficientedit) X(model) X(retrieval) X(fastcoder) X(llama_common) X(null)
+    X(lookup) X(copy) X(reuse) X(efficientedit) X(model) X(retrieval) X(fastcoder) X(llama_common) X(llama_heads) X(null)
 
 #define EDITSPEC_DECLARE(f) std::span<const drafter_desc> f##_drafters();
 EDITSPEC_DRAFTER_FILES(EDITSPEC_DECLARE)
@@ -67,6 +67,8 @@ std::string method_settings_check(const method_settings & s) {
     if (s.retrieve_max < 2 || s.retrieve_max > 64) return out_of("--retrieve-max", s.retrieve_max, 2, 64);
     if (s.top_k < 1 || s.top_k > 100) return out_of("--accept-top-k", s.top_k, 1, 100);
     if (s.entropy_k < 1 || s.entropy_k > 100) return out_of("--entropy-k", s.entropy_k, 1, 100);
+    if (s.head_max < 1 || s.head_max > 64) return out_of("--head-max", s.head_max, 1, 64);
+    if (!(s.head_p_min >= 0.0f && s.head_p_min <= 1.0f)) return out_of("--head-p-min", s.head_p_min, 0, 1);
     return "";
 }
 
@@ -80,6 +82,11 @@ bool drafter_inputs_meet(const drafter_desc & d, const drafter_inputs & in, std:
     }
     if ((d.needs & DRAFTER_NEEDS_DRAFT_MODEL) && (!in.draft_model || !in.target)) {
         return fail(!in.draft_model ? "a draft model (--draft-model)" : "the target model");
+    }
+    if ((d.needs & DRAFTER_NEEDS_HEAD) && (!in.target || llama_model_n_layer_nextn(in.target->get()) <= 0)) {
+        return fail("a model with multi-token-prediction layers (GGUF key <arch>.nextn_predict_layers: MiMo, "
+                    "Qwen3.5, Qwen3-Next, DeepSeek-V3, GLM-4.5, ...)" +
+                    (in.target ? ", and '" + in.target->path() + "' has none" : std::string()));
     }
     if ((d.needs & DRAFTER_NEEDS_DATASTORE) && in.datastores.empty() && in.repo_datastores.empty()) {
         return fail("a datastore (--datastore FILE for a common one, --repo-datastore FILE for the repository's; "

@@ -143,6 +143,7 @@ bool context::decode(const batch & b) {
                      __func__, ret, b.size());
         return false;
     }
+    if (hook_) hook_(b.get());
     return true;
 }
 

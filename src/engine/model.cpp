@@ -120,6 +120,10 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = vocab_only;
     mp.n_gpu_layers = g_gpu_layers; // ignored by a CPU-only build
+    // a model's multi-token-prediction blocks (nextn layers), for the llama-draft-mtp drafter: skipped
+    // by default; a small part of such a model (1 of MiMo-7B's 37 blocks), and mapped, not read, until
+    // a head drafts
+    mp.load_mtp = true;
     llama_model * lm = llama_model_load_from_file(path.c_str(), mp);
     if (!lm) {
         r.error = "failed to load model '" + path + "' (truncated or unsupported GGUF; EDITSPEC_LOG=info shows libllama's reason)";

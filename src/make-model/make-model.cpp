@@ -121,7 +121,7 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
     gguf_set_val_u32(c, (a + ".vocab_size").c_str(), (uint32_t) n_vocab);
     gguf_set_val_u32(c, (a + ".context_length").c_str(), s.n_ctx_train);
     gguf_set_val_u32(c, (a + ".embedding_length").c_str(), s.n_embd);
-    gguf_set_val_u32(c, (a + ".block_count").c_str(), s.n_layer);
+    gguf_set_val_u32(c, (a + ".block_count").c_str(), s.n_layer + s.n_nextn);
     gguf_set_val_u32(c, (a + ".feed_forward_length").c_str(), s.n_ff);
     gguf_set_val_u32(c, (a + ".attention.head_count").c_str(), s.n_head);
     gguf_set_val_u32(c, (a + ".attention.head_count_kv").c_str(), s.n_head_kv);
@@ -131,6 +131,18 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
     if (s.rope_scaling == LLAMA_ROPE_SCALING_TYPE_LINEAR) {
         gguf_set_val_str(c, (a + ".rope.scaling.type").c_str(), "linear");
         gguf_set_val_f32(c, (a + ".rope.scaling.factor").c_str(), s.rope_scaling_factor);
+    }
+
+    if (a == "mimo2") {
+        // keys its loader requires: a window past the context (full attention), a pattern with the trunk
+        // alternating full and windowed layers and the MTP blocks windowed (as MiMo's converter marks them)
+        const uint32_t n_all = s.n_layer + s.n_nextn;
+        gguf_set_val_u32(c, (a + ".nextn_predict_layers").c_str(), s.n_nextn);
+        gguf_set_val_u32(c, (a + ".expert_feed_forward_length").c_str(), s.n_ff);
+        gguf_set_val_u32(c, (a + ".attention.sliding_window").c_str(), s.n_ctx_train);
+        std::vector<int32_t> swa(n_all);
+        for (uint32_t il = 0; il < n_all; il++) swa[il] = il >= s.n_layer ? 1 : (int32_t) (il % 2);
+        gguf_set_arr_data(c, (a + ".attention.sliding_window_pattern").c_str(), GGUF_TYPE_INT32, swa.data(), n_all);
     }
 
     gguf_set_val_bool(c, "editspec.random_weights", true);

@@ -85,6 +85,27 @@ static std::vector<model_shape> shapes_build() {
 
     v.push_back(toy(qw, "tiny-qwen2", "qwen2.5-coder-1.5b at toy size", 64, 192, 2));
 
+    // MiMo-7B's numbers (XiaomiMiMo/MiMo-7B-Base config.json: 36 layers, 4096 wide, 32 heads, 8 KV
+    // heads, 11008 FFN, Qwen2's tokenizer padded to 151680, one MTP block) on llama.cpp's mimo2 graph,
+    // the dense model with MTP layers the pin can run: its attention with a window past the context
+    // is MiMo-7B's full attention (mimo2 requires sliding-window keys)
+    model_shape mimo = qw;
+    mimo.name = "mimo-7b";
+    mimo.arch = "mimo2";
+    mimo.source = "XiaomiMiMo/MiMo-7B-Base (on llama.cpp's mimo2 graph)";
+    model_shape_set_dims(mimo, {151680, 36, 4096, 11008, 32, 8, 32768});
+    mimo.n_nextn = 1;
+    mimo.qkv_bias = false;
+    mimo.tied_output = false;
+    // at toy size with deepseek-coder's tokenizer (32k rows instead of 152k: a test model of a few
+    // MB), 256 wide so that K-quants apply
+    model_shape tiny_mimo = toy(mimo, "tiny-mimo2", "mimo2 (one MTP block) at toy size, deepseek-coder's tokenizer", 256, 768, 2);
+    tiny_mimo.vocab = ds.vocab;
+    tiny_mimo.n_vocab = ds.n_vocab;
+    tiny_mimo.add_bos = -1;
+    tiny_mimo.tokens.clear();
+    v.push_back(tiny_mimo);
+
     v.push_back(ds);
 
     model_shape ds7 = ds;  // deepseek-ai/deepseek-coder-6.7b-base config.json
@@ -94,6 +115,7 @@ static std::vector<model_shape> shapes_build() {
     v.push_back(ds7);
 
     v.push_back(qw);
+    v.push_back(mimo);
     return v;
 }
 
@@ -116,8 +138,14 @@ bool model_shape_validate(const model_shape & s, std::string * error) {
         if (error) *error = "shape '" + s.name + "': " + msg;
         return false;
     };
-    if (s.arch != "llama" && s.arch != "qwen2") {
-        return fail("arch '" + s.arch + "' not supported (llama, qwen2)");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "mimo2") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2, mimo2)");
+    }
+    if (s.n_nextn > 0 && s.arch != "mimo2") {
+        return fail("MTP blocks (n_nextn " + std::to_string(s.n_nextn) + ") need arch mimo2");
+    }
+    if (s.arch == "mimo2" && (s.tied_output || s.qkv_bias)) {
+        return fail("mimo2 has an output layer of its own and no attention biases");
     }
     if (s.vocab.empty() || s.vocab.find('/') != std::string::npos) {
         return fail("vocab '" + s.vocab + "' must name a ggml-vocab-<vocab>.gguf file");
@@ -220,13 +248,20 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
     const float std_embd = 0.02f;
     const float std_out  = s.tied_output ? std_embd : lecun(n_embd);
 
+    // mimo2: Q, K and V in one matrix (its MTP graph requires it), and after the trunk the MTP blocks:
+    // a decoder block fed eh_proj(concat(enorm(embedding of the next token), hnorm(the trunk's state)))
+    const bool fused_qkv = s.arch == "mimo2";
     mat("token_embd.weight", n_embd, n_vocab, std_embd);
-    for (uint32_t il = 0; il < s.n_layer; il++) {
+    for (uint32_t il = 0; il < s.n_layer + s.n_nextn; il++) {
         const std::string p = "blk." + std::to_string(il) + ".";
         vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
-        mat(p + "attn_q.weight", n_embd, n_embd, lecun(n_embd));
-        mat(p + "attn_k.weight", n_embd, n_embd_kv, lecun(n_embd));
-        mat(p + "attn_v.weight", n_embd, n_embd_kv, lecun(n_embd));
+        if (fused_qkv) {
+            mat(p + "attn_qkv.weight", n_embd, n_embd + 2 * n_embd_kv, lecun(n_embd));
+        } else {
+            mat(p + "attn_q.weight", n_embd, n_embd, lecun(n_embd));
+            mat(p + "attn_k.weight", n_embd, n_embd_kv, lecun(n_embd));
+            mat(p + "attn_v.weight", n_embd, n_embd_kv, lecun(n_embd));
+        }
         if (s.qkv_bias) {
             vec(p + "attn_q.bias", n_embd, INIT_NORMAL, 0.02f);
             vec(p + "attn_k.bias", n_embd_kv, INIT_NORMAL, 0.02f);
@@ -237,6 +272,11 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
         mat(p + "ffn_gate.weight", n_embd, n_ff, lecun(n_embd));
         mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));
         mat(p + "ffn_down.weight", n_ff, n_embd, lecun(n_ff));
+        if (il >= s.n_layer) {
+            mat(p + "nextn.eh_proj.weight", 2 * n_embd, n_embd, lecun(2 * n_embd));
+            vec(p + "nextn.enorm.weight", n_embd, INIT_CONST, 1.0f);
+            vec(p + "nextn.hnorm.weight", n_embd, INIT_CONST, 1.0f);
+        }
     }
     // the normed state has RMS 1, so logits = output . (gamma * normed) have std gamma * std_out * sqrt(n_embd)
     vec("output_norm.weight", n_embd, INIT_CONST, LOGIT_STD / (std_out * std::sqrt((float) n_embd)));

@@ -104,6 +104,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     drafter_inputs in;
     in.original = rq.original;
     in.target = rn.target.model.get();
+    in.target_ctx = &ctx;
     in.draft_model = rn.draft.model.get();
     in.draft_params = rn.params.draft;
     in.draft_params.n_ctx = rn.params.n_ctx;

@@ -26,9 +26,11 @@ namespace {
 // tokens in one llama_decode a step), or with --kv-reuse pie contexts of their own: PIE decodes an
 // edit's gaps under a spare sequence beside the slot's, which a view's one stream does not have
 bool add_slots(server_state & s, const server_params & p, const runner_params & rp, std::string * error) {
-    if (p.prompt_cache.mode == KV_REUSE_PIE) {
-        ES_SAY("serve", "--kv-reuse pie: each slot has a context of its own and requests decode a "
-                        "pass each, not batched (the default, --kv-reuse prefix, batches them)\n");
+    if (p.prompt_cache.mode == KV_REUSE_PIE || s.method.uses_head()) {
+        ES_SAY("serve", "%s: each slot has a context of its own and requests decode a pass each, not "
+                        "batched (the default, --kv-reuse prefix, batches them)\n",
+               s.method.uses_head() ? ("--method " + s.method.name + " drafts with the model's own head").c_str()
+                                    : "--kv-reuse pie");
         s.slots->add(std::move(s.rn.ctx));
         for (int32_t i = 1; i < p.n_parallel; i++) {
             auto ctx = runner_new_context(s.rn, error);

@@ -1,0 +1,252 @@
+// Model-native drafters (src/draft/llama-heads.cpp): llama.cpp's draft-mtp on a generated mimo2 model
+// with one MTP block (make-model's tiny-mimo2, random weights): the output equals ar's token for
+// token on every weight type tested, 1 and 2 threads, alone and with Reuse in one tree, and the head
+// stays in step with the target for the whole request (it drafts on every pass).
+#include "common/test-util.h"
+#include "editspec/decoder.h"
+#include "editspec/drafters.h"
+#include "editspec/make-model.h"
+#include "editspec/methods.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+using namespace editspec;
+
+namespace {
+
+std::string mimo_model(const std::string & type) {
+    const std::string path = std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-mimo2-" + type + ".gguf";
+    if (!std::filesystem::exists(path)) {
+        make_model_params p;
+        p.shape = "tiny-mimo2";
+        p.out = path;
+        p.type = make_model_type_from_name(type);
+        if (p.type == GGML_TYPE_COUNT) {
+            p.type = GGML_TYPE_F16;
+            p.ftype = make_model_ftype_from_name(type);
+        }
+        p.seed = 7;
+        p.n_threads = 2;
+        std::string err;
+        EXPECT_TRUE(make_model(p, &err)) << err;
+    }
+    return path;
+}
+
+token_vec prompt_of(const model & m, int i) {
+    static const char * texts[] = {
+        "def fibonacci(n):\n    if n < 2:\n        return n\n",
+        "import os\n\nclass Config:\n    def __init__(self, path):\n        self.path = path\n",
+        "for (int i = 0; i < n; i++) {\n    sum += a[i] * b[i];\n}\n",
+    };
+    return m.tokenize(texts[i % 3], true, false);
+}
+
+std::unique_ptr<drafter_i> make_row(const char * name, const drafter_inputs & in) {
+    const drafter_desc * d = drafter_find(name);
+    EXPECT_NE(d, nullptr) << name;
+    if (!d) return nullptr;
+    std::string err;
+    EXPECT_TRUE(drafter_inputs_meet(*d, in, &err)) << err;
+    auto dr = d->make(*d, in, &err);
+    EXPECT_TRUE(dr) << err;
+    return dr;
+}
+
+// a drafter as it was called: every proposal's history length and the tokens it added
+struct recording_drafter : drafter_i {
+    drafter_i & inner;
+    std::vector<std::pair<size_t, token_vec>> calls;
+    explicit recording_drafter(drafter_i & d) : inner(d) {}
+    const char * name() const override { return inner.name(); }
+    uint8_t source() const override { return inner.source(); }
+    void begin(std::span<const llama_token> prompt) override { inner.begin(prompt); }
+    void accept(std::span<const llama_token> a) override { inner.accept(a); }
+    void sized(const draft_tree & sent) override { inner.sized(sent); }
+    // the inner drafter proposes its whole draft (--head-max tokens) into a tree of its own, which
+    // then joins the pass's tree as far as the budget goes
+    void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
+        draft_tree own;
+        inner.propose(history, own, 64);
+        const token_vec path = own.empty() ? token_vec() : own.path_to(own.size() - 1);
+        calls.emplace_back(history.size(), path);
+        if (!path.empty() && budget > 0) tree.add_path(-1, path, inner.source(), tree.size() + budget);
+    }
+};
+
+} // namespace
+
+// after passes of kept and rejected drafts, the head drafts from the target's states what a fresh head
+// drafts after the same history encoded at once (its KV and its carried state follow the target's)
+TEST(heads, draft_mtp_drafts_as_a_fresh_head_would) {
+    auto m = test::load_or_fail(mimo_model("q8_0"));
+    ASSERT_TRUE(m);
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_threads = 2;
+    cp.n_seq_max = 8;
+    auto ctx = test::context_or_fail(*m, cp);
+    ASSERT_TRUE(ctx);
+    drafter_inputs in;
+    in.target = m.get();
+    in.target_ctx = ctx.get();
+    const token_vec prompt = prompt_of(*m, 1);
+    generate_params gp;
+    gp.n_predict = 40;
+    const generate_result ar = generate_ar(*ctx, prompt, gp);
+    // Reuse of ar's answer with every 7th token spoiled keeps 0-6 tokens a pass, so the head's carried
+    // state is taken from every row of a pass
+    token_vec original = ar.tokens;
+    for (size_t k = 3; k < original.size(); k += 7) original[k] = (original[k] + 7) % m->facts().n_vocab;
+    in.original = original;
+    auto head = make_row("llama-draft-mtp", in);
+    auto reuse = make_row("reuse", in);
+    ASSERT_TRUE(head && reuse);
+    recording_drafter rec(*head);
+    drafter_i * ds[] = {reuse.get(), &rec};
+    spec_params sp;
+    sp.draft_max = 12;
+    const generate_result r = generate_spec(*ctx, prompt, gp, sp, ds);
+    ASSERT_EQ(r.tokens, ar.tokens);
+    ASSERT_GT(r.accepted, 10) << "Reuse's drafts were kept: passes of several rows";
+    ASSERT_GE(rec.calls.size(), 4u);
+    token_vec history = prompt;
+    history.insert(history.end(), r.tokens.begin(), r.tokens.end());
+    for (size_t c : {(size_t) 1, rec.calls.size() / 2, rec.calls.size() - 1}) {
+        const auto & [n, draft] = rec.calls[c];
+        if (draft.empty()) continue; // Reuse's path took the budget
+        SCOPED_TRACE("proposal " + std::to_string(c) + " after " + std::to_string(n) + " tokens");
+        auto fresh_ctx = test::context_or_fail(*m, cp);
+        drafter_inputs fin = in;
+        fin.original = {};
+        fin.target_ctx = fresh_ctx.get();
+        auto fresh = make_row("llama-draft-mtp", fin);
+        recording_drafter frec(*fresh);
+        drafter_i * fds[] = {&frec};
+        generate_params one;
+        one.n_predict = 1;
+        const generate_result fr = generate_spec(*fresh_ctx, std::span<const llama_token>(history).first(n), one, sp, fds);
+        ASSERT_NE(fr.stop, STOP_REASON_ERROR) << fr.error;
+        ASSERT_FALSE(frec.calls.empty());
+        EXPECT_EQ(frec.calls[0].first, n);
+        EXPECT_EQ(frec.calls[0].second, draft);
+    }
+}
+
+// every weight type, 1 and 2 threads: llama-draft-mtp's output is ar's, and the head drafts --head-max
+// tokens on every pass but the last (a head that lost step with the target stops drafting)
+TEST(heads, draft_mtp_is_lossless_and_stays_in_step) {
+    for (const char * type : {"f16", "q8_0", "q4_k_m"}) {
+        auto m = test::load_or_fail(mimo_model(type));
+        ASSERT_TRUE(m);
+        ASSERT_EQ(llama_model_n_layer_nextn(m->get()), 1);
+        for (int32_t threads : {1, 2}) {
+            context_params cp;
+            cp.n_ctx = 512;
+            cp.n_threads = threads;
+            cp.n_seq_max = 8;
+            auto ctx = test::context_or_fail(*m, cp);
+            ASSERT_TRUE(ctx);
+            for (int i = 0; i < 3; i++) {
+                SCOPED_TRACE(std::string(type) + ", " + std::to_string(threads) + " threads, prompt " + std::to_string(i));
+                const token_vec prompt = prompt_of(*m, i);
+                generate_params gp;
+                gp.n_predict = 48;
+                const generate_result ar = generate_ar(*ctx, prompt, gp);
+                ASSERT_EQ(ar.stop, STOP_REASON_MAX_TOKENS) << ar.error;
+
+                drafter_inputs in;
+                in.target = m.get();
+                in.target_ctx = ctx.get();
+                auto head = make_row("llama-draft-mtp", in);
+                ASSERT_TRUE(head);
+                drafter_i * ds[] = {head.get()};
+                spec_params sp;
+                sp.draft_max = 3;
+                const generate_result r = generate_spec(*ctx, prompt, gp, sp, ds);
+                ASSERT_NE(r.stop, STOP_REASON_ERROR) << r.error;
+                EXPECT_EQ(r.tokens, ar.tokens);
+                // (the last two passes are shortened by n_predict)
+                EXPECT_GE(r.draft_tokens, 3 * (r.target_passes - 2)) << r.target_passes << " passes";
+            }
+        }
+    }
+}
+
+// EfficientEdit's split with the model's head: Reuse drafts the original where it holds, the head where
+// Reuse is rejected; and reuse+llama-draft-mtp, both in one tree: both equal ar
+TEST(heads, reuse_and_the_head_in_one_tree_are_lossless) {
+    auto m = test::load_or_fail(mimo_model("q8_0"));
+    ASSERT_TRUE(m);
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_threads = 2;
+    cp.n_seq_max = 8;
+    auto ctx = test::context_or_fail(*m, cp);
+    ASSERT_TRUE(ctx);
+    for (int i = 0; i < 3; i++) {
+        const token_vec prompt = prompt_of(*m, i);
+        generate_params gp;
+        gp.n_predict = 64;
+        const generate_result ar = generate_ar(*ctx, prompt, gp);
+        // the original: ar's answer with a few tokens changed (an edit the model writes), so both
+        // phases run
+        token_vec original = ar.tokens;
+        for (size_t k = 9; k < original.size(); k += 17) original[k] = (original[k] + 101) % m->facts().n_vocab;
+        for (const char * method : {"efficientedit-mtp", "reuse+llama-draft-mtp"}) {
+            SCOPED_TRACE(std::string(method) + ", prompt " + std::to_string(i));
+            method_spec ms;
+            std::string err;
+            ASSERT_TRUE(method_parse(method, ms, &err)) << err;
+            drafter_inputs in;
+            in.target = m.get();
+            in.target_ctx = ctx.get();
+            in.original = original;
+            std::vector<std::unique_ptr<drafter_i>> owned;
+            ASSERT_TRUE(method_make_drafters(ms, in, owned, &err)) << err;
+            std::vector<drafter_i *> ds;
+            for (auto & d : owned) ds.push_back(d.get());
+            spec_params sp;
+            sp.draft_max = 8;
+            const generate_result r = generate_spec(*ctx, prompt, gp, sp, ds);
+            ASSERT_NE(r.stop, STOP_REASON_ERROR) << r.error;
+            EXPECT_EQ(r.tokens, ar.tokens);
+            EXPECT_GT(r.by_source[DRAFT_SOURCE_REUSE].n_offered, 0);
+            EXPECT_GT(r.by_source[DRAFT_SOURCE_MODEL].n_offered, 0);
+        }
+    }
+}
+
+// a model without MTP layers: the rows are refused naming the file; the CLI lists them in --help and
+// runs them to ar's output
+TEST(heads, rows_refused_without_a_head_and_listed) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    drafter_inputs in;
+    in.target = m.get();
+    std::string err;
+    EXPECT_FALSE(drafter_inputs_meet(*drafter_find("llama-draft-mtp"), in, &err));
+    EXPECT_NE(err.find("multi-token-prediction"), std::string::npos) << err;
+    EXPECT_NE(err.find(test::tiny_model_q8_path()), std::string::npos) << err;
+
+    std::string help;
+    ASSERT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " complete --help", &help), 0) << help;
+    EXPECT_NE(help.find("llama-draft-mtp"), std::string::npos);
+    EXPECT_NE(help.find("--head-max"), std::string::npos);
+
+    const std::string base = std::string(EDITSPEC_BIN) + " complete -m " + mimo_model("q8_0") +
+                             " -t 1 -c 256 -n 32 -p 'def add(a, b):' ";
+    std::string ar, head;
+    ASSERT_EQ(test::run_command(base + "--method ar", &ar), 0) << ar;
+    ASSERT_EQ(test::run_command(base + "--method llama-draft-mtp --head-max 2", &head), 0) << head;
+    EXPECT_EQ(ar, head);
+    std::string bad;
+    EXPECT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " complete -m " + test::tiny_model_q8_path() +
+                                    " -t 1 -n 4 -p 'x' --method llama-draft-mtp 2>&1",
+                                &bad),
+              2)
+        << bad;
+    EXPECT_NE(bad.find("multi-token-prediction"), std::string::npos) << bad;
+}
