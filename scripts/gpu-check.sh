@@ -14,6 +14,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry=$(cd "${1:?usage: scripts/gpu-check.sh DIR}" && pwd)
+carried=$carry
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-570}))
@@ -75,6 +76,11 @@ else
 fi
 export LD_LIBRARY_PATH=$prefix/lib:$carry/lib:/usr/local/cuda/lib64
 es=$carry/bin/editspec
+# a newer editspec than the tarball's, carried beside it (DIR/editspec.xz: the stripped binary, xz)
+if [ -f "$carried/editspec.xz" ]; then
+    xz -dc "$carried/editspec.xz" >/tmp/editspec-new && chmod +x /tmp/editspec-new && es=/tmp/editspec-new
+    say "editspec: DIR/editspec.xz"
+fi
 vocab=$prefix/share/editspec/vocab
 "$es" check-exact --help >/dev/null || { say "error: editspec does not run here"; ldd "$es" >>"$log"; exit 1; }
 
@@ -106,6 +112,39 @@ if [ "${GPU_CHECK_PLAN:-}" = serve ]; then
     for f in /tmp/concurrency-*.log; do echo "--- $f" >>"$log"; tail -4 "$f" >>"$log"; done
     for f in plain-exact edit-exact plain-stock; do echo "=== $f"; grep -v '^{' "$out/$f.txt" 2>/dev/null; done
     grep -E "skip|error|Error|exited|failed" "$log"
+    exit 0
+fi
+# GPU_CHECK_PLAN=heads (issue 60): a model's own MTP head driven by editspec (--method llama-draft-mtp) and
+# by llama-server (--spec-type draft-mtp) on the mimo-7b shape (MiMo-7B's numbers, one MTP block, random
+# weights, Q8_0): the head's draft step and generation speed, editspec exact (its default) and on the stock
+# kernels with CUDA graphs (EDITSPEC_CUDA_EXACT=0 EDITSPEC_CUDA_GRAPHS=1, llama-server's kernels); then,
+# time left, issue 53's edits with `prediction` at 4 clients in longer rounds (6 requests each, 3 rounds)
+if [ "${GPU_CHECK_PLAN:-}" = heads ]; then
+    hshape=${GPU_CHECK_HEADS_SHAPE:-mimo-7b}
+    mm=$m/$hshape-q8_0.gguf
+    mkdir -p /tmp/heads-logs
+    heads() { python3 "$root/bench/heads.py" --es "$es" --peers "$prefix/bin" --peer-args "${GPU_CHECK_PEER_ARGS--ngl 99}" \
+        --threads 4 --log-dir /tmp/heads-logs --requests 4 --rounds 2 --n-predict 128 "$@"; }
+    export -f heads; export prefix
+    stage 60 "$hshape q8_0" make_model "$hshape" q8_0
+    stage 120 "heads, exact" heads --model "$mm" --json "$out/heads-exact.json" >"$out/heads-exact.txt" 2>>"$log"
+    grep -h "statistics\|llama-draft-mtp:" /tmp/heads-logs/heads-*.log | tail -4 >>"$log"
+    stage 120 "heads, stock kernels" env EDITSPEC_CUDA_EXACT=0 EDITSPEC_CUDA_GRAPHS=1 bash -c 'heads "$@"' _ --model "$mm" \
+        --json "$out/heads-stock.json" >"$out/heads-stock.txt" 2>>"$log"
+    grep -h "statistics\|llama-draft-mtp:" /tmp/heads-logs/heads-*.log | tail -4 >>"$log"
+    rm -f "$mm"
+    if [ -f "$carry/target-q8_0.gguf" ]; then
+        conc() { python3 "$root/bench/concurrency.py" --es "$es" --peers "$prefix/bin" --peer-args "-ngl 99" --threads 4 "$@"; }
+        export -f conc
+        for spec in ${GPU_CHECK_EDIT_SPECS:-ngram-simple}; do # llama-server's --spec-type, each in turn
+            stage 60 "edit, 4 clients, 6 requests, $spec" conc --model "$carry/target-q8_0.gguf" --mode edit --clients 4 \
+                --requests 6 --rounds 3 --max-tokens 400 --ctx 2048 --spec-type "$spec" >"$out/edit-4-$spec.txt" 2>>"$log"
+        done
+    fi
+    for f in "$out"/heads-exact.txt "$out"/heads-stock.txt "$out"/edit-4-*.txt; do
+        echo "=== $(basename "$f" .txt)"; grep -v '^{' "$f" 2>/dev/null
+    done
+    grep -E "skip|error|Error|exited|failed|Traceback" "$log"
     exit 0
 fi
 for t in f16 q8_0 q4_k_m; do stage 5 "tiny-256 $t" make_model tiny-256 $t; done

@@ -13,6 +13,7 @@
 // rows after each pass. It needs a context of its own (not a batched server's view) and chains on
 // sequence 0, which greedy verification sends; a batch it cannot follow (a tree, another sequence, a
 // gap) ends its drafting for the request, which costs speed and never an answer.
+#include "editspec/clock.h"
 #include "editspec/drafters.h"
 #include "editspec/efficientedit.h"
 #include "editspec/log.h"
@@ -42,6 +43,10 @@ public:
         tgt_.set_decode_hook([this](const llama_batch & b) { seen(b); });
     }
     ~mtp_drafter() override {
+        // what llama-server's common_speculative_print_stats says as dur(g): beside it, the same head's cost
+        ES_LOG_INFO("llama-draft-mtp: %lld drafts in %.3f ms (%.3f ms a draft), %lld target batches followed in %.3f ms\n",
+                    (long long) n_drafts_, t_draft_ms_, n_drafts_ ? t_draft_ms_ / (double) n_drafts_ : 0.0,
+                    (long long) n_seen_, t_seen_ms_);
         tgt_.set_decode_hook({});
         common_speculative_free(spec_);
         llama_free(dft_);
@@ -93,6 +98,7 @@ private:
     llama_pos kv_end() const { return tgt_.kv_pos_max(0) + 1; }
 
     void draft_at(llama_token last, llama_pos pos0, int32_t n_max, const llama_tokens * prompt) {
+        const auto t0 = clock_type::now();
         draft_.clear();
         static const llama_tokens none;
         common_speculative_get_draft_params(spec_, 0) = {
@@ -106,6 +112,8 @@ private:
         common_speculative_draft(spec_);
         // the draft's cells go: the target's pass decodes those positions again, with its real states
         llama_memory_seq_rm(llama_get_memory(dft_), 0, pos0, -1);
+        t_draft_ms_ += ms_since(t0);
+        n_drafts_++;
     }
 
     // every batch the target decoded: the head decodes the same tokens beside the target's states
@@ -117,7 +125,13 @@ private:
                 return stop("a batch it cannot follow (a tree, another sequence or a gap in positions)");
             }
         }
+        // on a GPU llama_decode returns before the pass ends, and the head reads its states: the wait for
+        // the target's pass is not the head's time
+        llama_synchronize(tgt_.get());
+        const auto t0 = clock_type::now();
         if (!common_speculative_process(spec_, b)) return stop("its context failed to decode");
+        t_seen_ms_ += ms_since(t0);
+        n_seen_++;
         last_pos0_ = b.pos[0];
         last_rows_ = b.n_tokens;
     }
@@ -136,6 +150,8 @@ private:
     llama_pos last_pos0_ = -1; // first position of the last batch the head saw
     int32_t last_rows_ = 0;
     bool broken_ = false;
+    int64_t n_drafts_ = 0, n_seen_ = 0;
+    double t_draft_ms_ = 0.0, t_seen_ms_ = 0.0;
 };
 
 // the head's context beside the target's, as common_speculative_init_result makes it for draft-mtp

@@ -86,14 +86,15 @@ static std::vector<model_shape> shapes_build() {
     v.push_back(toy(qw, "tiny-qwen2", "qwen2.5-coder-1.5b at toy size", 64, 192, 2));
 
     // MiMo-7B's numbers (XiaomiMiMo/MiMo-7B-Base config.json: 36 layers, 4096 wide, 32 heads, 8 KV
-    // heads, 11008 FFN, Qwen2's tokenizer padded to 151680, one MTP block) on llama.cpp's mimo2 graph,
+    // heads, 11008 FFN, Qwen2's tokenizer (151680 rows; here the 151936 of llama.cpp's Qwen2 vocabulary file),
+    // one MTP block) on llama.cpp's mimo2 graph,
     // the dense model with MTP layers the pin can run: its attention with a window past the context
     // is MiMo-7B's full attention (mimo2 requires sliding-window keys)
     model_shape mimo = qw;
     mimo.name = "mimo-7b";
     mimo.arch = "mimo2";
     mimo.source = "XiaomiMiMo/MiMo-7B-Base (on llama.cpp's mimo2 graph)";
-    model_shape_set_dims(mimo, {151680, 36, 4096, 11008, 32, 8, 32768});
+    model_shape_set_dims(mimo, {151936, 36, 4096, 11008, 32, 8, 32768});
     mimo.n_nextn = 1;
     mimo.qkv_bias = false;
     mimo.tied_output = false;
