@@ -55,6 +55,7 @@ struct drafter_inputs {
     context * target_ctx      = nullptr;   // the context the target decodes the request in (a model-native
                                            // head reads its hidden states: llama-heads.cpp), null = none
     const model * draft_model = nullptr;   // a draft model (--draft-model), null = none
+    const model * head_model  = nullptr;   // a head file over the target (--head-model: EAGLE-3, DFlash), null = none
     draft_model_params draft_params;       // the draft model's gamma, context, threads
     std::span<const datastore * const> datastores;      // the common datastores (--datastore)
     std::span<const datastore * const> repo_datastores; // the repository's (--repo-datastore)
@@ -66,7 +67,8 @@ enum drafter_need : uint8_t {
     DRAFTER_NEEDS_ORIGINAL    = 1, // the code being edited (an edit or apply, or `prediction`)
     DRAFTER_NEEDS_DRAFT_MODEL = 2,
     DRAFTER_NEEDS_DATASTORE   = 4, // a common or repository datastore
-    DRAFTER_NEEDS_HEAD        = 8, // a target with a head of its own (multi-token-prediction layers)
+    DRAFTER_NEEDS_HEAD        = 8, // a head: the target's multi-token-prediction layers, or a head file of
+                                   // the row's kind (drafter_head_missing says which)
 };
 
 // the nodes a lossy acceptance policy (entropy, topk, ...) may judge; the others are verified greedily
@@ -99,6 +101,8 @@ const drafter_desc * drafter_find(const std::string & name);
 bool drafter_table_add(const drafter_desc & d);
 // "a, b, c": every name, for errors and --help
 std::string drafter_names_list();
+// true when `in` lacks the head the head row `row` drafts with (src/draft/llama-heads.cpp); *why says what
+bool drafter_head_missing(const char * row, const drafter_inputs & in, std::string * why);
 // whether `in` meets d's needs; false with *error naming what is missing
 bool drafter_inputs_meet(const drafter_desc & d, const drafter_inputs & in, std::string * error);
 

@@ -53,7 +53,8 @@ struct model_shape_token {
 
 struct model_shape {
     std::string name;        // "deepseek-coder-1.3b"
-    std::string arch;        // general.architecture: "llama", "qwen2" or "mimo2" (multi-token prediction)
+    std::string arch;        // general.architecture: "llama", "qwen2", "mimo2" (multi-token prediction), or a
+                             // head file's "eagle3" or "dflash"
     std::string vocab;       // tokenizer: <vocab dir>/ggml-vocab-<vocab>.gguf, e.g. "deepseek-coder"
     std::string source;      // where the numbers come from (HF repo), for --list; may be empty
 
@@ -76,6 +77,14 @@ struct model_shape {
     bool qkv_bias    = false;     // attn_q/k/v.bias (Qwen2)
     bool tied_output = false;     // no output.weight: the output layer reuses token_embd
 
+    // a speculative head file over a target (arch "eagle3" or "dflash"; llama.cpp's draft-eagle3,
+    // draft-dflash, draft-dspark): one or more decoder blocks that read the target's layers below
+    std::vector<int32_t> target_layers; // the target layers whose inputs it reads (eagle3: exactly 3)
+    uint32_t target_hidden = 0;   // eagle3: the target's n_embd (dflash: its own n_embd must equal it)
+    uint32_t block_size    = 0;   // dflash: tokens a block drafts, 0 = llama.cpp's 16 (DSpark needs it)
+    uint32_t markov_rank   = 0;   // > 0: DSpark, DFlash with a Markov head of this rank
+    int32_t  mask_token    = -1;  // dflash: tokenizer.ggml.mask_token_id (a padding row of the vocabulary)
+
     int32_t add_bos = -1;         // tokenizer.ggml.add_bos_token: -1 = as in the vocabulary file
     std::vector<model_shape_token> tokens; // set after padding
 };
@@ -90,7 +99,7 @@ model_dims model_shape_dims(const model_shape & shape);
 void model_shape_set_dims(model_shape & shape, const model_dims & d);
 
 // built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, deepseek-coder-1.3b, deepseek-coder-6.7b,
-// qwen2.5-coder-1.5b, mimo-7b
+// qwen2.5-coder-1.5b, mimo-7b; head files for tiny-256: tiny-256-eagle3, tiny-256-dflash, tiny-256-dspark
 const std::vector<model_shape> & model_shapes();
 
 // nullptr when no built-in shape has that name

@@ -36,6 +36,7 @@ namespace editspec {
 struct runner_params {
     std::string model_path;        // the target GGUF
     std::string draft_model_path;  // a draft model with the target's vocabulary, "" = none
+    std::string head_model_path;   // a head file over the target (EAGLE-3, DFlash; --head-model), "" = none
     int32_t n_ctx      = 4096;     // the target's KV cache, tokens (the draft model's too)
     int32_t n_threads  = 0;        // 0 = all cores
     bool    flash_attn = true;
@@ -51,6 +52,7 @@ struct runner {
     runner_params params;
     model_load_result target;
     model_load_result draft;       // empty without a draft model
+    model_load_result head;        // empty without a head file
     std::unique_ptr<context> ctx;
     cost_model cost;               // empty until a method needs it
     std::vector<std::unique_ptr<datastore>> datastores; // memory-mapped, shared read-only by slots

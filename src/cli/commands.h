@@ -66,6 +66,7 @@ int check_draft_options(const char * cmd, const draft_model_params & dp);
 struct request_opts {
     std::string model;           // -m, "" = default_model_path()
     std::string draft_model;     // --draft-model, "" = default_draft_model_path() when the method needs one
+    std::string head_model;      // --head-model: an EAGLE-3 or DFlash head file over the target
     draft_model_params draft;    // --gamma, --draft-p-min
     method_settings settings;    // --copy-gamma, --alpha, --entropy-k, ...
     std::string method = "auto"; // --method (methods.h)

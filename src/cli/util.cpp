@@ -169,6 +169,9 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
     sub->add_option("--draft-model", o.draft_model,
                     "GGUF draft model with the target's vocabulary (sd, efficientedit; default: $EDITSPEC_DRAFT_MODEL, "
                     "or the shipped draft model with the shipped target)");
+    sub->add_option("--head-model", o.head_model,
+                    "a head file trained over the target, as llama-server's -md takes it (llama-draft-eagle3: arch eagle3; "
+                    "llama-draft-dflash, llama-draft-dspark: arch dflash)");
     add_draft_options(sub, o.draft);
     add_method_settings(sub, o.settings);
     sub->add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
@@ -205,6 +208,7 @@ int request_runner_params(const char * cmd, const request_opts & o, method_spec 
                                    "vocabulary of '" + rp.model_path + "') or set EDITSPEC_DRAFT_MODEL");
         }
     }
+    rp.head_model_path = o.head_model;
     rp.n_ctx = o.n_ctx;
     rp.n_threads = o.threads;
     rp.flash_attn = o.flash_attn;
@@ -223,6 +227,7 @@ int open_request_runner(const char * cmd, const request_opts & o, method_spec & 
     if (!runner_open(rp, rn, &error)) {
         // models and datastores that loaded but a context that could not be created: the machine's failure
         const bool inputs_ok = rn.target.model && (rp.draft_model_path.empty() || rn.draft.model) &&
+                               (rp.head_model_path.empty() || rn.head.model) &&
                                rn.datastores.size() == rp.datastore_paths.size() + rp.repo_datastore_paths.size();
         return inputs_ok ? fail_runtime(cmd, error) : fail_input(cmd, error);
     }

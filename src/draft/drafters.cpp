@@ -83,10 +83,8 @@ bool drafter_inputs_meet(const drafter_desc & d, const drafter_inputs & in, std:
     if ((d.needs & DRAFTER_NEEDS_DRAFT_MODEL) && (!in.draft_model || !in.target)) {
         return fail(!in.draft_model ? "a draft model (--draft-model)" : "the target model");
     }
-    if ((d.needs & DRAFTER_NEEDS_HEAD) && (!in.target || llama_model_n_layer_nextn(in.target->get()) <= 0)) {
-        return fail("a model with multi-token-prediction layers (GGUF key <arch>.nextn_predict_layers: MiMo, "
-                    "Qwen3.5, Qwen3-Next, DeepSeek-V3, GLM-4.5, ...)" +
-                    (in.target ? ", and '" + in.target->path() + "' has none" : std::string()));
+    if (std::string why; (d.needs & DRAFTER_NEEDS_HEAD) && drafter_head_missing(d.name, in, &why)) {
+        return fail(why);
     }
     if ((d.needs & DRAFTER_NEEDS_DATASTORE) && in.datastores.empty() && in.repo_datastores.empty()) {
         return fail("a datastore (--datastore FILE for a common one, --repo-datastore FILE for the repository's; "

@@ -145,6 +145,12 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
         gguf_set_arr_data(c, (a + ".attention.sliding_window_pattern").c_str(), GGUF_TYPE_INT32, swa.data(), n_all);
     }
 
+    if (a == "eagle3" || a == "dflash") {
+        gguf_set_arr_data(c, (a + ".target_layers").c_str(), GGUF_TYPE_INT32, s.target_layers.data(), s.target_layers.size());
+        if (a == "eagle3") gguf_set_val_u32(c, (a + ".target_hidden_size").c_str(), s.target_hidden);
+        if (s.block_size > 0) gguf_set_val_u32(c, (a + ".block_size").c_str(), s.block_size);
+    }
+
     gguf_set_val_bool(c, "editspec.random_weights", true);
     gguf_set_val_str(c, "editspec.shape", s.name.c_str());
     gguf_set_val_u64(c, "editspec.seed", p.seed);
@@ -248,6 +254,7 @@ static gguf_ptr metadata_build(const model_shape & s, const make_model_params & 
     gguf_ptr g(gguf_init_empty());
     metadata_model(g.get(), s, p, n);
     metadata_tokenizer(g.get(), voc.get(), k, s, n);
+    if (s.mask_token >= 0) gguf_set_val_u32(g.get(), "tokenizer.ggml.mask_token_id", (uint32_t) s.mask_token);
     return g;
 }
 

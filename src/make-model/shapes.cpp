@@ -107,6 +107,29 @@ static std::vector<model_shape> shapes_build() {
     tiny_mimo.tokens.clear();
     v.push_back(tiny_mimo);
 
+    // speculative head files for tiny-256 (llama.cpp's draft-eagle3, draft-dflash, draft-dspark): one
+    // block as wide as the target, the target's tokenizer, token embeddings and output layer taken from
+    // the target (llama.cpp's ctx_other); the 2-layer target's layer inputs 0 and 1 are what it offers
+    model_shape eagle = toy(ds, "tiny-256-eagle3", "an EAGLE-3 head file for tiny-256", 256, 768, 4);
+    eagle.arch = "eagle3";
+    eagle.n_layer = 1;
+    eagle.target_layers = {0, 1, 1};
+    eagle.target_hidden = 256;
+    v.push_back(eagle);
+    model_shape dflash = toy(ds, "tiny-256-dflash", "a DFlash head file for tiny-256", 256, 768, 4);
+    dflash.arch = "dflash";
+    dflash.n_layer = 1;
+    dflash.target_layers = {0, 1};
+    dflash.target_hidden = 256;
+    dflash.mask_token = (int32_t) ds.n_vocab - 1; // a [PAD] row: the vocabulary file has fewer tokens
+    v.push_back(dflash);
+    model_shape dspark = dflash;
+    dspark.name = "tiny-256-dspark";
+    dspark.source = "a DSpark head file (DFlash with a Markov head) for tiny-256";
+    dspark.block_size = 16;
+    dspark.markov_rank = 32;
+    v.push_back(dspark);
+
     v.push_back(ds);
 
     model_shape ds7 = ds;  // deepseek-ai/deepseek-coder-6.7b-base config.json
@@ -139,8 +162,16 @@ bool model_shape_validate(const model_shape & s, std::string * error) {
         if (error) *error = "shape '" + s.name + "': " + msg;
         return false;
     };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "mimo2") {
-        return fail("arch '" + s.arch + "' not supported (llama, qwen2, mimo2)");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "mimo2" && s.arch != "eagle3" && s.arch != "dflash") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2, mimo2, eagle3, dflash)");
+    }
+    if (s.arch == "eagle3" && (s.target_layers.size() != 3 || s.n_layer != 1 || s.target_hidden == 0)) {
+        return fail("an eagle3 head has 1 block, 3 target layers and the target's width (target_hidden)");
+    }
+    if (s.arch == "dflash" && (s.target_layers.empty() || s.target_hidden != s.n_embd || s.mask_token < 0 ||
+                               (s.markov_rank > 0 && s.block_size == 0))) {
+        return fail("a dflash head reads 1+ target layers, is as wide as its target, has a mask token, and with a "
+                    "Markov head (DSpark) a block size");
     }
     if (s.n_nextn > 0 && s.arch != "mimo2") {
         return fail("MTP blocks (n_nextn " + std::to_string(s.n_nextn) + ") need arch mimo2");
@@ -233,6 +264,7 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
     const int64_t n_embd    = s.n_embd;
     const int64_t n_embd_kv = (int64_t) s.n_embd / s.n_head * s.n_head_kv;
     const int64_t n_ff      = s.n_ff;
+    const int64_t head_dim  = (int64_t) s.n_embd / s.n_head;
 
     std::vector<tensor_plan> v;
     // 1-D tensors stay F32; a row size the block size does not divide falls back to F16, as
@@ -248,6 +280,40 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
 
     const float std_embd = 0.02f;
     const float std_out  = s.tied_output ? std_embd : lecun(n_embd);
+
+    // a head file (eagle3.cpp, dflash.cpp at the pin): fc maps the target's layer states to its width;
+    // EAGLE-3's block attends over [normed embedding; normed state] (twice as wide), DFlash's over
+    // its own state with per-head Q and K norms; no token_embd or output (the target's)
+    if (s.arch == "eagle3" || s.arch == "dflash") {
+        const bool eagle = s.arch == "eagle3";
+        const int64_t n_in = (int64_t) s.target_layers.size() * (eagle ? (int64_t) s.target_hidden : n_embd);
+        mat("fc.weight", n_in, n_embd, lecun(n_in));
+        if (!eagle) vec("enc.output_norm.weight", n_embd, INIT_CONST, 1.0f);
+        vec("output_norm.weight", n_embd, INIT_CONST, 1.0f);
+        if (s.markov_rank > 0) {
+            mat("markov_w1.weight", s.markov_rank, n_vocab, lecun(s.markov_rank));
+            mat("markov_w2.weight", s.markov_rank, n_vocab, lecun(s.markov_rank));
+        }
+        const int64_t n_attn_in = eagle ? 2 * n_embd : n_embd;
+        for (uint32_t il = 0; il < s.n_layer; il++) {
+            const std::string p = "blk." + std::to_string(il) + ".";
+            vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
+            if (eagle) vec(p + "attn_norm_2.weight", n_embd, INIT_CONST, 1.0f);
+            mat(p + "attn_q.weight", n_attn_in, n_embd, lecun(n_attn_in));
+            mat(p + "attn_k.weight", n_attn_in, n_embd_kv, lecun(n_attn_in));
+            mat(p + "attn_v.weight", n_attn_in, n_embd_kv, lecun(n_attn_in));
+            mat(p + "attn_output.weight", n_embd, n_embd, 0.3f * lecun(n_embd));
+            if (!eagle) {
+                vec(p + "attn_q_norm.weight", head_dim, INIT_CONST, 1.0f);
+                vec(p + "attn_k_norm.weight", head_dim, INIT_CONST, 1.0f);
+            }
+            vec(p + "ffn_norm.weight", n_embd, INIT_CONST, 1.0f);
+            mat(p + "ffn_gate.weight", n_embd, n_ff, lecun(n_embd));
+            mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));
+            mat(p + "ffn_down.weight", n_ff, n_embd, lecun(n_ff));
+        }
+        return v;
+    }
 
     // mimo2: Q, K and V in one matrix (its MTP graph requires it), and after the trunk the MTP blocks:
     // a decoder block fed eh_proj(concat(enorm(embedding of the next token), hnorm(the trunk's state)))

@@ -29,6 +29,17 @@ bool runner_open(const runner_params & p, runner & out, std::string * error) {
             return false;
         }
     }
+    if (!p.head_model_path.empty()) {
+        out.head = model_load(p.head_model_path);
+        if (!out.head.model) {
+            if (error) *error = out.head.error;
+            return false;
+        }
+        if (!model_can_draft_for(*out.target.model, *out.head.model, error)) {
+            out.head.model.reset();
+            return false;
+        }
+    }
     for (const std::string & path : p.datastore_paths) {
         auto ds = std::make_unique<datastore>();
         if (!datastore_open(path, out.target.model.get(), *ds, error)) return false;
@@ -106,6 +117,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     in.target = rn.target.model.get();
     in.target_ctx = &ctx;
     in.draft_model = rn.draft.model.get();
+    in.head_model = rn.head.model.get();
     in.draft_params = rn.params.draft;
     in.draft_params.n_ctx = rn.params.n_ctx;
     in.draft_params.n_threads = rn.params.n_threads;

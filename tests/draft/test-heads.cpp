@@ -1,7 +1,8 @@
 // Model-native drafters (src/draft/llama-heads.cpp): llama.cpp's draft-mtp on a generated mimo2 model
-// with one MTP block (make-model's tiny-mimo2, random weights): the output equals ar's token for
-// token on every weight type tested, 1 and 2 threads, alone and with Reuse in one tree, and the head
-// stays in step with the target for the whole request (it drafts on every pass).
+// with one MTP block (make-model's tiny-mimo2), and draft-eagle3, draft-dflash, draft-dspark with
+// generated head files over tiny-256 (random weights): the output equals ar's token for token on every
+// weight type tested, 1 and 2 threads, alone and with Reuse in one tree, and each head stays in step
+// with the target for the whole request (it drafts on every pass, what a fresh head would draft).
 #include "common/test-util.h"
 #include "editspec/decoder.h"
 #include "editspec/drafters.h"
@@ -28,6 +29,22 @@ std::string mimo_model(const std::string & type) {
             p.ftype = make_model_ftype_from_name(type);
         }
         p.seed = 7;
+        p.n_threads = 2;
+        std::string err;
+        EXPECT_TRUE(make_model(p, &err)) << err;
+    }
+    return path;
+}
+
+// a head file for tiny-256 (make-model's tiny-256-eagle3, -dflash, -dspark)
+std::string head_file(const std::string & kind) {
+    const std::string path = std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-256-" + kind + "-f16.gguf";
+    if (!std::filesystem::exists(path)) {
+        make_model_params p;
+        p.shape = "tiny-256-" + kind;
+        p.out = path;
+        p.type = GGML_TYPE_F16;
+        p.seed = 11;
         p.n_threads = 2;
         std::string err;
         EXPECT_TRUE(make_model(p, &err)) << err;
@@ -64,7 +81,8 @@ struct recording_drafter : drafter_i {
     uint8_t source() const override { return inner.source(); }
     void begin(std::span<const llama_token> prompt) override { inner.begin(prompt); }
     void accept(std::span<const llama_token> a) override { inner.accept(a); }
-    void sized(const draft_tree & sent) override { inner.sized(sent); }
+    // (not told what was sent: a head whose drafts the sizing dropped would back off and skip passes,
+    // and every pass's draft is what these tests compare)
     // the inner drafter proposes its whole draft (--head-max tokens) into a tree of its own, which
     // then joins the pass's tree as far as the budget goes
     void propose(std::span<const llama_token> history, draft_tree & tree, int32_t budget) override {
@@ -175,6 +193,75 @@ TEST(heads, draft_mtp_is_lossless_and_stays_in_step) {
     }
 }
 
+// every head file kind over tiny-256 of three weight types, 1 and 2 threads: ar's output, a draft on every
+// pass; and after passes of kept and rejected rows, what a fresh head drafts after the same history
+TEST(heads, head_files_are_lossless_and_stay_in_step) {
+    for (const char * kind : {"eagle3", "dflash", "dspark"}) {
+        auto head = test::load_or_fail(head_file(kind));
+        ASSERT_TRUE(head);
+        const std::string row = std::string("llama-draft-") + kind;
+        for (const char * type : {"f16", "q8_0", "q4_k_m"}) {
+            auto m = test::load_or_fail(test::typed_model_path(type));
+            ASSERT_TRUE(m);
+            for (int32_t threads : {1, 2}) {
+                context_params cp;
+                cp.n_ctx = 512;
+                cp.n_threads = threads;
+                cp.n_seq_max = 8;
+                auto ctx = test::context_or_fail(*m, cp);
+                ASSERT_TRUE(ctx);
+                for (int i = 0; i < 2; i++) {
+                    SCOPED_TRACE(row + ", " + type + ", " + std::to_string(threads) + " threads, prompt " + std::to_string(i));
+                    const token_vec prompt = prompt_of(*m, i);
+                    generate_params gp;
+                    gp.n_predict = 40;
+                    const generate_result ar = generate_ar(*ctx, prompt, gp);
+                    // Reuse of ar's answer with every 7th token spoiled keeps 0-6 rows a pass, so the head's
+                    // state is carried from every row of a pass
+                    token_vec original = ar.tokens;
+                    for (size_t k = 3; k < original.size(); k += 7) original[k] = (original[k] + 7) % m->facts().n_vocab;
+                    drafter_inputs in;
+                    in.target = m.get();
+                    in.target_ctx = ctx.get();
+                    in.head_model = head.get();
+                    in.original = original;
+                    auto d = make_row(row.c_str(), in);
+                    auto reuse = make_row("reuse", in);
+                    ASSERT_TRUE(d && reuse);
+                    recording_drafter rec(*d);
+                    drafter_i * ds[] = {reuse.get(), &rec};
+                    spec_params sp;
+                    sp.draft_max = 8;
+                    const generate_result r = generate_spec(*ctx, prompt, gp, sp, ds);
+                    ASSERT_NE(r.stop, STOP_REASON_ERROR) << r.error;
+                    EXPECT_EQ(r.tokens, ar.tokens);
+                    EXPECT_GT(r.accepted, 10) << "Reuse's rows were kept";
+                    size_t drafted = 0;
+                    for (const auto & c : rec.calls) drafted += !c.second.empty();
+                    EXPECT_EQ(drafted, rec.calls.size()) << "a pass without a draft: the head lost step";
+                    if (threads == 2 && i == 1 && std::string(type) == "q8_0" && rec.calls.size() > 4) {
+                        token_vec history = prompt;
+                        history.insert(history.end(), r.tokens.begin(), r.tokens.end());
+                        const auto & [n, draft] = rec.calls[rec.calls.size() / 2];
+                        auto fresh_ctx = test::context_or_fail(*m, cp);
+                        drafter_inputs fin = in;
+                        fin.target_ctx = fresh_ctx.get();
+                        fin.original = {};
+                        auto fresh = make_row(row.c_str(), fin);
+                        recording_drafter frec(*fresh);
+                        drafter_i * fds[] = {&frec};
+                        generate_params one;
+                        one.n_predict = 1;
+                        generate_spec(*fresh_ctx, std::span<const llama_token>(history).first(n), one, sp, fds);
+                        ASSERT_FALSE(frec.calls.empty());
+                        EXPECT_EQ(frec.calls[0].second, draft) << "after " << n << " tokens";
+                    }
+                }
+            }
+        }
+    }
+}
+
 // EfficientEdit's split with the model's head: Reuse drafts the original where it holds, the head where
 // Reuse is rejected; and reuse+llama-draft-mtp, both in one tree: both equal ar
 TEST(heads, reuse_and_the_head_in_one_tree_are_lossless) {
@@ -249,4 +336,15 @@ TEST(heads, rows_refused_without_a_head_and_listed) {
               2)
         << bad;
     EXPECT_NE(bad.find("multi-token-prediction"), std::string::npos) << bad;
+
+    // a head file through the CLI (--head-model, as llama-server's -md): ar's output; a file of another
+    // kind is refused naming it
+    const std::string t = std::string(EDITSPEC_BIN) + " complete -m " + test::typed_model_path("q8_0") +
+                          " -t 1 -c 256 -n 24 -p 'def add(a, b):' ";
+    ASSERT_EQ(test::run_command(t + "--method ar", &ar), 0) << ar;
+    ASSERT_EQ(test::run_command(t + "--method llama-draft-eagle3 --head-model " + head_file("eagle3"), &head), 0) << head;
+    EXPECT_EQ(ar, head);
+    EXPECT_EQ(test::run_command(t + "--method llama-draft-eagle3 --head-model " + head_file("dflash") + " 2>&1", &bad), 2) << bad;
+    EXPECT_NE(bad.find("is not one"), std::string::npos) << bad;
+    EXPECT_NE(bad.find(head_file("dflash")), std::string::npos) << bad;
 }
