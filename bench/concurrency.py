@@ -41,13 +41,18 @@ def wait_up(port, proc, log):
     sys.exit(f"server did not come up; see {log}")
 
 
-def start_serve(binary, serve_args, log_dir):
-    """starts `binary serve --port P serve_args` on a free loopback port, its output in log_dir/serve.log,
-    and waits for /health; returns (process, port, log path)"""
+def free_port():
+    """a free loopback port"""
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def start_serve(binary, serve_args, log_dir):
+    """starts `binary serve --port P serve_args` on a free loopback port, its output in log_dir/serve.log,
+    and waits for /health; returns (process, port, log path)"""
+    port = free_port()
     log = os.path.join(log_dir, "serve.log")
     with open(log, "w") as lf:
         proc = subprocess.Popen([binary, "serve", "--port", str(port)] + serve_args, stdout=lf, stderr=subprocess.STDOUT)

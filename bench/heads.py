@@ -19,14 +19,7 @@ import argparse, json, os, re, statistics, subprocess, sys, time, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(root, "bench"))
-from concurrency import post, wait_up  # noqa: E402
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from concurrency import free_port, post, wait_up  # noqa: E402
 
 
 def main():

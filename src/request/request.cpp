@@ -18,25 +18,16 @@ bool runner_open(const runner_params & p, runner & out, std::string * error) {
         if (error) *error = out.target.error;
         return false;
     }
-    if (!p.draft_model_path.empty()) {
-        out.draft = model_load(p.draft_model_path);
-        if (!out.draft.model) {
-            if (error) *error = out.draft.error;
+    // a draft model and a head file: on the target's vocabulary
+    for (auto [path, slot] : {std::pair{&p.draft_model_path, &out.draft}, std::pair{&p.head_model_path, &out.head}}) {
+        if (path->empty()) continue;
+        *slot = model_load(*path);
+        if (!slot->model) {
+            if (error) *error = slot->error;
             return false;
         }
-        if (!model_can_draft_for(*out.target.model, *out.draft.model, error)) {
-            out.draft.model.reset();
-            return false;
-        }
-    }
-    if (!p.head_model_path.empty()) {
-        out.head = model_load(p.head_model_path);
-        if (!out.head.model) {
-            if (error) *error = out.head.error;
-            return false;
-        }
-        if (!model_can_draft_for(*out.target.model, *out.head.model, error)) {
-            out.head.model.reset();
+        if (!model_can_draft_for(*out.target.model, *slot->model, error)) {
+            slot->model.reset();
             return false;
         }
     }

@@ -61,6 +61,15 @@ token_vec prompt_of(const model & m, int i) {
     return m.tokenize(texts[i % 3], true, false);
 }
 
+// the target's context for these tests: 512 tokens, a few sequences
+std::unique_ptr<context> head_test_context(const model & m, int32_t threads) {
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_threads = threads;
+    cp.n_seq_max = 8;
+    return test::context_or_fail(m, cp);
+}
+
 std::unique_ptr<drafter_i> make_row(const char * name, const drafter_inputs & in) {
     const drafter_desc * d = drafter_find(name);
     EXPECT_NE(d, nullptr) << name;
@@ -101,11 +110,7 @@ struct recording_drafter : drafter_i {
 TEST(heads, draft_mtp_drafts_as_a_fresh_head_would) {
     auto m = test::load_or_fail(mimo_model("q8_0"));
     ASSERT_TRUE(m);
-    context_params cp;
-    cp.n_ctx = 512;
-    cp.n_threads = 2;
-    cp.n_seq_max = 8;
-    auto ctx = test::context_or_fail(*m, cp);
+    auto ctx = head_test_context(*m, 2);
     ASSERT_TRUE(ctx);
     drafter_inputs in;
     in.target = m.get();
@@ -136,7 +141,7 @@ TEST(heads, draft_mtp_drafts_as_a_fresh_head_would) {
         const auto & [n, draft] = rec.calls[c];
         if (draft.empty()) continue; // Reuse's path took the budget
         SCOPED_TRACE("proposal " + std::to_string(c) + " after " + std::to_string(n) + " tokens");
-        auto fresh_ctx = test::context_or_fail(*m, cp);
+        auto fresh_ctx = head_test_context(*m, 2);
         drafter_inputs fin = in;
         fin.original = {};
         fin.target_ctx = fresh_ctx.get();
@@ -161,11 +166,7 @@ TEST(heads, draft_mtp_is_lossless_and_stays_in_step) {
         ASSERT_TRUE(m);
         ASSERT_EQ(llama_model_n_layer_nextn(m->get()), 1);
         for (int32_t threads : {1, 2}) {
-            context_params cp;
-            cp.n_ctx = 512;
-            cp.n_threads = threads;
-            cp.n_seq_max = 8;
-            auto ctx = test::context_or_fail(*m, cp);
+            auto ctx = head_test_context(*m, threads);
             ASSERT_TRUE(ctx);
             for (int i = 0; i < 3; i++) {
                 SCOPED_TRACE(std::string(type) + ", " + std::to_string(threads) + " threads, prompt " + std::to_string(i));
@@ -204,11 +205,7 @@ TEST(heads, head_files_are_lossless_and_stay_in_step) {
             auto m = test::load_or_fail(test::typed_model_path(type));
             ASSERT_TRUE(m);
             for (int32_t threads : {1, 2}) {
-                context_params cp;
-                cp.n_ctx = 512;
-                cp.n_threads = threads;
-                cp.n_seq_max = 8;
-                auto ctx = test::context_or_fail(*m, cp);
+                auto ctx = head_test_context(*m, threads);
                 ASSERT_TRUE(ctx);
                 for (int i = 0; i < 2; i++) {
                     SCOPED_TRACE(row + ", " + type + ", " + std::to_string(threads) + " threads, prompt " + std::to_string(i));
@@ -243,7 +240,7 @@ TEST(heads, head_files_are_lossless_and_stay_in_step) {
                         token_vec history = prompt;
                         history.insert(history.end(), r.tokens.begin(), r.tokens.end());
                         const auto & [n, draft] = rec.calls[rec.calls.size() / 2];
-                        auto fresh_ctx = test::context_or_fail(*m, cp);
+                        auto fresh_ctx = head_test_context(*m, 2);
                         drafter_inputs fin = in;
                         fin.target_ctx = fresh_ctx.get();
                         fin.original = {};
@@ -267,11 +264,7 @@ TEST(heads, head_files_are_lossless_and_stay_in_step) {
 TEST(heads, reuse_and_the_head_in_one_tree_are_lossless) {
     auto m = test::load_or_fail(mimo_model("q8_0"));
     ASSERT_TRUE(m);
-    context_params cp;
-    cp.n_ctx = 512;
-    cp.n_threads = 2;
-    cp.n_seq_max = 8;
-    auto ctx = test::context_or_fail(*m, cp);
+    auto ctx = head_test_context(*m, 2);
     ASSERT_TRUE(ctx);
     for (int i = 0; i < 3; i++) {
         const token_vec prompt = prompt_of(*m, i);
