@@ -88,11 +88,11 @@ void add_method_settings(CLI::App * sub, method_settings & s) {
     sub->add_option("--entropy-k", s.entropy_k, "EfficientEdit's entropy-aware policy: the base threshold k (lossy)")
         ->capture_default_str();
     sub->add_option("--head-max", s.head_max,
-                    "llama-draft-mtp, efficientedit-mtp: the most tokens the model's own head drafts a pass "
-                    "(llama-server's --spec-draft-n-max)")
+                    "llama-draft-* (a model's own head or a head file), efficientedit-mtp: the most tokens the head "
+                    "drafts a pass (llama-server's --spec-draft-n-max)")
         ->capture_default_str();
     sub->add_option("--head-p-min", s.head_p_min,
-                    "llama-draft-mtp: stop the head's draft at a token below this probability (--spec-draft-p-min)")
+                    "llama-draft-*: stop the head's draft at a token below this probability (--spec-draft-p-min)")
         ->capture_default_str();
 }
 
