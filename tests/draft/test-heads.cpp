@@ -61,6 +61,13 @@ token_vec prompt_of(const model & m, int i) {
     return m.tokenize(texts[i % 3], true, false);
 }
 
+// an original for Reuse: `tokens` with every `step`-th token from `first` changed (an edit the model writes)
+token_vec spoiled(const token_vec & tokens, size_t first, size_t step, int32_t n_vocab) {
+    token_vec out = tokens;
+    for (size_t k = first; k < out.size(); k += step) out[k] = (out[k] + 7) % n_vocab;
+    return out;
+}
+
 // the target's context for these tests: 512 tokens, a few sequences
 std::unique_ptr<context> head_test_context(const model & m, int32_t threads) {
     context_params cp;
@@ -121,8 +128,7 @@ TEST(heads, draft_mtp_drafts_as_a_fresh_head_would) {
     const generate_result ar = generate_ar(*ctx, prompt, gp);
     // Reuse of ar's answer with every 7th token spoiled keeps 0-6 tokens a pass, so the head's carried
     // state is taken from every row of a pass
-    token_vec original = ar.tokens;
-    for (size_t k = 3; k < original.size(); k += 7) original[k] = (original[k] + 7) % m->facts().n_vocab;
+    const token_vec original = spoiled(ar.tokens, 3, 7, m->facts().n_vocab);
     in.original = original;
     auto head = make_row("llama-draft-mtp", in);
     auto reuse = make_row("reuse", in);
@@ -215,8 +221,7 @@ TEST(heads, head_files_are_lossless_and_stay_in_step) {
                     const generate_result ar = generate_ar(*ctx, prompt, gp);
                     // Reuse of ar's answer with every 7th token spoiled keeps 0-6 rows a pass, so the head's
                     // state is carried from every row of a pass
-                    token_vec original = ar.tokens;
-                    for (size_t k = 3; k < original.size(); k += 7) original[k] = (original[k] + 7) % m->facts().n_vocab;
+                    const token_vec original = spoiled(ar.tokens, 3, 7, m->facts().n_vocab);
                     drafter_inputs in;
                     in.target = m.get();
                     in.target_ctx = ctx.get();
@@ -273,8 +278,7 @@ TEST(heads, reuse_and_the_head_in_one_tree_are_lossless) {
         const generate_result ar = generate_ar(*ctx, prompt, gp);
         // the original: ar's answer with a few tokens changed (an edit the model writes), so both
         // phases run
-        token_vec original = ar.tokens;
-        for (size_t k = 9; k < original.size(); k += 17) original[k] = (original[k] + 101) % m->facts().n_vocab;
+        const token_vec original = spoiled(ar.tokens, 9, 17, m->facts().n_vocab);
         for (const char * method : {"efficientedit-mtp", "reuse+llama-draft-mtp"}) {
             SCOPED_TRACE(std::string(method) + ", prompt " + std::to_string(i));
             method_spec ms;
