@@ -110,6 +110,58 @@ struct recording_drafter : drafter_i {
     }
 };
 
+// a head row beside Reuse of ar's answer with every 7th token spoiled (passes keep 0-6 rows, so the head's
+// state is carried from every row of a pass), each of the head's proposals recorded
+struct beside_reuse {
+    generate_result ar, r;
+    std::vector<std::pair<size_t, token_vec>> calls; // recording_drafter's
+};
+
+beside_reuse run_beside_reuse(const model & m, context & ctx, drafter_inputs in, const std::string & row,
+                              const token_vec & prompt, int32_t n_predict, int32_t draft_max) {
+    beside_reuse out;
+    generate_params gp;
+    gp.n_predict = n_predict;
+    out.ar = generate_ar(ctx, prompt, gp);
+    const token_vec original = spoiled(out.ar.tokens, 3, 7, m.facts().n_vocab);
+    in.target = &m;
+    in.target_ctx = &ctx;
+    in.original = original;
+    auto head = make_row(row.c_str(), in);
+    auto reuse = make_row("reuse", in);
+    if (!head || !reuse) return out;
+    recording_drafter rec(*head);
+    drafter_i * ds[] = {reuse.get(), &rec};
+    spec_params sp;
+    sp.draft_max = draft_max;
+    out.r = generate_spec(ctx, prompt, gp, sp, ds);
+    EXPECT_NE(out.r.stop, STOP_REASON_ERROR) << out.r.error;
+    out.calls = rec.calls;
+    return out;
+}
+
+// what a fresh head of `row` drafts first after `history`, encoded at once on a context of its own
+token_vec fresh_draft(const model & m, drafter_inputs in, const std::string & row, std::span<const llama_token> history) {
+    auto ctx = head_test_context(m, 2);
+    in.target = &m;
+    in.target_ctx = ctx.get();
+    in.original = {};
+    auto head = make_row(row.c_str(), in);
+    if (!head) return {};
+    recording_drafter rec(*head);
+    drafter_i * ds[] = {&rec};
+    generate_params one;
+    one.n_predict = 1;
+    spec_params sp;
+    sp.draft_max = 8;
+    const generate_result r = generate_spec(*ctx, history, one, sp, ds);
+    EXPECT_NE(r.stop, STOP_REASON_ERROR) << r.error;
+    EXPECT_FALSE(rec.calls.empty());
+    if (rec.calls.empty()) return {};
+    EXPECT_EQ(rec.calls[0].first, history.size());
+    return rec.calls[0].second;
+}
+
 } // namespace
 
 // after passes of kept and rejected drafts, the head drafts from the target's states what a fresh head
@@ -119,48 +171,18 @@ TEST(heads, draft_mtp_drafts_as_a_fresh_head_would) {
     ASSERT_TRUE(m);
     auto ctx = head_test_context(*m, 2);
     ASSERT_TRUE(ctx);
-    drafter_inputs in;
-    in.target = m.get();
-    in.target_ctx = ctx.get();
     const token_vec prompt = prompt_of(*m, 1);
-    generate_params gp;
-    gp.n_predict = 40;
-    const generate_result ar = generate_ar(*ctx, prompt, gp);
-    // Reuse of ar's answer with every 7th token spoiled keeps 0-6 tokens a pass, so the head's carried
-    // state is taken from every row of a pass
-    const token_vec original = spoiled(ar.tokens, 3, 7, m->facts().n_vocab);
-    in.original = original;
-    auto head = make_row("llama-draft-mtp", in);
-    auto reuse = make_row("reuse", in);
-    ASSERT_TRUE(head && reuse);
-    recording_drafter rec(*head);
-    drafter_i * ds[] = {reuse.get(), &rec};
-    spec_params sp;
-    sp.draft_max = 12;
-    const generate_result r = generate_spec(*ctx, prompt, gp, sp, ds);
-    ASSERT_EQ(r.tokens, ar.tokens);
-    ASSERT_GT(r.accepted, 10) << "Reuse's drafts were kept: passes of several rows";
-    ASSERT_GE(rec.calls.size(), 4u);
+    const beside_reuse run = run_beside_reuse(*m, *ctx, {}, "llama-draft-mtp", prompt, 40, 12);
+    ASSERT_EQ(run.r.tokens, run.ar.tokens);
+    ASSERT_GT(run.r.accepted, 10) << "Reuse's drafts were kept: passes of several rows";
+    ASSERT_GE(run.calls.size(), 4u);
     token_vec history = prompt;
-    history.insert(history.end(), r.tokens.begin(), r.tokens.end());
-    for (size_t c : {(size_t) 1, rec.calls.size() / 2, rec.calls.size() - 1}) {
-        const auto & [n, draft] = rec.calls[c];
-        if (draft.empty()) continue; // Reuse's path took the budget
+    history.insert(history.end(), run.r.tokens.begin(), run.r.tokens.end());
+    for (size_t c : {(size_t) 1, run.calls.size() / 2, run.calls.size() - 1}) {
+        const auto & [n, draft] = run.calls[c];
         SCOPED_TRACE("proposal " + std::to_string(c) + " after " + std::to_string(n) + " tokens");
-        auto fresh_ctx = head_test_context(*m, 2);
-        drafter_inputs fin = in;
-        fin.original = {};
-        fin.target_ctx = fresh_ctx.get();
-        auto fresh = make_row("llama-draft-mtp", fin);
-        recording_drafter frec(*fresh);
-        drafter_i * fds[] = {&frec};
-        generate_params one;
-        one.n_predict = 1;
-        const generate_result fr = generate_spec(*fresh_ctx, std::span<const llama_token>(history).first(n), one, sp, fds);
-        ASSERT_NE(fr.stop, STOP_REASON_ERROR) << fr.error;
-        ASSERT_FALSE(frec.calls.empty());
-        EXPECT_EQ(frec.calls[0].first, n);
-        EXPECT_EQ(frec.calls[0].second, draft);
+        EXPECT_FALSE(draft.empty()) << "the head stopped drafting";
+        EXPECT_EQ(fresh_draft(*m, {}, "llama-draft-mtp", std::span<const llama_token>(history).first(n)), draft);
     }
 }
 
@@ -216,47 +238,20 @@ TEST(heads, head_files_are_lossless_and_stay_in_step) {
                 for (int i = 0; i < 2; i++) {
                     SCOPED_TRACE(row + ", " + type + ", " + std::to_string(threads) + " threads, prompt " + std::to_string(i));
                     const token_vec prompt = prompt_of(*m, i);
-                    generate_params gp;
-                    gp.n_predict = 40;
-                    const generate_result ar = generate_ar(*ctx, prompt, gp);
-                    // Reuse of ar's answer with every 7th token spoiled keeps 0-6 rows a pass, so the head's
-                    // state is carried from every row of a pass
-                    const token_vec original = spoiled(ar.tokens, 3, 7, m->facts().n_vocab);
                     drafter_inputs in;
-                    in.target = m.get();
-                    in.target_ctx = ctx.get();
                     in.head_model = head.get();
-                    in.original = original;
-                    auto d = make_row(row.c_str(), in);
-                    auto reuse = make_row("reuse", in);
-                    ASSERT_TRUE(d && reuse);
-                    recording_drafter rec(*d);
-                    drafter_i * ds[] = {reuse.get(), &rec};
-                    spec_params sp;
-                    sp.draft_max = 8;
-                    const generate_result r = generate_spec(*ctx, prompt, gp, sp, ds);
-                    ASSERT_NE(r.stop, STOP_REASON_ERROR) << r.error;
-                    EXPECT_EQ(r.tokens, ar.tokens);
-                    EXPECT_GT(r.accepted, 10) << "Reuse's rows were kept";
+                    const beside_reuse run = run_beside_reuse(*m, *ctx, in, row, prompt, 40, 8);
+                    EXPECT_EQ(run.r.tokens, run.ar.tokens);
+                    EXPECT_GT(run.r.accepted, 10) << "Reuse's rows were kept";
                     size_t drafted = 0;
-                    for (const auto & c : rec.calls) drafted += !c.second.empty();
-                    EXPECT_EQ(drafted, rec.calls.size()) << "a pass without a draft: the head lost step";
-                    if (threads == 2 && i == 1 && std::string(type) == "q8_0" && rec.calls.size() > 4) {
+                    for (const auto & c : run.calls) drafted += !c.second.empty();
+                    EXPECT_EQ(drafted, run.calls.size()) << "a pass without a draft: the head lost step";
+                    if (threads == 2 && i == 1 && std::string(type) == "q8_0" && run.calls.size() > 4) {
                         token_vec history = prompt;
-                        history.insert(history.end(), r.tokens.begin(), r.tokens.end());
-                        const auto & [n, draft] = rec.calls[rec.calls.size() / 2];
-                        auto fresh_ctx = head_test_context(*m, 2);
-                        drafter_inputs fin = in;
-                        fin.target_ctx = fresh_ctx.get();
-                        fin.original = {};
-                        auto fresh = make_row(row.c_str(), fin);
-                        recording_drafter frec(*fresh);
-                        drafter_i * fds[] = {&frec};
-                        generate_params one;
-                        one.n_predict = 1;
-                        generate_spec(*fresh_ctx, std::span<const llama_token>(history).first(n), one, sp, fds);
-                        ASSERT_FALSE(frec.calls.empty());
-                        EXPECT_EQ(frec.calls[0].second, draft) << "after " << n << " tokens";
+                        history.insert(history.end(), run.r.tokens.begin(), run.r.tokens.end());
+                        const auto & [n, draft] = run.calls[run.calls.size() / 2];
+                        EXPECT_EQ(fresh_draft(*m, in, row, std::span<const llama_token>(history).first(n)), draft)
+                            << "after " << n << " tokens";
                     }
                 }
             }
