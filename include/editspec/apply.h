@@ -44,14 +44,46 @@ struct apply_input {
     std::string instruction; // optional: what the change is for ("" = none)
 };
 
-// the user message in the <code>/<update> format
-std::string apply_message(const apply_input & in, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
+// How much of the file an apply prompt shows (issue 59: a cold apply reads the file twice, once as the
+// prompt and once as the merged output). Reuse and the constraint always have the whole file.
+enum apply_view {
+    APPLY_VIEW_FILE    = 0, // the whole file (a file whose KV is cached: its prompt reuses it)
+    APPLY_VIEW_WINDOWS = 1, // apply_windows: the file's lines near the lines the snippet quotes
+    APPLY_VIEW_NONE    = 2, // no file: the instruction and the snippet; the model reads the file as it writes it
+    APPLY_VIEW_AUTO    = 3, // per request (apply_view_for): none for a constrained apply, else file
+    APPLY_VIEW_CACHED  = 4, // as auto, and file when a cache holds the file's prompt (serve: slots, prompt store)
+};
+const char * apply_view_name(apply_view v);                      // "file" | "windows" | "none" | "auto" | "cached"
+bool apply_view_parse(const std::string & name, apply_view & out); // false on another name
+std::string apply_view_names();                                  // "auto, cached, file, windows, none"
+
+// the view a request gets: v itself, or for APPLY_VIEW_AUTO and APPLY_VIEW_CACHED none when `cold`,
+// else the file. Cold: a constrained apply that does not run on a KV cache holding its file (a
+// document session; with APPLY_VIEW_CACHED also a slot or stored prompt holding half of its file-view
+// prompt). Such an apply reads the file once, as it writes it (issue 59: on a CPU the snippet-only
+// request is 0.30-0.38x the whole-file one at 3k tokens, and attending over the file makes even a cached
+// file's decoding slower than that; docs/results/issue59-apply-layout); a free apply copies the file
+// from its prompt.
+apply_view apply_view_for(apply_view v, bool cold);
+
+// the lines of the file within APPLY_WINDOW lines of a line the snippet quotes (the same text up to
+// trailing blanks, 4 or more characters other than blanks), a line APPLY_WINDOW_GAP for each run of lines
+// left out; tools/train/data.py apply_windows is the same, byte for byte
+constexpr int32_t APPLY_WINDOW = 3;
+constexpr const char * APPLY_WINDOW_GAP = "... lines left out ...";
+std::string apply_windows(const std::string & code, const std::string & update, int32_t window = APPLY_WINDOW);
+
+// the user message in the <code>/<update> format; APPLY_VIEW_NONE leaves "<code>...</code>\n" out
+std::string apply_message(const apply_input & in, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST,
+                          apply_view view = APPLY_VIEW_FILE);
 
 // reads a message in that format (the instruction optional); false when it has no <code> or <update>
 bool apply_message_parse(const std::string & text, apply_input & out);
 
-// the prompt for this model (see above)
-std::string apply_prompt(const model & m, const apply_input & in, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
+// the prompt for this model (see above); with APPLY_VIEW_NONE the plain template has no
+// "### Original code:" section: "### Instruction:\n" + ... + "\n### Update:\n" + UPDATE + "\n### Edited code:\n"
+std::string apply_prompt(const model & m, const apply_input & in, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST,
+                         apply_view view = APPLY_VIEW_FILE);
 
 // true when apply_prompt(m, ...) used a chat template, whose special tokens must be parsed
 bool apply_prompt_parse_special(const model & m);
@@ -117,7 +149,11 @@ apply_alignment apply_align(const apply_input & in);
 // replace. A fence line ("```" and a language tag; chat models fence their answer) only as the first
 // line, and once more when the merge is complete, then only the end; the end only at the start of a
 // line (or after an unterminated last line). A small model then cannot garble a name,
-// split a character, loop or jump back: it only chooses which lines come next. Lossy with respect to
+// split a character, loop or jump back: it only chooses which lines come next. Where every line the
+// output can be writing is one text, known to its end, the output takes that source's own tokens
+// (the file's or the snippet's, tokenized whole): the token that starts there when it ends within the
+// line, else (the output is between them) tokens that do not pass the next one. A model that copies
+// the file without seeing it (apply_view) then writes the tokens Reuse drafts (issue 59). Lossy with respect to
 // the model's free greedy output (reported as its own mode); speculative decoding under it equals
 // constrained autoregressive decoding token for token.
 class apply_constraint : public token_constraint {
@@ -134,6 +170,17 @@ private:
         std::string      partial; // the line being written
         int32_t          fences = 0;  // fence lines written (a chat model's answer)
         int32_t          lines = 0;   // lines of code written
+        // the one text every line the output can be writing is: its source (0 the file, 1 the
+        // snippet, -1 none or several texts) and line; known = computed (determined())
+        int8_t  src = -1, known = 0;
+        int32_t line = -1;
+        int8_t  run = -1; // the line after it is the source's next one, so the blanks between are its too (-1: not computed)
+    };
+    // the source's own tokens: per byte offset of the file's / the snippet's text, the token that
+    // starts there or -1; per line of al_.code / al_.update its offset (-1: none)
+    struct source_tokens {
+        std::vector<llama_token> at;
+        std::vector<int32_t> line_start;
     };
     const std::string & piece(llama_token t);
     pos from_code(pos p, int32_t i) const;   // p after writing code line i, or {-1, -1}
@@ -144,12 +191,16 @@ private:
     bool end_ok(const state & st) const;
     bool complete(const state & st) const; // every required line written
     bool fence_ok(const state & st) const;
+    void determined(state & st) const;      // sets st.src, st.line
+    int8_t own_token(const state & st, llama_token t); // 1 / 0: the source's tokens allow t / not; -1 no rule here
 
     const model & m_;
     apply_alignment al_;
     std::map<std::string, std::vector<int32_t>> in_code_, in_update_; // line -> its indices
     std::vector<std::string> pieces_;          // per token, filled on first use
     std::vector<uint8_t> piece_known_;
+    source_tokens own_[2];                      // the file's, the snippet's
+    bool realign_ = false;                      // every byte of the sources is a token of its own
     token_vec done_;                            // the output prefix `states_.back()` is for
     std::vector<state> states_;                 // states_[k]: after done_'s first k tokens
 };

@@ -12,6 +12,7 @@
 // items in the same run (this machine is shared and noisy: never compare across runs).
 #pragma once
 
+#include "editspec/apply.h"
 #include "editspec/dataset.h"
 #include "editspec/draft-model.h"
 #include "editspec/drafters.h"
@@ -44,8 +45,10 @@ struct bench_params {
     bool apply = false;           // edit items as fast apply: the reference diff's hunks as the snippet (apply.h)
     bool constrain = false;       // apply: constrained decoding, every method (apply_constraint; lossy vs free greedy)
     prompt_layout edit_layout = PROMPT_LAYOUT_AUTO; // edit and apply prompts (edit.h, --prompt-layout)
+    apply_view file_view = APPLY_VIEW_FILE;         // apply: how much of the file the prompt shows (--apply-view)
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first
     bool replay = false;          // target's choice = the reference token (real-shape random models)
+    bool no_ar = false;           // the first of `methods` is the reference in ar's place (--no-ar)
     bool fit_train_ctx = false;   // only items whose prompt and an answer as long as the original code fit the
                                   // model's training context
     std::string write_tasks;      // --task apply: write the selected tasks here (JSONL: id, code, update,

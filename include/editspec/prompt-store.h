@@ -48,6 +48,9 @@ public:
 
     prompt_store_stats stats() const;
 
+    // the most tokens of `prompt` a stored prompt holds (prompt_reuse_plan::n_reused); 0 = none
+    int32_t best_reuse(std::span<const llama_token> prompt, const prompt_cache_params & pc) const;
+
 private:
     struct entry { // immutable once stored: a load reads it outside the lock
         token_vec tokens;

@@ -88,10 +88,10 @@ struct request {
 void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq,
                          prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
 
-// apply requests (apply.h): the prompt and the original code's tokens, as for an edit; with
-// constrain, an apply_constraint on the output
+// apply requests (apply.h): the prompt (showing the file as `view` says) and the whole original code's
+// tokens, as for an edit; with constrain, an apply_constraint on the output
 void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain = false,
-                          prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
+                          prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST, apply_view view = APPLY_VIEW_FILE);
 
 // a request's `prediction` (OpenAI's Predicted Outputs: the text the answer is expected to repeat)
 // as Reuse's original, tokenized as an edit's code is (edit_original_tokens); an empty one leaves

@@ -65,6 +65,7 @@ struct server_params {
     prompt_cache_params prompt_cache;  // what a request reuses of its slot's KV cache (--kv-reuse)
     size_t cache_ram_mib = 8192;       // past prompts' KV states kept in RAM (prompt-store.h), 0 = none
     prompt_layout layout = PROMPT_LAYOUT_AUTO; // edit and apply prompts (--prompt-layout)
+    apply_view file_view = APPLY_VIEW_AUTO;    // how much of the file an apply prompt shows (--apply-view)
     // more names /v1/models lists for the model (--alias): clients that switch features on by model
     // name (Continue sends `prediction` only to models named like gpt-4o) find one. Every request's
     // "model" is answered by the one loaded model whatever it names.
@@ -170,9 +171,14 @@ bool api_cache_key_ok(const std::string & key);
 // around prefix / suffix; else the text with BOS, special tokens written in it parsed (as llama-server
 // does). Never depends on the prediction. A chat may stop
 // rendering past n_max tokens (chat_tokens). Edit and apply prompts are laid out as `layout` says
-// (edit.h). False with *err (e.g. fill-in-the-middle on a model without FIM tokens)
+// (edit.h), an apply's file as `view` says (apply.h). False with *err (e.g. fill-in-the-middle on a
+// model without FIM tokens)
 bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,
-                       size_t n_max = SIZE_MAX, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST);
+                       size_t n_max = SIZE_MAX, prompt_layout layout = PROMPT_LAYOUT_INSTRUCTION_FIRST,
+                       apply_view view = APPLY_VIEW_FILE);
+
+// true for a request prompted with editspec's apply prompt (apply_prompt)
+bool api_uses_apply_prompt(const api_request & rq, const model & m);
 
 // whether an apply decodes under the constraint: "constrain" as sent; by default, an apply (any of
 // its shapes) decoded greedily on editspec's apply prompt (the mode that merges right; README)

@@ -98,9 +98,11 @@ std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32
     const auto selected = [&](const bench_row & row) {
         return (turn == 0 || row.turn == turn) && (category.empty() || row.category == category);
     };
+    // the reference: ar, or with --no-ar the first method
+    const std::string ref = res.params.methods.empty() ? std::string(METHOD_AR) : res.params.methods.front();
     std::map<std::string, double> ar_ms_by_item;
     for (const bench_row & row : res.rows) {
-        if (method_name_is_ar(row.method) && selected(row)) ar_ms_by_item[row.item] = row.gen_ms;
+        if (row.method == ref && selected(row)) ar_ms_by_item[row.item] = row.gen_ms;
     }
     for (const std::string & method : res.params.methods) {
         bench_summary s;
@@ -170,7 +172,7 @@ static apply_input bench_apply_input(const dataset_item & it) {
 }
 
 void bench_apply_request(const model & m, const dataset_item & it, const bench_params & p, request & rq) {
-    request_apply_tokens(m, bench_apply_input(it), rq, p.constrain, p.edit_layout);
+    request_apply_tokens(m, bench_apply_input(it), rq, p.constrain, p.edit_layout, apply_view_for(p.file_view, p.constrain));
 }
 
 namespace {
@@ -314,8 +316,8 @@ bool bench_item(const bench_params & p, runner & rn, const std::vector<method_sp
         bench_row row = row_from(bp.id, ms.name, r);
         row.turn = bp.turn;
         row.category = bp.category;
-        if (ms.is_ar()) {
-            ar = r;
+        if (k == 0) {
+            ar = r; // ar, or with --no-ar the first method
         } else {
             row.identical_to_ar = r.tokens == ar.tokens;
             row.edit_sim_vs_ar = row.identical_to_ar ? 1.0 : edit_similarity(ar.text, r.text);
@@ -437,11 +439,13 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
     out.params = p;
     out.started = now_iso();
     out.machine = machine_description();
-    // ar first: the reference of every other method
-    out.params.methods = {METHOD_AR};
+    // ar first: the reference of every other method (--no-ar: the first method given)
+    out.params.methods.clear();
+    if (!p.no_ar) out.params.methods.push_back(METHOD_AR);
     for (const std::string & m : p.methods) {
-        if (!method_name_is_ar(m)) out.params.methods.push_back(m);
+        if (!method_name_is_ar(m) || p.no_ar) out.params.methods.push_back(m);
     }
+    if (out.params.methods.empty()) return fail("--no-ar needs a method");
     std::vector<method_spec> specs;
     bool need_cost = false;
     for (const std::string & name : out.params.methods) {

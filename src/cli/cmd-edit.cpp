@@ -45,6 +45,7 @@ struct edit_opts {
     bool json = false;
     bool constrain = false; // apply: every merged line from the file or the snippet (apply_constraint)
     std::string layout = "auto"; // edit.h: the file before or after the instruction and the update
+    std::string view = "auto";   // apply.h: how much of the file the prompt shows
 };
 
 bool read_all(const std::string & path, std::string & out, std::string & error) {
@@ -187,6 +188,8 @@ int run_edit(const edit_opts & o) {
     if (const int status = check_edit_opts(o, apply); status != 0) {
         return status;
     }
+    apply_view view = APPLY_VIEW_AUTO;
+    if (!apply_view_parse(o.view, view)) return fail_input(cmd, "--apply-view '" + o.view + "' must be one of " + apply_view_names());
     std::string code;
     mode_t mode = 0644;
     if (const int status = read_code(cmd, o.file, code, &mode); status != 0) {
@@ -209,7 +212,9 @@ int run_edit(const edit_opts & o) {
     prompt_layout layout = PROMPT_LAYOUT_AUTO;
     if (const int status = parse_prompt_layout(cmd, o.layout, layout); status != 0) return status;
     if (apply) {
-        request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain, layout);
+        // a command's apply arrives cold: constrained, the file is read once, as the merge is written
+        request_apply_tokens(*rn.target.model, {code, update, o.instruction}, rq, o.constrain, layout,
+                             apply_view_for(view, o.constrain));
     } else {
         request_edit_tokens(*rn.target.model, o.instruction, code, rq, layout);
     }
@@ -261,6 +266,11 @@ command cmd_apply_add(CLI::App & app) {
     add_edit_options(sub, *o, "merge the update into");
     sub->add_option("-u,--update", o->update, "the snippet to merge, a file or - for stdin")->required();
     sub->add_option("-i,--instruction", o->instruction, "what the change is for (optional)");
+    sub->add_option("--apply-view", o->view,
+                    "how much of the file the prompt shows: auto (none when constrained, else file), file, windows "
+                    "(its lines within " + std::to_string(APPLY_WINDOW) + " of the snippet's), none (the snippet alone: "
+                    "the file is read once, as the merge is written; Reuse and the constraint have all of it)")
+        ->capture_default_str();
     sub->add_flag("--constrain,!--no-constrain", o->constrain,
                   "constrained decoding (the default): every line of the merged file is a line of the file or of the "
                   "snippet (not a marker), so a small model cannot garble or loop; differs from the model's free "

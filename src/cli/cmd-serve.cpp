@@ -28,6 +28,7 @@ struct serve_opts {
     int64_t cache_ram_mib = 8192;
     bool cache_ram_given = false; // --cache-ram on the command line (else the default, bounded below)
     std::string layout = "auto";
+    std::string view = "auto";
     std::vector<std::string> aliases;
     int32_t step_tokens = 0;
     connection_limits connections;
@@ -111,6 +112,9 @@ int run_serve(const serve_opts & o_in) {
     method_spec ms;
     if (const int status = request_runner_params(cmd, o.req, ms, true, sp.runner); status != 0) return status;
     if (const int status = parse_prompt_layout(cmd, o.layout, sp.layout); status != 0) return status;
+    if (!apply_view_parse(o.view, sp.file_view)) {
+        return fail_input(cmd, "--apply-view '" + o.view + "' must be one of " + apply_view_names());
+    }
     sp.method = o.req.method;
     sp.prompt_cache.min_block = o.reuse_min;
     sp.prompt_cache.drift_max = o.drift_max;
@@ -202,6 +206,13 @@ command cmd_serve_add(CLI::App & app) {
         ->capture_default_str()
         ->each([o](const std::string &) { o->cache_ram_given = true; });
     sub->add_option("--prompt-layout", o->layout, prompt_layout_help())->capture_default_str();
+    sub->add_option("--apply-view", o->view,
+                    "how much of the file an apply prompt shows: auto (a constrained apply: none, the file read once as "
+                    "the merge is written; one on a session, or unconstrained: file), cached (as auto, and file when a "
+                    "slot or stored prompt holds half of the file's prompt: its KV reused, worth it where attention is "
+                    "cheap, e.g. a GPU; the answer then depends on the cache), file, windows (its lines within " +
+                        std::to_string(APPLY_WINDOW) + " of the snippet's), none")
+        ->capture_default_str();
     sub->add_option("--max-body-mb", o->max_body_mb, "largest request body, MiB (chunked, compressed and unmeasured "
                                                       "bodies are refused)")->capture_default_str();
     sub->add_option("--max-connections", o->connections.max_total,

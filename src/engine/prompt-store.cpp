@@ -115,6 +115,13 @@ int32_t prompt_store::prepare(context & ctx, std::span<const llama_token> prompt
     return (int32_t) best->tokens.size();
 }
 
+int32_t prompt_store::best_reuse(std::span<const llama_token> prompt, const prompt_cache_params & pc) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    int32_t best = 0;
+    for (const slot & s : held_) best = std::max(best, prompt_reuse_plan_make(s.e->tokens, s.e->stale, prompt, pc).n_reused());
+    return best;
+}
+
 prompt_store_stats prompt_store::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;

@@ -2,6 +2,7 @@
 #include "editspec/apply.h"
 
 #include <algorithm>
+#include <set>
 #include <cctype>
 
 namespace editspec {
@@ -39,6 +40,20 @@ bool apply_is_fence(const std::string & s, bool partial) {
     return true;
 }
 
+// text's tokens by byte offset (tokenized whole, as Reuse drafts a file); all -1 when the pieces do
+// not spell the text
+static std::vector<llama_token> tokens_at(const model & m, const std::string & text) {
+    std::vector<llama_token> at(text.size() + 1, -1);
+    size_t o = 0;
+    for (llama_token t : m.tokenize(text, false, false)) {
+        const std::string p = m.token_to_piece(t);
+        if (p.empty() || text.compare(o, p.size(), p) != 0) return std::vector<llama_token>(text.size() + 1, -1);
+        at[o] = t;
+        o += p.size();
+    }
+    return o == text.size() ? at : std::vector<llama_token>(text.size() + 1, -1);
+}
+
 apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_(m), al_(apply_align(in)) {
     for (int32_t i = 0; i < (int32_t) al_.code.size(); i++) in_code_[al_.code[(size_t) i]].push_back(i);
     for (int32_t j = 0; j < (int32_t) al_.update.size(); j++) in_update_[al_.update[(size_t) j]].push_back(j);
@@ -46,6 +61,30 @@ apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_
     pieces_.resize(n);
     piece_known_.assign(n, 0);
     states_.push_back(state{{{0, 0}}, "", 0});
+    // where al_'s lines stand in the two texts (the snippet's markers and fences are not lines of it)
+    own_[0].at = tokens_at(m, in.code);
+    own_[1].at = tokens_at(m, in.update);
+    int32_t o = 0;
+    for (const std::string & l : apply_lines(in.code)) {
+        own_[0].line_start.push_back(o);
+        o += (int32_t) l.size();
+    }
+    o = 0;
+    for (const std::string & l : apply_lines(in.update)) {
+        if (!apply_is_marker(l) && !apply_is_fence(l)) own_[1].line_start.push_back(o);
+        o += (int32_t) l.size();
+    }
+    if (own_[0].line_start.size() != al_.code.size()) own_[0].line_start.assign(al_.code.size(), -1);
+    if (own_[1].line_start.size() != al_.update.size()) own_[1].line_start.assign(al_.update.size(), -1);
+    // between two of a source's tokens the output may only write tokens that stop at the next one:
+    // never a dead end when every byte is a token of its own (byte-level BPE)
+    std::set<unsigned char> bytes(in.code.begin(), in.code.end());
+    bytes.insert(in.update.begin(), in.update.end());
+    realign_ = true;
+    for (unsigned char c : bytes) {
+        const token_vec t = m.tokenize(std::string(1, (char) c), false, false);
+        realign_ = realign_ && t.size() == 1 && m.token_to_piece(t[0]) == std::string(1, (char) c);
+    }
 }
 
 const std::string & apply_constraint::piece(llama_token t) {
@@ -156,6 +195,82 @@ bool apply_constraint::end_ok(const state & st) const {
     return complete(s);
 }
 
+void apply_constraint::determined(state & st) const {
+    st.known = 1;
+    st.src = -1;
+    if (st.fences == 2 || (fence_ok(st) && apply_is_fence(st.partial, true))) return;
+    const std::string & p = st.partial;
+    const std::string * text = nullptr;
+    auto see = [&](const std::string & line, int8_t src, int32_t k) {
+        if (!text) {
+            text = &line;
+            st.src = src;
+            st.line = k;
+            return true;
+        }
+        return *text == line;
+    };
+    for (const pos & q : st.at) {
+        for (int32_t i = q.i; i < (int32_t) al_.code.size(); i++) {
+            if (starts_with(al_.code[(size_t) i], p) && from_code(q, i).i >= 0 && !see(al_.code[(size_t) i], 0, i)) {
+                st.src = -1;
+                return;
+            }
+        }
+        for (int32_t j = q.j; j < (int32_t) al_.update.size(); j++) {
+            if (starts_with(al_.update[(size_t) j], p) && from_update(q, j).i >= 0 && !see(al_.update[(size_t) j], 1, j)) {
+                st.src = -1;
+                return;
+            }
+        }
+    }
+}
+
+int8_t apply_constraint::own_token(const state & st, llama_token t) {
+    if (st.src < 0) return -1;
+    const source_tokens & s = own_[st.src];
+    const int32_t start = s.line_start[(size_t) st.line];
+    if (start < 0) return -1;
+    // within the line its tokens are the source's; after its last character that is not a blank, they
+    // join its blanks and newline to the next line's indent: the source's own only when the next line is
+    // the source's next line (else the model decides, as it chooses that line)
+    const std::string & line = st.src == 0 ? al_.code[(size_t) st.line] : al_.update[(size_t) st.line];
+    const size_t last = line.find_last_not_of(" \t\r\n");
+    const size_t end = (size_t) start + (last == std::string::npos ? 0 : last + 1), o = (size_t) start + st.partial.size();
+    if (end >= s.at.size()) return -1;
+    llama_token own = o < s.at.size() ? s.at[o] : -1;
+    size_t next = o + 1; // the source's next token start after o
+    while (next < s.at.size() - 1 && s.at[next] < 0) next++;
+    size_t stop = end;
+    if (o >= end || (own >= 0 && o + piece(own).size() > end) || (own < 0 && next > end)) {
+        if (st.run < 0) {
+            state after = st;
+            after.run = 0;
+            int8_t run = 0;
+            after.partial.clear();
+            if (take_line(line, after) && !complete(after)) {
+                after.partial.clear();
+                determined(after);
+                // the next line of the source's text (no marker line between them in a snippet)
+                run = after.src == st.src && after.line == st.line + 1 &&
+                              s.line_start[(size_t) after.line] == start + (int32_t) line.size() ? 1 : 0;
+            }
+            const_cast<state &>(st).run = run; // a cache of the state's own facts
+        }
+        if (st.run != 1) return -1;
+        // through the next line's last character that is not a blank (its text is known too)
+        const std::string & nl = st.src == 0 ? al_.code[(size_t) st.line + 1] : al_.update[(size_t) st.line + 1];
+        const size_t nl_last = nl.find_last_not_of(" \t\r\n");
+        stop = (size_t) start + line.size() + (nl_last == std::string::npos ? 0 : nl_last + 1);
+        if (stop >= s.at.size()) return -1;
+    }
+    if (o >= stop) return -1;
+    if (own >= 0) return o + piece(own).size() <= stop ? (t == own ? 1 : 0) : -1;
+    if (!realign_) return -1;
+    // between two of the source's tokens: no further than the next
+    return o + piece(t).size() <= std::min(next, stop) ? -1 : 0;
+}
+
 bool apply_constraint::allows(std::span<const llama_token> out, llama_token t) {
     if (t < 0 || (size_t) t >= pieces_.size()) return false;
     // roll back to the longest prefix of `out` the states were built for, then forward along out
@@ -165,6 +280,8 @@ bool apply_constraint::allows(std::span<const llama_token> out, llama_token t) {
     states_.resize(k + 1);
     for (size_t i = k; i < out.size(); i++) {
         state st = states_.back();
+        st.known = 0;
+        st.run = -1;
         if (m_.is_eog(out[i]) || !extend(piece(out[i]), st)) {
             return false; // an output the constraint did not allow: nothing may follow it
         }
@@ -174,7 +291,11 @@ bool apply_constraint::allows(std::span<const llama_token> out, llama_token t) {
     if (m_.is_eog(t)) return end_ok(states_.back());
     const std::string & text = piece(t);
     if (text.empty()) return false; // control tokens write nothing
+    if (!states_.back().known) determined(states_.back());
+    if (own_token(states_.back(), t) == 0) return false;
     state st = states_.back();
+    st.known = 0;
+    st.run = -1;
     return extend(text, st);
 }
 

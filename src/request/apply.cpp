@@ -2,17 +2,73 @@
 #include "editspec/apply.h"
 #include "editspec/chat.h"
 #include "editspec/edit.h"
+#include "editspec/names.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <vector>
 
 namespace editspec {
 
-std::string apply_message(const apply_input & in, prompt_layout layout) {
+static constexpr named<apply_view> VIEWS[] = {
+    {APPLY_VIEW_AUTO, "auto"}, {APPLY_VIEW_CACHED, "cached"}, {APPLY_VIEW_FILE, "file"},
+    {APPLY_VIEW_WINDOWS, "windows"}, {APPLY_VIEW_NONE, "none"}};
+
+const char * apply_view_name(apply_view v) { return name_of(VIEWS, v); }
+bool apply_view_parse(const std::string & name, apply_view & out) { return name_parse(VIEWS, name, out); }
+std::string apply_view_names() { return names_list(VIEWS); }
+
+apply_view apply_view_for(apply_view v, bool cold) {
+    if (v != APPLY_VIEW_AUTO && v != APPLY_VIEW_CACHED) return v;
+    return cold ? APPLY_VIEW_NONE : APPLY_VIEW_FILE;
+}
+
+std::string apply_windows(const std::string & code, const std::string & update, int32_t window) {
+    auto trimmed = [](std::string l) {
+        while (!l.empty() && (l.back() == '\n' || l.back() == '\r' || l.back() == ' ' || l.back() == '\t')) l.pop_back();
+        return l;
+    };
+    std::set<std::string> quoted;
+    for (const std::string & l : apply_lines(update)) {
+        std::string t = trimmed(l);
+        if (std::count_if(t.begin(), t.end(), [](char c) { return c != ' ' && c != '\t'; }) >= 4) quoted.insert(std::move(t));
+    }
+    const std::vector<std::string> lines = apply_lines(code);
+    const size_t w = (size_t) std::max(0, window);
+    std::vector<uint8_t> keep(lines.size(), 0);
+    for (size_t i = 0; i < lines.size(); i++) {
+        if (!quoted.count(trimmed(lines[i]))) continue;
+        for (size_t k = i >= w ? i - w : 0; k < lines.size() && k <= i + w; k++) keep[k] = 1;
+    }
+    std::string out;
+    bool gap = false;
+    for (size_t i = 0; i < lines.size(); i++) {
+        if (!keep[i]) {
+            gap = true;
+            continue;
+        }
+        if (gap) out += std::string(APPLY_WINDOW_GAP) + "\n";
+        gap = false;
+        out += lines[i];
+        if (lines[i].back() != '\n') out += "\n";
+    }
+    if (gap) out += std::string(APPLY_WINDOW_GAP) + "\n";
+    return out;
+}
+
+// the code an apply prompt shows for this view
+static std::string apply_view_code(const apply_input & in, apply_view view) {
+    view = apply_view_for(view, false); // asked without a request: the whole file
+    return view == APPLY_VIEW_WINDOWS ? apply_windows(in.code, in.update) : view == APPLY_VIEW_NONE ? "" : in.code;
+}
+
+std::string apply_message(const apply_input & in, prompt_layout layout, apply_view view) {
     layout = prompt_layout_for_apply(layout);
+    view = apply_view_for(view, false);
     const std::string instruction = in.instruction.empty() ? "" : "<instruction>" + in.instruction + "</instruction>";
-    const std::string body = "<code>" + in.code + "</code>\n<update>" + in.update + "</update>";
+    const std::string code = view == APPLY_VIEW_NONE ? "" : "<code>" + apply_view_code(in, view) + "</code>\n";
+    const std::string body = code + "<update>" + in.update + "</update>";
     if (layout == PROMPT_LAYOUT_FILE_FIRST) return instruction.empty() ? body : body + "\n" + instruction;
     return instruction.empty() ? body : instruction + "\n" + body;
 }
@@ -104,14 +160,16 @@ bool apply_prompt_parse_special(const model & m) {
     return chat_template_known(m);
 }
 
-std::string apply_prompt(const model & m, const apply_input & in, prompt_layout layout) {
+std::string apply_prompt(const model & m, const apply_input & in, prompt_layout layout, apply_view view) {
+    view = apply_view_for(view, false);
     if (apply_prompt_parse_special(m)) {
-        return chat_render(m, {{"user", apply_message(in, layout)}});
+        return chat_render(m, {{"user", apply_message(in, layout, view)}});
     }
     std::string update = in.update;
     while (!update.empty() && update.back() == '\n') update.pop_back();
     const std::string what = in.instruction.empty() ? "Apply the update to the code." : in.instruction;
-    return edit_prompt_plain(what + "\n### Update:\n" + update, in.code, prompt_layout_for_apply(layout));
+    if (view == APPLY_VIEW_NONE) return "### Instruction:\n" + what + "\n### Update:\n" + update + "\n### Edited code:\n";
+    return edit_prompt_plain(what + "\n### Update:\n" + update, apply_view_code(in, view), prompt_layout_for_apply(layout));
 }
 
 } // namespace editspec

@@ -66,8 +66,9 @@ void request_edit_tokens(const model & m, const std::string & instruction, const
     rq.original = edit_original_tokens(m, code);
 }
 
-void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain, prompt_layout layout) {
-    rq.prompt = m.tokenize(apply_prompt(m, in, layout), true, apply_prompt_parse_special(m));
+void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain, prompt_layout layout,
+                          apply_view view) {
+    rq.prompt = m.tokenize(apply_prompt(m, in, layout, view), true, apply_prompt_parse_special(m));
     rq.original = edit_original_tokens(m, in.code);
     rq.constraint = constrain ? std::make_shared<apply_constraint>(m, in) : nullptr;
 }

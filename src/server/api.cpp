@@ -49,21 +49,23 @@ bool api_apply_constrained(const api_request & rq, const model & m) {
     if (rq.constrain_given) return rq.constrain;
     // the default: an apply decoded greedily on editspec's apply prompt merges right constrained (README);
     // a sampled one is the model's own output, and a chat template's answer may hold more than code
-    const bool apply_prompt_used = rq.endpoint == API_APPLY || rq.endpoint == API_CODE_APPLY ||
-                                   (rq.endpoint == API_CHAT && !chat_template_known(m));
-    return rq.is_apply && apply_prompt_used && rq.sampling.temp <= 0.0f;
+    return rq.is_apply && api_uses_apply_prompt(rq, m) && rq.sampling.temp <= 0.0f;
+}
+
+bool api_uses_apply_prompt(const api_request & rq, const model & m) {
+    return rq.endpoint == API_APPLY || rq.endpoint == API_CODE_APPLY ||
+           (rq.endpoint == API_CHAT && rq.is_apply && !chat_template_known(m));
 }
 
 bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llama_token> & out, api_error & err,
-                       size_t n_max, prompt_layout layout) {
+                       size_t n_max, prompt_layout layout, apply_view view) {
     const model_facts & f = m.facts();
     out.clear();
     // The prompt never depends on `prediction`: a prediction is a speed hint, and the same messages
     // give the same greedy answer with or without one.
     const user_edit ue = rq.endpoint == API_CHAT && !chat_template_known(m) ? last_user_edit(rq.messages) : user_edit();
-    if (rq.endpoint == API_APPLY || rq.endpoint == API_CODE_APPLY ||
-        (rq.endpoint == API_CHAT && rq.is_apply && !chat_template_known(m))) {
-        out = m.tokenize(apply_prompt(m, rq.apply, layout), true, apply_prompt_parse_special(m));
+    if (api_uses_apply_prompt(rq, m)) {
+        out = m.tokenize(apply_prompt(m, rq.apply, layout, view), true, apply_prompt_parse_special(m));
     } else if (ue.has_code) {
         // a model without a chat template (editspec's own) was trained on the edit template: a last
         // user message holding fenced code is the edit of that code that the rest of the message asks

@@ -3,6 +3,7 @@
 #include "server-state.h"
 #include "editspec/clock.h"
 #include "editspec/edit.h"
+#include "editspec/log.h"
 
 #include <algorithm>
 #include <chrono>
@@ -47,7 +48,21 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
     if (!api_parse(ep, body, g.rq, err)) return false;
     const model & m = *s.rn.target.model;
     const int32_t n_ctx = s.params.runner.n_ctx;
-    if (!api_prompt_tokens(m, g.rq, g.req.prompt, err, (size_t) n_ctx, s.params.layout)) return false;
+    // an apply's view of the file (apply_view_for): a constrained apply reads it once, as it writes it,
+    // unless it runs on a session's KV (which holds the file) or, with --apply-view cached, a slot or the
+    // prompt store holds its file-view prompt
+    apply_view view = APPLY_VIEW_FILE;
+    if (api_uses_apply_prompt(g.rq, m)) {
+        bool cold = api_apply_constrained(g.rq, m) && g.rq.session.empty();
+        if (cold && s.params.file_view == APPLY_VIEW_CACHED) {
+            std::vector<llama_token> whole;
+            if (!api_prompt_tokens(m, g.rq, whole, err, (size_t) n_ctx, s.params.layout, APPLY_VIEW_FILE)) return false;
+            cold = !s.slots || 2 * (size_t) s.slots->cached_tokens(whole) < whole.size();
+        }
+        view = apply_view_for(s.params.file_view, cold);
+        ES_LOG_INFO("apply: the prompt's view of the file: %s\n", apply_view_name(view));
+    }
+    if (!api_prompt_tokens(m, g.rq, g.req.prompt, err, (size_t) n_ctx, s.params.layout, view)) return false;
     if (const std::string over = request_over_context(g.req, n_ctx); !over.empty()) {
         err.param = "messages";
         err.code = "context_length_exceeded";

@@ -84,6 +84,10 @@ public:
     void stop();
 
     size_t size() const { return slots_.size(); }
+
+    // the most tokens of `prompt` a free slot's KV cache or a stored prompt holds (an apply asks before
+    // it picks its prompt: apply_view_for); a busy slot's cache is changing, and not counted
+    int32_t cached_tokens(std::span<const llama_token> prompt);
     prompt_store_stats store_stats() const { return store_.stats(); }
 
 private:

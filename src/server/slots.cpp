@@ -55,6 +55,17 @@ int32_t slot_pool::pick(std::span<const llama_token> prompt) const {
     return best >= 0 ? best : lru;
 }
 
+int32_t slot_pool::cached_tokens(std::span<const llama_token> prompt) {
+    int32_t best = store_.best_reuse(prompt, pc_);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const slot & sl : slots_) {
+        if (sl.busy) continue;
+        const context & c = *sl.ctx;
+        best = std::max(best, prompt_reuse_plan_make(c.cached_prompt(), c.cached_stale(), prompt, pc_).n_reused());
+    }
+    return best;
+}
+
 slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::future<void> & done,
                               const std::function<bool()> & gone) {
     auto promise = std::make_shared<std::promise<void>>();

@@ -113,6 +113,26 @@ TEST(cli_bench, bad_flags_are_clear_errors) {
     EXPECT_FALSE(fs::exists(d.path / "results.json"));
 }
 
+// --no-ar: the first method is the reference (no ar row); --apply-view: the prompt shows less of the
+// file, and the report says so
+TEST(cli_bench, no_ar_and_the_apply_view) {
+    temp_dir d;
+    std::string out;
+    const std::string cmd = k_bench + " --task apply --constrain --limit 2 -n 24 --no-ar --methods reuse,lookup+reuse " +
+                            "--apply-view none --out " + d.path.string() + " 2>&1";
+    ASSERT_EQ(editspec::test::run_command(cmd, &out), 0) << out;
+    std::ifstream f(d.path / "results.json");
+    const nlohmann::json j = nlohmann::json::parse(f);
+    EXPECT_EQ(j["apply_view"], "none");
+    ASSERT_EQ(j["methods"].size(), 2u) << j["methods"].dump();
+    EXPECT_FALSE(j["methods"].contains("ar"));
+    EXPECT_DOUBLE_EQ(j["methods"]["reuse"]["speedup_vs_ar"].get<double>(), 1.0);
+    EXPECT_TRUE(j["methods"]["lookup+reuse"]["identical_to_ar"].get<bool>()); // lossless under the constraint
+    for (const auto & row : j["items"]) EXPECT_NE(row["method"], "ar");
+    expect_input_error(k_bench + " --task apply --apply-view half --out " + d.path.string(), "half");
+    expect_input_error(k_bench + " --task edit --apply-view none --out " + d.path.string(), "--apply-view");
+}
+
 // --write-tasks: the apply tasks a run would decode, for an endpoint's test (scripts/apply-check.py);
 // snippets elide unchanged code (where the change leaves some), and the expected file is the reference
 TEST(cli_bench, write_tasks_lists_the_apply_tasks) {

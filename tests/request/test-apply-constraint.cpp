@@ -229,7 +229,8 @@ TEST(apply_constraint, unterminated_last_line) {
 // speculative decoding under the constraint equals constrained autoregressive decoding, and every
 // output line is a line of the file or of the snippet
 // n_max: the most tokens generated (-1: twice the file and 64; random models never stop on their own)
-static void lossless_on(const std::string & model_path, int32_t threads, int32_t n_max = -1) {
+static void lossless_on(const std::string & model_path, int32_t threads, int32_t n_max = -1,
+                        apply_view view = APPLY_VIEW_FILE) {
     runner_params rp;
     rp.model_path = model_path;
     rp.n_ctx = 2048;
@@ -245,7 +246,7 @@ static void lossless_on(const std::string & model_path, int32_t threads, int32_t
     }
     for (const apply_input & in : inputs) {
         request rq;
-        request_apply_tokens(m, in, rq, true);
+        request_apply_tokens(m, in, rq, true, PROMPT_LAYOUT_INSTRUCTION_FIRST, view);
         rq.gen.n_predict = n_max > 0 ? n_max : 2 * (int32_t) rq.original.size() + 64;
         generate_result ar;
         method_spec ms_ar;
@@ -265,7 +266,8 @@ static void lossless_on(const std::string & model_path, int32_t threads, int32_t
             generate_result r;
             ASSERT_TRUE(runner_generate(rn, ms, rq, r, &err)) << err;
             ASSERT_NE(r.stop, STOP_REASON_ERROR) << r.error;
-            EXPECT_EQ(r.tokens, ar.tokens) << model_path << " " << method << " t=" << threads;
+            EXPECT_EQ(r.tokens, ar.tokens) << model_path << " " << method << " t=" << threads << " view "
+                                           << apply_view_name(view);
         }
     }
 }
@@ -284,6 +286,49 @@ TEST(apply_constraint, a_fence_tag_is_bounded) {
 TEST(apply_constraint, lossless_shipped_model_one_and_two_threads) {
     lossless_on(k_shipped, 1);
     lossless_on(k_shipped, 2);
+}
+
+// a prompt that shows less of the file (issue 59) changes what the model writes, never that the
+// methods agree: Reuse and the constraint still have the whole file
+TEST(apply_constraint, lossless_with_less_of_the_file_in_the_prompt) {
+    lossless_on(k_shipped, 2, -1, APPLY_VIEW_WINDOWS);
+    lossless_on(k_shipped, 1, -1, APPLY_VIEW_NONE);
+}
+
+// the views' text; tools/train/test_pipeline.py checks data.apply_windows and apply_prompt_render on
+// the same cases, so the training data and the product's prompts stay the same bytes
+TEST(apply_view, windows_and_the_snippet_alone) {
+    std::string code;
+    for (int i = 0; i < 20; i++) code += "line_" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+    const std::string update = "# ... existing code ...\nline_9 = 9  \nline_10 = 100\n# ... existing code ...\n";
+    EXPECT_EQ(apply_windows(code, update, 2),
+              "... lines left out ...\nline_7 = 7\nline_8 = 8\nline_9 = 9\nline_10 = 10\nline_11 = 11\n"
+              "... lines left out ...\n");
+    EXPECT_EQ(apply_windows("ab\n  xy = 1\nend", "  xy = 1\n", 5), "ab\n  xy = 1\nend\n"); // no gap; a last line without '\n'
+    EXPECT_EQ(apply_windows(code, "x\n", 3), "... lines left out ...\n"); // nothing quoted (lines under 4 characters)
+    apply_view v;
+    EXPECT_TRUE(apply_view_parse("none", v) && v == APPLY_VIEW_NONE);
+    EXPECT_FALSE(apply_view_parse("snippet", v));
+    EXPECT_EQ(apply_view_names(), "auto, cached, file, windows, none");
+    EXPECT_EQ(apply_view_for(APPLY_VIEW_CACHED, true), APPLY_VIEW_NONE);
+    EXPECT_EQ(apply_view_for(APPLY_VIEW_AUTO, true), APPLY_VIEW_NONE);
+    EXPECT_EQ(apply_view_for(APPLY_VIEW_AUTO, false), APPLY_VIEW_FILE);
+    EXPECT_EQ(apply_view_for(APPLY_VIEW_WINDOWS, false), APPLY_VIEW_WINDOWS);
+    const apply_input in{"a = 1\n", "a = 2\n", ""};
+    EXPECT_EQ(apply_message(in, PROMPT_LAYOUT_INSTRUCTION_FIRST, APPLY_VIEW_NONE), "<update>a = 2\n</update>");
+    EXPECT_EQ(apply_message({"a = 1\n", "a = 2\n", "why"}, PROMPT_LAYOUT_FILE_FIRST, APPLY_VIEW_NONE),
+              "<update>a = 2\n</update>\n<instruction>why</instruction>");
+}
+
+TEST(apply_view, plain_prompts) {
+    const std::unique_ptr<model> m = test::load_or_fail(k_shipped, true);
+    ASSERT_NE(m, nullptr);
+    ASSERT_FALSE(apply_prompt_parse_special(*m));
+    const apply_input in{"C\n", "U\n", ""};
+    EXPECT_EQ(apply_prompt(*m, in, PROMPT_LAYOUT_INSTRUCTION_FIRST, APPLY_VIEW_NONE),
+              "### Instruction:\nApply the update to the code.\n### Update:\nU\n### Edited code:\n");
+    EXPECT_EQ(apply_prompt(*m, in, PROMPT_LAYOUT_INSTRUCTION_FIRST, APPLY_VIEW_FILE),
+              "### Instruction:\nApply the update to the code.\n### Update:\nU\n### Original code:\nC\n\n### Edited code:\n");
 }
 
 // a K-quant, the type most users download, to 160 tokens; the long tier runs every type to the end

@@ -284,6 +284,56 @@ TEST(server, apply_endpoint_and_message_format) {
     EXPECT_EQ(status, 400) << no.dump();
 }
 
+// issue 59: a constrained apply is prompted with the snippet alone (the file is read once, as the merge
+// is written), cached file or not, so its answer never depends on the cache; --apply-view cached keeps
+// the whole file once a slot holds its prompt (reused); --apply-view file fixes the whole file
+TEST(server, apply_view_follows_the_request_and_the_cache) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    std::string code;
+    for (int i = 0; i < 12; i++) code += "def f" + std::to_string(i) + "(x):\n    return x + " + std::to_string(i) + "\n\n\n";
+    const std::string update = "# ... existing code ...\ndef f5(x):\n    return x * 5\n# ... existing code ...\n";
+    const std::string body = json{{"code", code}, {"update", update}}.dump();
+    const std::string free_body = json{{"code", code}, {"update", update}, {"constrain", false}}.dump();
+    int status = 0;
+    int p_none = 0, p_file = 0;
+    std::string merged;
+    {
+        server_process s({});
+        ASSERT_GT(s.pid, 0);
+        const json cold = post(s, "/v1/apply", body, &status);
+        ASSERT_EQ(status, 200) << cold.dump();
+        const json free = post(s, "/v1/apply", free_body, &status); // the whole file: its prompt is cached now
+        ASSERT_EQ(status, 200) << free.dump();
+        p_none = cold["usage"]["prompt_tokens"], p_file = free["usage"]["prompt_tokens"];
+        EXPECT_LT(2 * p_none, p_file) << "a constrained apply's prompt holds the snippet, not the file";
+        const json again = post(s, "/v1/apply", body, &status);
+        ASSERT_EQ(status, 200) << again.dump();
+        EXPECT_EQ(again["usage"]["prompt_tokens"], p_none) << again.dump();
+        merged = cold["merged_code"];
+        EXPECT_EQ(again["merged_code"], merged);
+    }
+    {
+        server_process s({"--apply-view", "cached"});
+        ASSERT_GT(s.pid, 0);
+        const json cold = post(s, "/v1/apply", body, &status);
+        ASSERT_EQ(status, 200) << cold.dump();
+        EXPECT_EQ(cold["usage"]["prompt_tokens"], p_none) << cold.dump();
+        ASSERT_EQ((post(s, "/v1/apply", free_body, &status), status), 200);
+        const json warm = post(s, "/v1/apply", body, &status);
+        ASSERT_EQ(status, 200) << warm.dump();
+        EXPECT_EQ(warm["usage"]["prompt_tokens"], p_file) << warm.dump();
+        EXPECT_GE(2 * warm["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), p_file) << warm.dump();
+    }
+    server_process fixed({"--apply-view", "file"});
+    ASSERT_GT(fixed.pid, 0);
+    const json f = post(fixed, "/v1/apply", body, &status);
+    ASSERT_EQ(status, 200) << f.dump();
+    EXPECT_EQ(f["usage"]["prompt_tokens"], p_file);
+    std::string out;
+    EXPECT_EQ(test::run_command(std::string(EDITSPEC_BIN) + " serve --apply-view half 2>&1", &out), 2) << out;
+    EXPECT_NE(out.find("half"), std::string::npos) << out;
+}
+
 // 8 clients x 50 requests on 2 slots: no error, every answer is the one its prompt gets alone
 TEST(server, load_8_clients_50_requests) {
     if (!have_shipped()) GTEST_SKIP() << "no shipped model";
@@ -531,9 +581,11 @@ TEST(server, document_sessions) {
 // same file on a plain slot (--kv-reuse prefix, the file first) reuses the whole file exactly and
 // answers as a cold server does, also when the slot moved on to another text in between (the prompt
 // store loads the file back).
+// (applies keep the whole file in their prompt here, --apply-view file: a second apply of a file then
+// reuses it; by default a constrained apply off a session shows the snippet alone, issue 59)
 TEST(server, requests_start_from_a_document_session) {
     if (!have_shipped()) GTEST_SKIP() << "no shipped model";
-    server_process s({});
+    server_process s({"--apply-view", "file"});
     ASSERT_GT(s.pid, 0);
     std::string doc = "def area(w, h):\n    return w * h\n\n\ndef volume(w, h, d):\n    return area(w, h) * d\n\n\n"
                       "def perimeter(w, h):\n    return 2 * (w + h)\n\n\ndef describe(w, h):\n"
@@ -580,7 +632,7 @@ TEST(server, requests_start_from_a_document_session) {
     ASSERT_EQ(status, 200) << a2.dump();
     EXPECT_GE(a2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
               (int) test::load_or_fail(k_target, true)->tokenize(doc, false, false).size()) << a2.dump();
-    server_process cold({});
+    server_process cold({"--apply-view", "file"});
     ASSERT_GT(cold.pid, 0);
     const json c2 = post(cold, "/v1/apply", json{{"code", doc}, {"update", update2}, {"max_tokens", 64}}.dump(), &status);
     ASSERT_EQ(status, 200) << c2.dump();

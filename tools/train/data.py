@@ -42,11 +42,50 @@ def edit_prompt_render(instruction: str, code: str) -> str:
     return "### Instruction:\n" + instruction + "\n### Original code:\n" + code + "\n### Edited code:\n"
 
 
-def apply_prompt_render(instruction: str, update: str, code: str) -> str:
-    """editspec's plain apply template (include/editspec/apply.h, apply_prompt without a chat template),
-    byte for byte; the merged file and EOS follow it"""
-    return ("### Instruction:\n" + (instruction or "Apply the update to the code.") + "\n### Update:\n" + update +
-            "\n### Original code:\n" + code + "\n### Edited code:\n")
+APPLY_WINDOW = 3                         # apply.h APPLY_WINDOW
+APPLY_WINDOW_GAP = "... lines left out ..."  # apply.h APPLY_WINDOW_GAP
+
+
+def _lines(text: str) -> list[str]:
+    """the text's lines, each with its '\n' (apply.h apply_lines: only '\n' ends a line)"""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def apply_windows(code: str, update: str, window: int = APPLY_WINDOW) -> str:
+    """apply.h apply_windows, byte for byte: the file's lines within `window` lines of a line the snippet
+    quotes (4+ characters other than blanks, trailing blanks aside), a gap line for each run left out"""
+    trim = lambda s: s.rstrip("\n\r \t")  # noqa: E731
+    quoted = {trim(l) for l in _lines(update) if sum(c not in " \t" for c in trim(l)) >= 4}
+    lines = _lines(code)
+    keep = [False] * len(lines)
+    for i, l in enumerate(lines):
+        if trim(l) in quoted:
+            for k in range(max(0, i - window), min(len(lines), i + window + 1)):
+                keep[k] = True
+    out, gap = [], False
+    for i, l in enumerate(lines):
+        if not keep[i]:
+            gap = True
+            continue
+        if gap:
+            out.append(APPLY_WINDOW_GAP + "\n")
+        gap = False
+        out.append(l if l.endswith("\n") else l + "\n")
+    if gap:
+        out.append(APPLY_WINDOW_GAP + "\n")
+    return "".join(out)
+
+
+def apply_prompt_render(instruction: str, update: str, code: str, view: str = "file") -> str:
+    """editspec's plain apply template (include/editspec/apply.h, apply_prompt without a chat template,
+    instruction first), byte for byte, showing the file as `view` says (apply_view: file, windows, none);
+    the merged file and EOS follow it"""
+    head = "### Instruction:\n" + (instruction or "Apply the update to the code.") + "\n### Update:\n" + update
+    if view == "none":
+        return head + "\n### Edited code:\n"
+    shown = apply_windows(code, update) if view == "windows" else code
+    return head + "\n### Original code:\n" + shown + "\n### Edited code:\n"
 
 
 def _write_json(path, obj):

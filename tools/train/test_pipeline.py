@@ -119,6 +119,17 @@ class pipeline_test(unittest.TestCase):
         # the prompt is editspec's apply template (include/editspec/apply.h), byte for byte
         self.assertEqual(data.apply_prompt_render("", "U", "C"),
                          "### Instruction:\nApply the update to the code.\n### Update:\nU\n### Original code:\nC\n### Edited code:\n")
+        # the prompt's views of the file (issue 59): the cases of tests/request/test-apply-constraint.cpp
+        # (apply_view), byte for byte
+        self.assertEqual(data.apply_prompt_render("", "U", "C", view="none"),
+                         "### Instruction:\nApply the update to the code.\n### Update:\nU\n### Edited code:\n")
+        code = "".join(f"line_{i} = {i}\n" for i in range(20))
+        update = "# ... existing code ...\nline_9 = 9  \nline_10 = 100\n# ... existing code ...\n"
+        self.assertEqual(data.apply_windows(code, update, 2),
+                         "... lines left out ...\nline_7 = 7\nline_8 = 8\nline_9 = 9\nline_10 = 10\nline_11 = 11\n"
+                         "... lines left out ...\n")
+        self.assertEqual(data.apply_windows("ab\n  xy = 1\nend", "  xy = 1\n", 5), "ab\n  xy = 1\nend\n")
+        self.assertEqual(data.apply_windows(code, "x\n", 3), "... lines left out ...\n")
 
     def test_fim_examples(self):
         # [BOS] SUF suffix PRE prefix MID typed (prompt kinds) | middle (new) EOS; the FIM tokens appended
