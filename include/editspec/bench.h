@@ -45,7 +45,7 @@ struct bench_params {
     bool apply = false;           // edit items as fast apply: the reference diff's hunks as the snippet (apply.h)
     bool constrain = false;       // apply: constrained decoding, every method (apply_constraint; lossy vs free greedy)
     prompt_layout edit_layout = PROMPT_LAYOUT_AUTO; // edit and apply prompts (edit.h, --prompt-layout)
-    apply_view file_view = APPLY_VIEW_FILE;         // apply: how much of the file the prompt shows (--apply-view)
+    apply_view file_view = APPLY_VIEW_AUTO;         // apply: how much of the file the prompt shows (--apply-view)
     std::vector<std::string> methods = {"ar", "lookup", "lookup-longest"}; // "ar" is always run first
     bool replay = false;          // target's choice = the reference token (real-shape random models)
     bool no_ar = false;           // the first of `methods` is the reference in ar's place (--no-ar)

@@ -188,7 +188,7 @@ static void report_setting_md(std::ostringstream & o, const bench_results & res)
         o << "| dataset | `" << p.dataset_path << "` (chat: each conversation turn by turn, in the model's chat template "
              "or the plain one, going on from ar's answers) |\n";
     } else {
-        const std::string view = p.apply ? std::string(", the prompt's view of the file: ") + apply_view_name(p.file_view) : "";
+        const std::string view = p.apply ? std::string(", the prompt's view of the file: ") + apply_view_name(apply_view_for(p.file_view, p.constrain)) : "";
         o << "| dataset | `" << p.dataset_path << "` (" << (p.apply ? (p.constrain ? "apply, constrained" : "apply") : dataset_task_name(p.task)) << view << ", "
           << (p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive") << " instruction, " << layout_name(res.layout)
           << ") |\n";
@@ -284,7 +284,7 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     j["dataset"] = p.dataset_path;
     j["task"] = p.apply ? "apply" : dataset_task_name(p.task);
     j["constrained"] = p.constrain;
-    if (p.apply) j["apply_view"] = apply_view_name(p.file_view);
+    if (p.apply) j["apply_view"] = apply_view_name(apply_view_for(p.file_view, p.constrain));
     j["instruction"] = p.instruction == INSTRUCTION_KIND_LAZY ? "lazy" : "descriptive";
     j["replay"] = p.replay;
     j["items_in"] = res.items_in;

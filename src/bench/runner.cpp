@@ -53,6 +53,8 @@ struct bench_prompt {
     const dataset_item * item = nullptr;
     int32_t turn = 0;     // chat
     std::string category; // chat
+    size_t n_fit = 0;     // the prompt's size for --fit-train-ctx: an apply's with the whole file (the same
+                          // items whatever --apply-view), else the prompt's
 };
 
 // the program an output makes, and the tests that judge it; false when the item has none
@@ -202,6 +204,8 @@ bool bench_prompts(const bench_params & p, bench_layout layout, const model & m,
             bench_apply_request(m, it, p, rq);
             bp.prompt = rq.prompt;
             bp.constraint = rq.constraint;
+            bp.n_fit = m.tokenize(apply_prompt(m, bench_apply_input(it), p.edit_layout, APPLY_VIEW_FILE), true,
+                                  apply_prompt_parse_special(m)).size();
         } else if (layout == BENCH_LAYOUT_EDIT && it.task == DATASET_TASK_EDIT) {
             const std::string & instr =
                 p.instruction == INSTRUCTION_KIND_LAZY && !it.instruction_lazy.empty() ? it.instruction_lazy : it.instruction;
@@ -416,7 +420,9 @@ bool bench_write_tasks(const bench_params & p, const std::vector<bench_prompt> &
 void bench_fit_train_ctx(const bench_params & p, const model & m, std::vector<bench_prompt> & prompts, bench_results & out) {
     if (p.fit_train_ctx) {
         const size_t n_train = (size_t) std::max(0, m.facts().n_ctx_train);
-        const auto past = [&](const bench_prompt & bp) { return n_train > 0 && bp.prompt.size() + bp.original.size() > n_train; };
+        const auto past = [&](const bench_prompt & bp) {
+            return n_train > 0 && std::max(bp.n_fit, bp.prompt.size()) + bp.original.size() > n_train;
+        };
         out.items_past_train_ctx = (int32_t) std::count_if(prompts.begin(), prompts.end(), past);
         prompts.erase(std::remove_if(prompts.begin(), prompts.end(), past), prompts.end());
         if (p.progress) {

@@ -21,7 +21,7 @@ struct bench_opts {
     std::string instruction = "descriptive";
     std::string layout = "auto";
     std::string prompt_layout = "auto";
-    std::string apply_view = "file";
+    std::string apply_view = "auto";
     bool tests_allow_network = false;
     bool oracle = false;
     std::string cost_curve = "model";
@@ -103,7 +103,7 @@ int run_bench(bench_opts & o) {
     if (!apply_view_parse(o.apply_view, o.p.file_view)) {
         return fail_input(cmd, "--apply-view '" + o.apply_view + "' must be one of " + apply_view_names());
     }
-    if (o.p.file_view != APPLY_VIEW_FILE && !o.p.apply) return fail_input(cmd, "--apply-view goes with --task apply");
+    if (o.apply_view != "auto" && !o.p.apply) return fail_input(cmd, "--apply-view goes with --task apply");
     if (o.p.run_tests && o.p.replay) return fail_input(cmd, "--tests judges the model's own outputs and cannot run with --replay");
     if (!(o.p.tests.timeout_s > 0 && o.p.tests.timeout_s <= 3600)) return fail_input(cmd, "--tests-timeout " + std::to_string(o.p.tests.timeout_s) + " out of range (0, 3600]");
     o.p.tests.no_network = !o.tests_allow_network;
@@ -189,9 +189,10 @@ command cmd_bench_add(CLI::App & app) {
                   "lossy against the model's free greedy output, lossless between methods)");
     sub->add_option("--prompt-layout", o->prompt_layout, prompt_layout_help())->capture_default_str();
     sub->add_option("--apply-view", o->apply_view,
-                    "--task apply: how much of the file the prompt shows: file (all of it), windows (its lines within " +
-                        std::to_string(APPLY_WINDOW) + " lines of a line the snippet quotes) or none (the snippet alone); "
-                        "Reuse and the constraint have the whole file either way")->capture_default_str();
+                    "--task apply: how much of the file the prompt shows: auto (as `editspec apply`: none with --constrain, "
+                        "else file), file (all of it), windows (its lines within " + std::to_string(APPLY_WINDOW) +
+                        " lines of a line the snippet quotes) or none (the snippet alone); Reuse and the constraint have "
+                        "the whole file either way; --fit-train-ctx selects by the whole file's prompt")->capture_default_str();
     sub->add_flag("--replay", o->p.replay, "the target's choice is the dataset's reference token (random-weight models); the model still runs every pass");
     sub->add_flag("--no-ar", o->p.no_ar,
                   "do not run ar (one-token passes over a long file take long; the methods' agreement with ar is what the "
