@@ -30,6 +30,10 @@
 //
 // Threading: enter/leave/view/decode from any thread; one thread per view at a time. Every KV
 // operation of a view takes the engine's context lock, so it never runs during a step's decode.
+// Every decode of the engine (its warm-up, a lone request's pass) runs on the engine's thread: ggml's
+// OpenMP team belongs to the thread that computes, and libgomp lets a team's workers spin between
+// passes only while all teams' threads fit the cores; past that they sleep after each pass, and
+// waking them cost ~10% of a token on 2 cores (docs/results/issue53-batching).
 #pragma once
 
 #include "editspec/engine.h"
@@ -128,7 +132,7 @@ private:
     std::deque<submission *> queue_; // batches waiting, in arrival order
     std::vector<uint8_t> active_;    // [n_seq] entered and not left
     std::vector<submission *> step_subs_; // the running step's (abort_cb reads them)
-    bool stepping_ = false;          // a step is decoding (on the engine's thread or a lone request's)
+    bool stepping_ = false;          // a step is decoding (on the engine's thread)
     std::atomic<bool> step_abort_{false};
     step_stats stats_;
     int32_t last_total_ = 0, last_batches_ = 0; // the last step's tokens and batches

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 
 namespace editspec {
 
@@ -47,9 +48,6 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
         return fail("step engine: " + err + " (" + std::to_string(p.n_seq) + " requests x " + std::to_string(p.per_seq.n_ctx) +
                     " tokens)");
     }
-    if (!context_warm_up(*e->ctx_)) {
-        return fail("step engine: the warm-up decode failed (EDITSPEC_LOG=info shows libllama's reason)");
-    }
     // the engine's abort callback replaces the context's own: a step is cut short when every
     // request in it is cancelled
     llama_set_abort_callback(e->ctx_->get(), &step_engine::abort_cb, e.get());
@@ -59,7 +57,19 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     if (const char * pr = getenv("EDITSPEC_STEP_PAD")) e->params_.pad_ratio = atof(pr);
     e->active_.assign((size_t) p.n_seq, 0);
     e->last_tokens_.assign((size_t) p.n_seq, 0);
-    e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
+    // the warm-up decode runs on the engine's thread, as every step does: ggml's OpenMP team belongs to
+    // the thread that computes, and one team in the process keeps its workers spinning between passes
+    // (libgomp spins ~300k rounds while its threads fit the cores, 100 once they do not: a worker
+    // asleep between passes costs a futex wake-up per pass)
+    std::promise<bool> warm;
+    std::future<bool> warmed = warm.get_future();
+    e->thread_ = std::thread([eng = e.get(), &warm] {
+        warm.set_value(context_warm_up(*eng->ctx_));
+        eng->loop();
+    });
+    if (!warmed.get()) {
+        return fail("step engine: the warm-up decode failed (EDITSPEC_LOG=info shows libllama's reason)");
+    }
     ES_LOG_INFO("step engine: %d requests at once, %d tokens of context each, at most %d tokens a step\n", p.n_seq,
                 (int) llama_n_ctx_seq(e->ctx_->get()), e->params_.n_step_tokens);
     return e;
@@ -145,15 +155,7 @@ bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::ato
     s.logits = &logits;
     s.rows = &rows;
     std::unique_lock<std::mutex> lock(mu_);
-    // a lone request decodes on its own thread: no hand-off to the engine's thread and back per
-    // pass, which cost ~10% of a token on 2 cores (docs/results/issue53-batching)
-    const bool alone = !stepping_ && queue_.empty() && !stop_ &&
-                       std::count(active_.begin(), active_.end(), (uint8_t) 1) == 1 && active_[(size_t) seq];
-    if (alone && !(cancel && cancel->load())) {
-        std::vector<submission *> subs = {&s};
-        step(lock, subs, b.n_tokens);
-        return s.ok;
-    }
+    // every pass goes to the engine's thread, a lone request's too: one thread computes (see create())
     queue_.push_back(&s);
     cv_.notify_all();
     cv_.wait(lock, [&] { return s.done; });
