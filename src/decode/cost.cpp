@@ -191,7 +191,8 @@ static std::string cache_path(const context & ctx) {
         // v2: every size to 8 measured (cost_model_sizes); a v1 curve's line from 4 to 8 hid a step at 5.
         // v3: rounds over the sizes and a pass capped at its tokens one by one (a v2 curve measured on
         // a busy machine could say 4 tokens cost 460 one-token passes, and nothing was ever drafted)
-        << "-v3";
+        // v4: editspec's Q8_0 kernel (the ggml patch's item 5) halves a batched pass's cost on AVX512-VNNI
+        << "-v4";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     if (!engine_rpc_servers().empty()) key << "-rpc" << engine_rpc_servers().size();
