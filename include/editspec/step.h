@@ -102,6 +102,7 @@ private:
         std::vector<int32_t> * rows = nullptr;  // batch row -> row of logits, -1 = none
         bool done = false;
         bool ok = false;
+        std::condition_variable cv; // done (under mu_): the view's thread waits here, not on cv_
     };
 
     step_engine(const model & m) : model_(m) {}
@@ -128,7 +129,7 @@ private:
     std::mutex ctx_mu_;              // the llama_context: a step's decode, or one view's KV operation
 
     mutable std::mutex mu_;          // everything below
-    std::condition_variable cv_;     // a batch arrived, a step ended, a view entered or left, stop
+    std::condition_variable cv_;     // for the engine's thread: a batch arrived, a view entered or left, stop
     std::deque<submission *> queue_; // batches waiting, in arrival order
     std::vector<uint8_t> active_;    // [n_seq] entered and not left
     std::vector<submission *> step_subs_; // the running step's (abort_cb reads them)

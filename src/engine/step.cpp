@@ -157,8 +157,8 @@ bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::ato
     std::unique_lock<std::mutex> lock(mu_);
     // every pass goes to the engine's thread, a lone request's too: one thread computes (see create())
     queue_.push_back(&s);
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return s.done; });
+    cv_.notify_all(); // the engine's thread is the one waiting on cv_
+    s.cv.wait(lock, [&] { return s.done; });
     return s.ok;
 }
 
@@ -188,6 +188,7 @@ void step_engine::loop() {
         for (auto it = queue_.begin(); it != queue_.end();) {
             if ((*it)->cancel && (*it)->cancel->load()) {
                 (*it)->done = true;
+                (*it)->cv.notify_one();
                 (*it)->ok = false;
                 stats_.cancelled++;
                 it = queue_.erase(it);
@@ -249,7 +250,10 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
     stats_.batches += (int64_t) subs.size();
     stats_.decode_ms += ms;
     if (!ok && step_abort_) stats_.aborted++;
-    for (submission * s : subs) s->done = true;
+    for (submission * s : subs) {
+        s->done = true;
+        s->cv.notify_one(); // its view's thread alone: one wake-up a request, not one per request per batch
+    }
     stepping_ = false;
     cv_.notify_all();
 }
