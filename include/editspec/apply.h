@@ -124,6 +124,7 @@ struct apply_alignment {
     std::vector<uint8_t> dropped;          // per code line: deleted by the snippet
     std::vector<int32_t> kept_before;      // [i]: code lines before line i that must be written (size: lines + 1)
     std::vector<int32_t> next_place;       // [j]: code line of the first placed update line from j on (code.size(): none)
+    bool marker_at_end = false;            // the snippet ends with a marker: the file goes on after its last line
 };
 apply_alignment apply_align(const apply_input & in);
 

@@ -36,6 +36,11 @@ enum stop_reason {
 
 const char * stop_reason_name(stop_reason r);
 
+// true when the answer ended on its own: the model's end (EOG) or a stop string the request named.
+// Every other stop (n_predict, a full context, a time limit, a cancel or shutdown, an error) cut the
+// answer short: an edit's or an apply's output is then not a whole file, and is never handed back as one
+bool stop_reason_whole(stop_reason r);
+
 struct generate_params {
     int32_t n_predict = 256;          // most tokens to generate, -1 = until EOG or the context is full
     sampling_params sampling;          // temp 0 = greedy

@@ -81,6 +81,9 @@ struct request {
     std::span<const datastore * const> repo_datastores; // "fastcoder": this request's repository, else the runner's
     retrieval_cache * cache = nullptr;      // "fastcoder": a cache carried across requests, null = per request
     std::shared_ptr<token_constraint> constraint; // constrained decoding (constraint.h), null = none; gen.constraint is set from it
+    // edits and applies: the fewest tokens their whole answer takes (request_answer_tokens), 0 = unknown
+    // (a completion); a request whose prompt and answer cannot fit is refused before it decodes
+    int32_t n_answer = 0;
 };
 
 // edit requests: the prompt (the model's chat template, else the plain edit template; edit.h) and
@@ -100,6 +103,24 @@ void request_prediction_tokens(const model & m, const std::string & prediction, 
 
 // "" when the prompt leaves room for a token in a context of n_ctx; else the error saying both sizes
 std::string request_over_context(const request & rq, int32_t n_ctx);
+
+// The tokens an apply's whole answer takes, about: the merged file's (`original`: the file's tokens,
+// less the lines the snippet deletes, plus the snippet's lines that are not the file's; markers and
+// fences left out), a chat model's fence and the end. A changed line counts as new while its old line
+// still counts, so this errs high by the changed lines, never by the file. When the file alone takes
+// more than `limit` tokens (0 = none), the file's count: too many either way, and the snippet is not
+// aligned (a megabyte's file is refused in the time its tokenization takes).
+int32_t request_apply_answer_tokens(const model & m, const apply_input & in, std::span<const llama_token> original,
+                                    int32_t limit = 0);
+
+// The context an edit or apply needs to finish: its prompt, its whole answer (rq.n_answer) and one
+// token; rq.prompt.size() + 1 for other requests
+int32_t request_ctx_needed(const request & rq);
+
+// What stops an edit or apply with its whole answer before it decodes: "" when it fits a context of
+// n_ctx and n_predict (-1 = no limit); else which limit, with the sizes, for the caller to name its
+// flag after. over_ctx: the context is the limit (else n_predict).
+std::string request_answer_room(const request & rq, int32_t n_ctx, int32_t n_predict, bool * over_ctx);
 
 // Runs the request with the method: autoregressive for "ar", else the speculative decoder with the
 // method's drafters, policy and sizing (the cost model is fetched when the method sizes by it).

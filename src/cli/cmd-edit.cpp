@@ -39,7 +39,8 @@ struct edit_opts {
     std::string file;
     std::string update;    // apply: the snippet's file ("-" = stdin)
     std::string instruction;
-    int32_t n_predict = 0; // 0 = auto: twice the code's tokens + 64
+    int32_t n_predict = 0; // 0 = auto: twice the whole answer's tokens + 64
+    bool ctx_given = false; // -c was given: the context is not grown to the file
     bool diff = false;
     bool in_place = false;
     bool json = false;
@@ -165,6 +166,7 @@ int write_edit_output(const edit_opts & o, bool apply, const std::string & code,
     const std::string diff = o.diff ? edit_unified_diff(code, edited, "a" + sep + name, "b" + sep + name) : "";
     if (o.json) {
         nlohmann::json j = result_json(r, *rn.ctx, ms);
+        j["complete"] = true;
         j["code"] = edited;
         j["draft_model"] = rn.params.draft_model_path;
         j["file"] = o.file;
@@ -182,7 +184,56 @@ int write_edit_output(const edit_opts & o, bool apply, const std::string & code,
     return 0;
 }
 
-int run_edit(const edit_opts & o) {
+// The context for the whole answer (request_answer_room), checked before decoding: -c as given;
+// without -c, grown to the answer where the model was trained on contexts that long. An exit status:
+// 2 naming the sizes and the flag when it cannot fit.
+int size_context(const edit_opts & o, runner & rn, const request & rq) {
+    const char * cmd = o.cmd;
+    const int32_t n_predict = o.n_predict > 0 ? o.n_predict : -1;
+    const int32_t need = request_ctx_needed(rq);
+    const int32_t n_train = rn.target.model->facts().n_ctx_train;
+    if (!o.ctx_given && need > rn.params.n_ctx && need <= n_train) {
+        const int32_t n_ctx = std::min(n_train, (need + 255) / 256 * 256);
+        fprintf(stderr, "editspec %s: the context grows from %d to %d tokens to hold the whole answer (-c to set it)\n",
+                cmd, rn.params.n_ctx, n_ctx);
+        rn.params.n_ctx = n_ctx;
+        std::string error;
+        rn.ctx = runner_new_context(rn, &error);
+        if (!rn.ctx) return fail_runtime(cmd, error);
+    }
+    bool over_ctx = false;
+    const std::string why = request_answer_room(rq, rn.params.n_ctx, n_predict, &over_ctx);
+    if (why.empty()) return 0;
+    if (!over_ctx) return fail_input(cmd, why + ": raise -n to at least " + std::to_string(rq.n_answer) + " or leave it out");
+    std::string hint = ": raise --ctx-size to at least " + std::to_string(need);
+    if (n_train > 0 && need > n_train) {
+        hint += " (the model was trained on contexts of " + std::to_string(n_train) + " tokens; past them its output degrades)";
+    }
+    return fail_input(cmd, why + hint);
+}
+
+// An answer cut short (stop_reason_whole) is not the file: nothing is written or printed (--json says
+// "complete": false, without the code); exit status 1, naming the limit that cut it
+int fail_incomplete(const edit_opts & o, const generate_result & r, const runner & rn, const method_spec & ms) {
+    const char * cmd = o.cmd;
+    std::string why = stop_reason_name(r.stop);
+    if (r.stop == STOP_REASON_MAX_TOKENS) why = "-n " + std::to_string((long long) r.tokens.size()) + " reached; raise -n or leave it out";
+    if (r.stop == STOP_REASON_CONTEXT) why = "the context (--ctx-size " + std::to_string(rn.params.n_ctx) + ") is full; raise --ctx-size";
+    if (o.json) {
+        nlohmann::json j = result_json(r, *rn.ctx, ms);
+        j.erase("text");
+        j["complete"] = false;
+        j["file"] = o.file;
+        j["in_place"] = false;
+        printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    }
+    return fail_runtime(cmd, "the answer stopped after " + std::to_string(r.tokens.size()) + " tokens, before its end (" +
+                                 why + "): nothing " + (o.in_place ? "written" : "printed") + ", " +
+                                 (o.file.empty() ? std::string("the input") : "'" + o.file + "'") + " unchanged");
+}
+
+int run_edit(edit_opts & o, const CLI::App * sub) {
+    o.ctx_given = sub->get_option("--ctx-size")->count() > 0;
     const char * cmd = o.cmd;
     const bool apply = std::string(cmd) == "apply";
     if (const int status = check_edit_opts(o, apply); status != 0) {
@@ -218,14 +269,18 @@ int run_edit(const edit_opts & o) {
     } else {
         request_edit_tokens(*rn.target.model, o.instruction, code, rq, layout);
     }
-    // an edit's answer is about as long as the code
-    warn_past_train_ctx(cmd, *rn.target.model, (int32_t) rq.prompt.size(), (int32_t) rq.original.size());
+    // ---- room for the whole answer, checked before any decoding
+    if (const int status = size_context(o, rn, rq); status != 0) return status;
+    warn_past_train_ctx(cmd, *rn.target.model, (int32_t) rq.prompt.size(), rq.n_answer);
 
     // ---- generate (greedy)
-    rq.gen.n_predict = o.n_predict != 0 ? o.n_predict : 2 * (int32_t) rq.original.size() + 64;
+    rq.gen.n_predict = o.n_predict != 0 ? o.n_predict : 2 * rq.n_answer + 64;
     generate_result r;
     if (const int status = run_request(cmd, rn, ms, rq, r); status != 0) {
         return status;
+    }
+    if (!stop_reason_whole(r.stop)) {
+        return fail_incomplete(o, r, rn, ms);
     }
     const std::string edited = apply ? apply_merged_code({code, update, o.instruction}, r.text) : edit_extract_code(r.text);
 
@@ -236,8 +291,13 @@ int run_edit(const edit_opts & o) {
 void add_edit_options(CLI::App * sub, edit_opts & o, const char * what) {
     add_request_options(sub, o.req,
                         "decoding method (below)");
+    sub->get_option("--ctx-size")
+        ->description("KV cache size in tokens; without it, grown to hold the prompt and the whole answer where the "
+                      "model was trained on contexts that long. An answer that cannot fit is refused before decoding");
     sub->add_option("-f,--file", o.file, std::string("the file to ") + what + " (default: read the code from stdin)");
-    sub->add_option("-n,--n-predict", o.n_predict, "most tokens to generate (0 = twice the code's + 64, -1 = no limit)")
+    sub->add_option("-n,--n-predict", o.n_predict,
+                    "most tokens to generate (0 = twice the whole answer's + 64, -1 = no limit); an answer cut short by "
+                    "it or by the context is an error, and nothing is written")
         ->capture_default_str();
     sub->add_flag("--diff", o.diff, "print a unified diff instead of the new code");
     sub->add_flag("--in-place", o.in_place, "rewrite FILE atomically, keeping the original as FILE.orig");
@@ -252,7 +312,7 @@ command cmd_edit_add(CLI::App & app) {
     CLI::App * sub = app.add_subcommand("edit", "edit code following an instruction (greedy, lossless by default)");
     add_edit_options(sub, *o, "edit");
     sub->add_option("-i,--instruction", o->instruction, "what to change")->required();
-    return {sub, [o] { return run_edit(*o); }};
+    return {sub, [o, sub] { return run_edit(*o, sub); }};
 }
 
 command cmd_apply_add(CLI::App & app) {
@@ -276,7 +336,7 @@ command cmd_apply_add(CLI::App & app) {
                   "snippet (not a marker), so a small model cannot garble or loop; differs from the model's free "
                   "greedy output where it would have. --no-constrain: the model's free greedy output, lossless")
         ->capture_default_str();
-    return {sub, [o] { return run_edit(*o); }};
+    return {sub, [o, sub] { return run_edit(*o, sub); }};
 }
 
 } // namespace editspec::cli

@@ -22,6 +22,10 @@ const char * stop_reason_name(stop_reason r) {
     return "unknown";
 }
 
+bool stop_reason_whole(stop_reason r) {
+    return r == STOP_REASON_EOG || r == STOP_REASON_STRING;
+}
+
 // ----------------------------------------------------------------------------
 // output_sink
 

@@ -92,6 +92,7 @@ static void read_lines(apply_alignment & a, const apply_input & in) {
         a.marker_before.push_back(marker ? 1 : 0);
         marker = false;
     }
+    a.marker_at_end = marker;
     // a snippet without a marker at its top or its end still leaves the rest of the file as it is
     // (LLMs leave those markers out); a deletion there shows only by context, as everywhere
     if (!a.update.empty()) a.marker_before[0] = 1;
@@ -294,6 +295,16 @@ static void keep_elided_code(apply_alignment & a) {
     // the end counts as a marker: a snippet without one there leaves the rest of the file as it is
     seen_marker = true, new_since_marker = false;
     if (!a.update.empty()) keep(prev_a + 1, (int32_t) a.code.size());
+    // new lines right after the last placed line replace the code there, and a marker after them says the
+    // file goes on: its last line is kept, so a merge cannot end at the new lines and drop the file's tail
+    // (issue 69: a merge is whole)
+    if (new_open && a.marker_at_end) {
+        for (int32_t i = (int32_t) a.code.size() - 1; i > prev_a; i--) {
+            if (a.code[(size_t) i].find_first_not_of(" \t\r\n") == std::string::npos) continue;
+            kept[(size_t) i] = 1;
+            break;
+        }
+    }
     a.kept_before.assign(a.code.size() + 1, 0);
     for (size_t i = 0; i < a.code.size(); i++) a.kept_before[i + 1] = a.kept_before[i] + kept[i];
     a.next_place.assign(a.update.size() + 1, (int32_t) a.code.size());

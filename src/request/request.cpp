@@ -7,6 +7,9 @@
 
 namespace editspec {
 
+// what an answer holds besides the code: a chat model's fence lines ("```python\n", "```\n") and the end
+static constexpr int32_t ANSWER_FRAME_TOKENS = 8;
+
 int32_t runner_n_seq_max(bool trees, int32_t n_ctx) {
     return trees ? std::min(65, n_ctx) : 1;
 }
@@ -64,12 +67,15 @@ void request_edit_tokens(const model & m, const std::string & instruction, const
                          prompt_layout layout) {
     rq.prompt = m.tokenize(edit_prompt(m, instruction, code, layout), true, edit_prompt_parse_special(m));
     rq.original = edit_original_tokens(m, code);
+    // an edit's answer rewrites the code: about as long as it (a chat model's fence and the end too)
+    rq.n_answer = (int32_t) rq.original.size() + ANSWER_FRAME_TOKENS;
 }
 
 void request_apply_tokens(const model & m, const apply_input & in, request & rq, bool constrain, prompt_layout layout,
                           apply_view view) {
     rq.prompt = m.tokenize(apply_prompt(m, in, layout, view), true, apply_prompt_parse_special(m));
     rq.original = edit_original_tokens(m, in.code);
+    rq.n_answer = request_apply_answer_tokens(m, in, rq.original);
     rq.constraint = constrain ? std::make_shared<apply_constraint>(m, in) : nullptr;
 }
 
@@ -82,6 +88,45 @@ std::string request_over_context(const request & rq, int32_t n_ctx) {
         return "";
     }
     return "the prompt is " + std::to_string(rq.prompt.size()) + " tokens and the context holds " + std::to_string(n_ctx);
+}
+
+int32_t request_apply_answer_tokens(const model & m, const apply_input & in, std::span<const llama_token> original,
+                                    int32_t limit) {
+    const int32_t n_file = (int32_t) original.size() + ANSWER_FRAME_TOKENS;
+    if (limit > 0 && n_file > limit) return n_file;
+    // the snippet's lines that are not the file's, and the file's lines it deletes
+    const apply_alignment a = apply_align(in);
+    std::string added, deleted;
+    for (size_t j = 0; j < a.update.size(); j++) {
+        if (a.anchor[j] < 0) added += a.update[j];
+    }
+    for (size_t i = 0; i < a.code.size(); i++) {
+        if (a.dropped[i]) deleted += a.code[i];
+    }
+    const int32_t n_added = added.empty() ? 0 : (int32_t) m.tokenize(added, false, false).size();
+    const int32_t n_deleted = deleted.empty() ? 0 : (int32_t) m.tokenize(deleted, false, false).size();
+    return std::max(ANSWER_FRAME_TOKENS, n_file + n_added - n_deleted);
+}
+
+int32_t request_ctx_needed(const request & rq) {
+    return (int32_t) rq.prompt.size() + rq.n_answer + 1;
+}
+
+std::string request_answer_room(const request & rq, int32_t n_ctx, int32_t n_predict, bool * over_ctx) {
+    if (over_ctx) *over_ctx = false;
+    if (rq.n_answer <= 0) return "";
+    const int32_t need = request_ctx_needed(rq);
+    if (need > n_ctx) {
+        if (over_ctx) *over_ctx = true;
+        return "the prompt is " + std::to_string(rq.prompt.size()) + " tokens and the whole answer about " +
+               std::to_string(rq.n_answer) + " more (the file is " + std::to_string(rq.original.size()) +
+               " tokens): " + std::to_string(need) + " tokens, and the context holds " + std::to_string(n_ctx);
+    }
+    if (n_predict >= 0 && n_predict < rq.n_answer) {
+        return "the whole answer takes about " + std::to_string(rq.n_answer) + " tokens (the file is " +
+               std::to_string(rq.original.size()) + ") and at most " + std::to_string(n_predict) + " may be generated";
+    }
+    return "";
 }
 
 bool runner_generate(runner & rn, const method_spec & ms, const request & rq, generate_result & r, std::string * error) {

@@ -44,6 +44,82 @@ std::function<bool()> watch_client() {
     return [fd] { return connection_closed(fd); };
 }
 
+// the field that holds an apply's file on its endpoint
+static const char * apply_code_field(const api_request & rq) {
+    return rq.endpoint == API_CODE_APPLY ? "initial_code" : rq.endpoint == API_APPLY ? "code" : "messages";
+}
+
+// An apply whose merged file cannot fit the context or the tokens it may generate is refused before
+// it decodes (400, OpenAI's context_length_exceeded), naming the sizes: a merge is whole or an error.
+static bool apply_room_check(const server_state & s, generation & g, api_error & err) {
+    const model & m = *s.rn.target.model;
+    const int32_t n_ctx = s.params.runner.n_ctx;
+    // the file's tokens: the prediction's where it is the file (the usual case), else its own
+    const token_vec file = g.rq.has_prediction && g.rq.prediction == g.rq.apply.code ? g.req.original
+                                                                                      : edit_original_tokens(m, g.rq.apply.code);
+    g.req.n_answer = request_apply_answer_tokens(m, g.rq.apply, file, n_ctx);
+    const bool client_cap = g.rq.n_predict >= 0 && g.rq.n_predict < s.params.max_tokens;
+    const int32_t n_predict = client_cap ? g.rq.n_predict : s.params.max_tokens;
+    bool over_ctx = false;
+    const std::string why = request_answer_room(g.req, n_ctx, n_predict, &over_ctx);
+    if (why.empty()) return true;
+    err = make_error(400, "");
+    err.code = "context_length_exceeded";
+    if (over_ctx) {
+        err.param = apply_code_field(g.rq);
+        err.message = "the file is too large to merge here: " + why + " (the server's --ctx-size; start it with "
+                      "--ctx-size " + std::to_string(request_ctx_needed(g.req)) + " or more)";
+    } else if (client_cap) {
+        err.param = "max_tokens";
+        err.code = "max_tokens_too_small";
+        err.message = "max_tokens is too small for the merged file: " + why + "; raise max_tokens or leave it out";
+    } else {
+        err.param = apply_code_field(g.rq);
+        err.message = "the file is too large to merge here: " + why + " (the server's --max-tokens; start it with "
+                      "--max-tokens " + std::to_string(g.req.n_answer) + " or more)";
+    }
+    return false;
+}
+
+// An apply cut short (stop_reason_whole) is not the file: an error in place of a merge, naming what
+// cut it (the file's room, the client's max_tokens or time limit, the server's --max-tokens, a client
+// that left, a server that stops)
+static api_error apply_incomplete_error(const server_state & s, const generation & g) {
+    const generate_result & r = g.r;
+    const int32_t n_ctx = s.params.runner.n_ctx;
+    const int32_t room = n_ctx - 1 - (int32_t) g.req.prompt.size();
+    const std::string done = "the merge stopped after " + std::to_string(r.tokens.size()) + " tokens, before the file's end";
+    api_error err = make_error(400, "");
+    err.code = "incomplete_merge";
+    switch (r.stop) {
+        case STOP_REASON_CALLBACK:
+            if (s.stopping.load()) return make_error(503, done + ": the server is stopping; nothing was merged", "server_error");
+            return make_error(499, done + ": the client closed the connection", "invalid_request_error");
+        case STOP_REASON_LINE:
+            err.param = "t_max_predict_ms";
+            err.message = done + ": t_max_predict_ms reached; nothing was merged (raise it or leave it out)";
+            return err;
+        case STOP_REASON_CONTEXT:
+        case STOP_REASON_MAX_TOKENS:
+            if (r.stop == STOP_REASON_CONTEXT || g.req.gen.n_predict >= room) {
+                err.code = "context_length_exceeded";
+                err.param = apply_code_field(g.rq);
+                err.message = done + ": the context (the server's --ctx-size " + std::to_string(n_ctx) +
+                              ") is full after the " + std::to_string(g.req.prompt.size()) + "-token prompt; nothing was merged";
+            } else if (g.rq.n_predict >= 0 && g.req.gen.n_predict == g.rq.n_predict) {
+                err.param = "max_tokens";
+                err.message = done + ": max_tokens (" + std::to_string(g.rq.n_predict) + ") reached; nothing was merged "
+                              "(raise max_tokens or leave it out)";
+            } else {
+                err.message = done + ": the server's --max-tokens (" + std::to_string(s.params.max_tokens) +
+                              ") reached; nothing was merged";
+            }
+            return err;
+        default:
+            return make_error(500, done + " (" + stop_reason_name(r.stop) + "); nothing was merged");
+    }
+}
+
 bool generation_prepare(server_state & s, api_endpoint ep, const std::string & body, generation & g, api_error & err) {
     if (!api_parse(ep, body, g.rq, err)) return false;
     const model & m = *s.rn.target.model;
@@ -89,7 +165,7 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
         request_prediction_tokens(m, g.rq.prediction, g.req);
         if (!g.req.original.empty()) g.ms = &s.with_reuse;
     }
-    return true;
+    return !g.rq.is_apply || apply_room_check(s, g, err);
 }
 
 bool generation_start(server_state & s, const std::shared_ptr<generation> & g, const std::shared_ptr<text_channel> & ch, api_error & err) {
@@ -183,6 +259,10 @@ bool generation_finish(server_state & s, generation & g, api_error & err) {
     }
     if (!g.ok || g.r.stop == STOP_REASON_ERROR) {
         err = make_error(500, g.ok ? g.r.error : g.error);
+        return false;
+    }
+    if (g.rq.is_apply && !stop_reason_whole(g.r.stop)) {
+        err = apply_incomplete_error(s, g);
         return false;
     }
     s.mx.generation(g.r);

@@ -86,7 +86,8 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
 // False with err: 503 when the queue is full or the server stops.
 bool generation_start(server_state & s, const std::shared_ptr<generation> & g, const std::shared_ptr<text_channel> & ch,
                       api_error & err);
-// waits for a started generation; false with a 500 err when it failed or threw
+// waits for a started generation; false with a 500 err when it failed or threw, and with an apply's error
+// (4xx; 503 when the server stops) when an apply stopped before its end: a merge is whole or an error
 bool generation_finish(server_state & s, generation & g, api_error & err);
 
 // ----------------------------------------------------------------------------

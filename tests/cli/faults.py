@@ -4,7 +4,7 @@
     tests/cli/faults.py --binary build/bin/editspec --model tiny.gguf
 
 - A full disk (a small tmpfs mounted by this script in a mount namespace of its own, `unshare -m`,
-  or `unshare -rm` when not root) during `edit --in-place` and `index`: each exits 1 or 2 with an
+  or `unshare -rm` when not root) during `apply --in-place` and `index`: each exits 1 or 2 with an
   error that names the file, the file being edited is intact, nothing partial is left beside it.
   Where no namespace can be made, the same runs under RLIMIT_FSIZE (writes past a size fail), said
   in the output.
@@ -58,12 +58,15 @@ def disk_full(args, mnt, limited):
     for i in range(20):
         with open(os.path.join(repo, f"m{i}.py"), "w") as f:
             f.write(code)
+    upd = os.path.join(args.tmp, "update.py")
+    with open(upd, "w") as f:
+        f.write("# ... existing code ...\ndef f1(x):\n    return x - 1\n# ... existing code ...\n")
     if not limited:
         fill(mnt)
     before = sorted(os.listdir(mnt))
-    r = run([args.binary, "edit", "-m", args.model, "-t", "1", "-f", src, "-i", "rename f1 to g1", "--in-place",
-             "-n", "8"], cap)
-    check(r.returncode in (1, 2), f"edit --in-place on a full disk exits 1 or 2 (got {r.returncode})")
+    # an apply (constrained: it ends, whole, on a random model too; a merge cut short is never written)
+    r = run([args.binary, "apply", "-m", args.model, "-t", "1", "-f", src, "-u", upd, "--in-place"], cap)
+    check(r.returncode in (1, 2), f"apply --in-place on a full disk exits 1 or 2 (got {r.returncode})")
     check("code.py" in r.stderr and ("No space" in r.stderr or "too large" in r.stderr or "cannot write" in r.stderr),
           "its error names the file and the cause: " + r.stderr.strip().splitlines()[-1:][0] if r.stderr.strip() else "(none)")
     check(open(src).read() == code, "the file being edited is intact")

@@ -221,18 +221,23 @@ TEST(edit_unified_diff, patch_applies_random_edits) {
 // the command
 
 TEST(edit_cli, json_parses_with_statistics) {
+    // the random model never ends its answer: cut short by -n, the answer is not the code (issue 69):
+    // exit 1, --json says "complete": false without the code or the text, its statistics kept
     temp_dir d;
     write_text(d.path / "f.py", sample_code);
     std::string out;
     const int rc = test::run_command(std::string(bin()) + " edit" + model_arg() + " -f " +
-                                         quote((d.path / "f.py").string()) + " -i 'Rename add to plus.' -n 24 --json",
+                                         quote((d.path / "f.py").string()) + " -i 'Rename add to plus.' -n 48 --json",
                                      &out);
-    ASSERT_EQ(rc, 0) << out;
+    ASSERT_EQ(rc, 1) << out;
     const nlohmann::json j = nlohmann::json::parse(out);
     EXPECT_EQ(j["method"], "auto"); // the default
     EXPECT_NE(j["drafters"].get<std::string>().find("reuse"), std::string::npos) << j.dump();
-    EXPECT_EQ(j["tokens"], 24);                      // the random model never stops early
-    EXPECT_TRUE(j["code"].is_string());
+    EXPECT_EQ(j["tokens"], 48);                      // the random model never stops early
+    EXPECT_EQ(j["complete"], false);
+    EXPECT_EQ(j["stop"], "max_tokens");
+    EXPECT_FALSE(j.contains("code")) << j.dump();
+    EXPECT_FALSE(j.contains("text")) << j.dump();
     EXPECT_GE(j["target_passes"].get<int>(), 1);
     EXPECT_GT(j["tokens_per_pass"].get<double>(), 0.0);
     EXPECT_TRUE(j["by_source"].is_object());
@@ -241,18 +246,32 @@ TEST(edit_cli, json_parses_with_statistics) {
     }
     EXPECT_EQ(read_text(d.path / "f.py"), sample_code); // not --in-place: untouched
     EXPECT_EQ(d.names(), (std::vector<std::string>{"f.py"}));
+    // --in-place with an answer cut short: nothing written, nothing printed, exit 1 naming the limit
+    std::string err;
+    EXPECT_EQ(test::run_command(std::string(bin()) + " edit" + model_arg() + " -f " + quote((d.path / "f.py").string()) +
+                                    " -i 'Rename add to plus.' -n 48 --in-place 2>&1 >/dev/null", &err), 1) << err;
+    EXPECT_NE(err.find("-n 48"), std::string::npos) << err;
+    EXPECT_EQ(read_text(d.path / "f.py"), sample_code);
+    EXPECT_EQ(d.names(), (std::vector<std::string>{"f.py"}));
+    // -n below the whole answer's size: refused before decoding (exit 2), the size named
+    EXPECT_EQ(test::run_command(std::string(bin()) + " edit" + model_arg() + " -f " + quote((d.path / "f.py").string()) +
+                                    " -i 'Rename add to plus.' -n 4 --in-place 2>&1", &err), 2) << err;
+    EXPECT_NE(err.find("raise -n"), std::string::npos) << err;
+    EXPECT_EQ(read_text(d.path / "f.py"), sample_code);
 }
 
 TEST(edit_cli, in_place_and_diff) {
-    // the same greedy edit three ways: the printed code, --in-place's file (backup FILE.orig, no
+    // the same greedy merge three ways: the printed code, --in-place's file (backup FILE.orig, no
     // temp files left), --diff's patch applied to the original. (Not --json's "code": the random
-    // model's bytes are not always UTF-8, and JSON replaces those.)
+    // model's bytes are not always UTF-8, and JSON replaces those.) An apply: constrained, it ends
+    // whole on the random model, where a free edit never ends (edit and apply write alike)
     temp_dir d;
     const fs::path f = d.path / "f.py";
     write_text(f, sample_code);
+    write_text(d.path / "u.py", "def add(a, b):\n    return b + a\n# ... existing code ...\n");
     fs::permissions(f, fs::perms(0640));
-    const std::string base = std::string(bin()) + " edit" + model_arg() + " -f " + quote(f.string()) +
-                             " -i 'Rename add to plus.' -n 16 --method reuse+lookup-longest@8";
+    const std::string base = std::string(bin()) + " apply" + model_arg() + " -f " + quote(f.string()) + " -u " +
+                             quote((d.path / "u.py").string()) + " --method reuse+lookup-longest@8";
     std::string code;
     ASSERT_EQ(test::run_command(base, &code), 0) << code;
 
@@ -267,16 +286,17 @@ TEST(edit_cli, in_place_and_diff) {
     EXPECT_TRUE(out.empty()); // nothing on stdout
     EXPECT_EQ(read_text(f), code);
     EXPECT_EQ(read_text(d.path / "f.py.orig"), sample_code);
-    EXPECT_EQ(d.names(), (std::vector<std::string>{"f.py", "f.py.orig"}));
+    EXPECT_EQ(d.names(), (std::vector<std::string>{"f.py", "f.py.orig", "u.py"}));
     EXPECT_EQ(fs::status(f).permissions() & fs::perms::all, fs::perms(0640)); // mode kept
 }
 
 TEST(edit_cli, stdin_prints_the_code) {
-    // no -f: the code comes from stdin, the edited code goes to stdout, as with -f
+    // no -f: the code comes from stdin, the merged code goes to stdout, as with -f
     temp_dir d;
     write_text(d.path / "in.py", sample_code);
+    write_text(d.path / "u.py", "# ... existing code ...\nprint(add(3, 4))\n");
     std::string out, out_f;
-    const std::string base = std::string(bin()) + " edit" + model_arg() + " -i 'Add a docstring.' -n 12";
+    const std::string base = std::string(bin()) + " apply" + model_arg() + " -u " + quote((d.path / "u.py").string());
     ASSERT_EQ(test::run_command(base + " < " + quote((d.path / "in.py").string()), &out), 0);
     ASSERT_EQ(test::run_command(base + " -f " + quote((d.path / "in.py").string()), &out_f), 0);
     EXPECT_FALSE(out.empty());
@@ -290,7 +310,7 @@ TEST(apply_cli, merges_with_the_file_as_prediction_and_checks_input) {
     const fs::path f = d.path / "f.py", u = d.path / "u.py";
     write_text(f, sample_code);
     write_text(u, "# ... existing code ...\nprint(add(2, 3))\n");
-    const std::string base = std::string(bin()) + " apply" + model_arg() + " -f " + quote(f.string()) + " -n 24";
+    const std::string base = std::string(bin()) + " apply" + model_arg() + " -f " + quote(f.string());
     std::string out, out_stdin, json_out;
     ASSERT_EQ(test::run_command(base + " -u " + quote(u.string()), &out), 0) << out;
     ASSERT_EQ(test::run_command(base + " -u - < " + quote(u.string()), &out_stdin), 0) << out_stdin;

@@ -282,6 +282,16 @@ TEST(server, apply_endpoint_and_message_format) {
     EXPECT_EQ(status, 400) << no.dump();
     no = post(s, "/v1/apply", json{{"code", code}, {"update", update}, {"constrain", "yes"}}.dump(), &status);
     EXPECT_EQ(status, 400) << no.dump();
+    // a merge is whole or an error (issue 69; tests/server/test-merge-whole.cpp): max_tokens below the
+    // merged file's size is refused before decoding, on every shape, naming the sizes
+    for (const auto & [path, body] : {std::pair{"/v1/apply", json{{"code", code}, {"update", update}, {"max_tokens", 5}}},
+                                      std::pair{"/v1/code/apply", json{{"initial_code", code}, {"edit_snippet", update}, {"max_tokens", 5}}},
+                                      std::pair{"/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 5}}}}) {
+        no = post(s, path, body.dump(), &status);
+        EXPECT_EQ(status, 400) << path << ": " << no.dump();
+        EXPECT_EQ(no["error"]["code"], "max_tokens_too_small") << path << ": " << no.dump();
+        EXPECT_EQ(no["error"]["param"], "max_tokens") << path << ": " << no.dump();
+    }
 }
 
 // issue 59: a constrained apply is prompted with the snippet alone (the file is read once, as the merge
