@@ -142,8 +142,11 @@ apply_alignment apply_align(const apply_input & in);
 // lines beside a re-indented one re-indented alike), which may then not be written. The output
 // cannot pass an unchanged line or a changed line's place before writing it. The original's lines
 // elided by a marker between two placed lines (or before the first, after the last) with no new line
-// there must be written; those between two placed lines with no marker between them are replaced by
-// the snippet's lines there (deleted when it shows the two side by side). New lines around a
+// there must be written (and the file's last line, where new lines follow the last placed line and a
+// marker ends the snippet); those between two placed lines with no marker between them are replaced by
+// the snippet's lines there (deleted when it shows the two side by side); the output skips the
+// original's lines only where the snippet deletes them or right after writing a new line (the lines it
+// replaces), so a small model cannot drop lines here and there. New lines around a
 // re-indented block (a "try:" and its "except" around a wrapped body) open and close the block that
 // wraps it, and replace nothing.
 // The model decides the rest: where lines the snippet does not place go, which old lines they
@@ -165,6 +168,10 @@ public:
 private:
     struct pos {
         int32_t i, j; // next usable line of the original, of the snippet
+        // the last line written was a new line of the snippet: the original's next lines may be skipped
+        // (those it replaces); otherwise only lines the snippet deletes are (a run of deleted lines
+        // follows new lines, never a copied line)
+        int32_t skip = 0;
     };
     struct state {
         std::vector<pos> at;     // the positions the output so far can be at (none dominating another)
@@ -197,6 +204,7 @@ private:
 
     const model & m_;
     apply_alignment al_;
+    std::vector<int32_t> dropped_before_;       // [i]: code lines before line i the snippet deletes
     std::map<std::string, std::vector<int32_t>> in_code_, in_update_; // line -> its indices
     std::vector<std::string> pieces_;          // per token, filled on first use
     std::vector<uint8_t> piece_known_;

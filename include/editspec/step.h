@@ -23,7 +23,9 @@
 // The decoders run unchanged on a view: they see one sequence (0), n_seq_max() == 1 (draft trees
 // are chains, as exact greedy verification wants anyway), n_ctx() = per_seq.n_ctx. libllama's
 // ubatch split puts equal token counts of consecutive streams in one ubatch (split_equal), so views
-// whose batches differ in length take more than one ubatch of the step.
+// whose batches differ in length, or streams with an idle one between them, take more than one ubatch
+// of the step; padding (pad_ratio) evens the lengths and fills the idle streams between with throwaway
+// tokens where that costs little.
 //
 // Cancellation: a view's cancel flag (context::set_cancel) fails its decode at once; a step whose
 // every batch is cancelled is aborted inside llama_decode (llama_set_abort_callback).
@@ -67,11 +69,18 @@ struct step_stats {
     int64_t steps      = 0; // llama_decode calls
     int64_t tokens     = 0; // tokens they carried
     int64_t batches    = 0; // view batches they carried (requests per step = batches / steps)
+    int64_t ubatches   = 0; // ubatches libllama split the steps into (one weight read each; step_ubatches)
     int64_t aborted    = 0; // steps cut short because every request in them was cancelled
     int64_t cancelled  = 0; // view batches refused or dropped because their request was cancelled
     double  decode_ms  = 0; // time inside llama_decode
     double  gather_ms  = 0; // time a step waited for active views after its first batch arrived
 };
+
+// The ubatches libllama's split of a multi-stream batch makes (llama_batch_allocr::split_equal,
+// sequential): each takes a run of consecutive streams that still hold tokens, the same number from
+// each (the fewest any of them holds, at most n_ubatch in all). tokens[s]: stream s's tokens, in stream
+// order (0 = none in the step).
+int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch);
 
 class step_engine {
 public:
@@ -139,6 +148,7 @@ private:
     int32_t last_total_ = 0, last_batches_ = 0; // the last step's tokens and batches
     double last_step_ms_ = 0.0;
     std::vector<int32_t> last_tokens_; // [n_seq] each stream's tokens in the last step
+    int32_t run_ubatches_ = 0;       // the running step's ubatches (its decodes: one, or one per request on a retry)
     bool stop_ = false;
     std::thread thread_;
 };

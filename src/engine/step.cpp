@@ -21,6 +21,20 @@
 
 namespace editspec {
 
+int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch) {
+    int32_t n = 0;
+    for (size_t first = 0;;) {
+        while (first < tokens.size() && tokens[first] == 0) first++;
+        if (first == tokens.size()) return n;
+        size_t end = first;
+        int32_t fewest = tokens[first];
+        while (end < tokens.size() && tokens[end] > 0) fewest = std::min(fewest, tokens[end++]);
+        const int32_t take = std::max(1, std::min(fewest, n_ubatch / (int32_t) (end - first)));
+        for (size_t s = first; s < end; s++) tokens[s] -= take;
+        n++;
+    }
+}
+
 std::unique_ptr<step_engine> step_engine::create(const model & m, const step_params & p, std::string * error) {
     auto fail = [&](const std::string & msg) -> std::unique_ptr<step_engine> {
         if (error) *error = msg;
@@ -224,6 +238,7 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
 
     const auto t0 = clock_type::now();
     bool ok;
+    run_ubatches_ = 0;
     {
         std::lock_guard<std::mutex> kv(ctx_mu_);
         ok = run_step(subs);
@@ -248,6 +263,7 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
     stats_.steps++;
     stats_.tokens += n_tokens;
     stats_.batches += (int64_t) subs.size();
+    stats_.ubatches += run_ubatches_;
     stats_.decode_ms += ms;
     if (!ok && step_abort_) stats_.aborted++;
     for (submission * s : subs) {
@@ -261,21 +277,51 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
 bool step_engine::run_step(std::vector<submission *> & subs) {
     batch & mb = *merged_;
     mb.clear();
+    llama_memory_t mem = llama_get_memory(ctx_->get());
     // libllama takes equal token counts of consecutive streams into one ubatch: batches of unequal
-    // lengths take a ubatch per length. Padding each batch to the longest with throwaway tokens after
-    // its own (same stream, later positions, no logits, removed after the pass: a row never attends
-    // to a later position) makes the step one ubatch, when that adds at most pad_ratio of its tokens
+    // lengths take a ubatch per length, and an idle stream between two requests' splits them. Padding
+    // each batch to the longest with throwaway tokens after its own (same stream, later positions, no
+    // logits, removed after the pass: a row never attends to a later position), and giving an idle
+    // stream between them as many (after its own cells, where their attention stays cheap), makes the
+    // step one ubatch, when that adds at most pad_ratio of
+    // its tokens. subs are in stream order (loop())
     int32_t n_real = 0, n_longest = 0;
+    int64_t attention = 0; // the step's rows times the cells each attends to, about
     for (const submission * s : subs) {
         n_real += s->b->n_tokens;
         n_longest = std::max(n_longest, s->b->n_tokens);
+        for (int32_t i = 0; i < s->b->n_tokens; i++) attention += s->b->pos[i] + 1;
     }
-    const int32_t n_padded = n_longest * (int32_t) subs.size();
+    std::vector<std::pair<llama_seq_id, llama_pos>> idle; // idle streams between requests: (stream, its next position)
+    bool idle_ok = true;
+    int64_t idle_attention = 0;
+    for (size_t k = 1; k < subs.size(); k++) {
+        for (llama_seq_id q = subs[k - 1]->seq + 1; q < subs[k]->seq; q++) {
+            const llama_pos next = llama_memory_seq_pos_max(mem, q) + 1;
+            idle_ok = idle_ok && next + n_longest < n_ctx_seq_;
+            idle_attention += (int64_t) n_longest * (next + n_longest);
+            idle.push_back({q, next});
+        }
+    }
+    // the idle streams' throwaway rows attend to their cells: no more than the step's own rows do, and
+    // 512 cells a row (on a CPU the weights, read once for every row, cost more than that)
+    idle_ok = idle_ok && idle_attention <= attention + (int64_t) n_longest * 512;
+    if (!idle_ok) idle.clear();
+    const int32_t n_padded = n_longest * (int32_t) (subs.size() + idle.size());
     const bool pad = subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() && n_padded <= params_.n_ubatch_max() &&
                      (double) n_padded <= params_.pad_ratio * n_real;
+    if (!pad) idle.clear();
     std::vector<int32_t> offset(subs.size());
-    std::vector<llama_pos> pad_from(subs.size(), -1); // first throwaway position, -1 = none
+    std::vector<std::pair<llama_seq_id, llama_pos>> pads; // throwaway tokens from (stream, position) on
+    std::vector<int32_t> laid((size_t) params_.n_seq, 0); // tokens per stream, as laid out
+    size_t next_idle = 0;
     for (size_t k = 0; k < subs.size(); k++) {
+        for (; next_idle < idle.size() && idle[next_idle].first < subs[k]->seq; next_idle++) {
+            const auto [q, from] = idle[next_idle];
+            for (int32_t i = 0; i < n_longest; i++) ES_ASSERT(mb.add(subs[0]->b->token[0], from + i, {q}, false));
+            pads.push_back({q, from});
+            laid[(size_t) q] = n_longest;
+        }
         const llama_batch & b = *subs[k]->b;
         offset[k] = mb.size();
         llama_pos last = -1;
@@ -284,13 +330,16 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
             ES_ASSERT(mb.add(b.token[i], b.pos[i], {subs[k]->seq}, b.logits[i] != 0));
             last = std::max(last, b.pos[i]);
         }
+        laid[(size_t) subs[k]->seq] = b.n_tokens;
         if (pad && b.n_tokens < n_longest && last + n_longest - b.n_tokens < n_ctx_seq_) {
-            pad_from[k] = last + 1;
+            pads.push_back({subs[k]->seq, last + 1});
             for (int32_t i = b.n_tokens; i < n_longest; i++) {
                 ES_ASSERT(mb.add(b.token[b.n_tokens - 1], last + 1 + (i - b.n_tokens), {subs[k]->seq}, false));
             }
+            laid[(size_t) subs[k]->seq] = n_longest;
         }
     }
+    run_ubatches_ += step_ubatches(laid, std::min(params_.n_ubatch_max(), mb.capacity()));
     // a step whose every request is cancelled stops inside llama_decode (abort_cb)
     step_abort_ = all_cancelled(subs);
     const int32_t ret = step_abort_ ? 2 : llama_decode(ctx_->get(), mb.get());
@@ -299,7 +348,9 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
             ES_LOG_ERROR("step engine: llama_decode failed with status %d (%d tokens of %zu requests; 1 = no KV slot)\n", ret,
                          mb.size(), subs.size());
         }
-        // earlier ubatches of the step may have stayed in the cache: each request's batch leaves no cell
+        // earlier ubatches of the step may have stayed in the cache: each request's batch leaves no cell,
+        // and neither does an idle stream's padding
+        for (const auto & [q, from] : pads) llama_memory_seq_rm(mem, q, from, -1);
         for (submission * s : subs) {
             llama_pos p0 = s->b->pos[0];
             for (int32_t i = 0; i < s->b->n_tokens; i++) p0 = std::min(p0, s->b->pos[i]);
@@ -308,9 +359,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
         }
         return false;
     }
-    for (size_t k = 0; k < subs.size(); k++) {
-        if (pad_from[k] >= 0) llama_memory_seq_rm(llama_get_memory(ctx_->get()), subs[k]->seq, pad_from[k], -1);
-    }
+    for (const auto & [q, from] : pads) llama_memory_seq_rm(mem, q, from, -1);
     for (size_t k = 0; k < subs.size(); k++) {
         submission & s = *subs[k];
         const llama_batch & b = *s.b;

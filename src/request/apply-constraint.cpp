@@ -55,6 +55,8 @@ static std::vector<llama_token> tokens_at(const model & m, const std::string & t
 }
 
 apply_constraint::apply_constraint(const model & m, const apply_input & in) : m_(m), al_(apply_align(in)) {
+    dropped_before_.assign(al_.code.size() + 1, 0);
+    for (size_t i = 0; i < al_.code.size(); i++) dropped_before_[i + 1] = dropped_before_[i] + al_.dropped[i];
     for (int32_t i = 0; i < (int32_t) al_.code.size(); i++) in_code_[al_.code[(size_t) i]].push_back(i);
     for (int32_t j = 0; j < (int32_t) al_.update.size(); j++) in_update_[al_.update[(size_t) j]].push_back(j);
     const size_t n = (size_t) m.facts().n_vocab;
@@ -100,6 +102,8 @@ const std::string & apply_constraint::piece(llama_token t) {
 // in its order); an anchored pair is used together. -1 = not a move.
 apply_constraint::pos apply_constraint::from_code(pos p, int32_t i) const {
     if (i < p.i || al_.dropped[(size_t) i] || al_.kept_before[(size_t) i] != al_.kept_before[(size_t) p.i]) return {-1, -1};
+    // lines skipped: those the snippet deletes, or any after a new line (which replaces them)
+    if (!p.skip && dropped_before_[(size_t) i] - dropped_before_[(size_t) p.i] != i - p.i) return {-1, -1};
     const int32_t k = al_.code_anchor[(size_t) i];
     if (k < 0 || k < p.j) return i < al_.next_place[(size_t) p.j] ? pos{i + 1, p.j} : pos{-1, -1};
     if (k != p.j) return {-1, -1};
@@ -109,11 +113,12 @@ apply_constraint::pos apply_constraint::from_code(pos p, int32_t i) const {
 apply_constraint::pos apply_constraint::from_update(pos p, int32_t j) const {
     if (j != p.j) return {-1, -1};
     const int32_t a = al_.place[(size_t) j];
-    if (a < 0) return {p.i, j + 1};
+    const int32_t skip = al_.anchor[(size_t) j] < 0 ? 1 : 0; // a new or changed line may replace what follows
+    if (a < 0) return {p.i, j + 1, skip};
     // a changed line whose guessed place was passed still has to be written (no dead end)
-    if (a < p.i) return al_.anchor[(size_t) j] < 0 ? pos{p.i, j + 1} : pos{-1, -1};
+    if (a < p.i) return al_.anchor[(size_t) j] < 0 ? pos{p.i, j + 1, skip} : pos{-1, -1};
     if (al_.kept_before[(size_t) a] != al_.kept_before[(size_t) p.i]) return {-1, -1};
-    return {a + 1, j + 1};
+    return {a + 1, j + 1, skip};
 }
 
 bool apply_constraint::take_line(const std::string & line, state & st) const {
@@ -128,9 +133,10 @@ bool apply_constraint::take_line(const std::string & line, state & st) const {
     auto add = [&](pos p) {
         if (p.i < 0) return;
         for (const pos & q : next) {
-            if (q.i <= p.i && q.j <= p.j) return; // q leaves at least as much to use
+            if (q.i <= p.i && q.j <= p.j && q.skip >= p.skip) return; // q leaves at least as much to use
         }
-        next.erase(std::remove_if(next.begin(), next.end(), [&](const pos & q) { return p.i <= q.i && p.j <= q.j; }),
+        next.erase(std::remove_if(next.begin(), next.end(),
+                                  [&](const pos & q) { return p.i <= q.i && p.j <= q.j && p.skip >= q.skip; }),
                    next.end());
         next.push_back(p);
     };

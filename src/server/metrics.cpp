@@ -118,6 +118,9 @@ std::string server_metrics::render_step(const step_stats & st) {
                   "tokens the steps carried (tokens per step: / editspec_steps_total)", (double) st.tokens);
     metric_append(o, "editspec_step_requests_total", "counter",
                   "requests' batches the steps carried (requests per step: / editspec_steps_total)", (double) st.batches);
+    metric_append(o, "editspec_step_ubatches_total", "counter",
+                  "ubatches libllama split the steps into, one weight read each (per step: / editspec_steps_total)",
+                  (double) st.ubatches);
     metric_append(o, "editspec_step_seconds_total", "counter", "time inside the steps' llama_decode", st.decode_ms / 1000.0);
     metric_append(o, "editspec_step_gather_seconds_total", "counter", "time steps waited for active requests' batches",
                   st.gather_ms / 1000.0);

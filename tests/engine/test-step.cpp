@@ -99,6 +99,19 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     EXPECT_GT(st.steps, 0);
     // the point of the engine: steps carried several requests' batches
     EXPECT_GT(st.batches, st.steps) << "no step carried two requests";
+    EXPECT_GE(st.ubatches, st.steps);
+}
+
+// libllama's sequential split_equal, as step_ubatches counts it: a ubatch per run of consecutive
+// streams with tokens, the fewest tokens of the run from each
+TEST(step_ubatches, as_libllama_splits_a_multi_stream_batch) {
+    EXPECT_EQ(step_ubatches({1, 5, 9, 17}, 512), 4);  // four lengths: four ubatches
+    EXPECT_EQ(step_ubatches({4, 4, 4, 4}, 512), 1);   // padded: one
+    EXPECT_EQ(step_ubatches({4, 0, 4, 0}, 512), 2);   // streams 0 and 2: an idle one between splits them
+    EXPECT_EQ(step_ubatches({0, 4, 4, 0}, 512), 1);
+    EXPECT_EQ(step_ubatches({3, 3, 3}, 4), 3);        // at most n_ubatch tokens: one from each, three times
+    EXPECT_EQ(step_ubatches({8}, 4), 2);
+    EXPECT_EQ(step_ubatches({0, 0}, 512), 0);
 }
 
 class step_exact : public ::testing::TestWithParam<std::string> {};
@@ -109,6 +122,66 @@ TEST_P(step_exact, batched_answers_equal_answers_alone) {
 
 // the K-quants and the repacked kernels included
 INSTANTIATE_TEST_SUITE_P(types, step_exact, ::testing::Values("f32", "f16", "q8_0", "q4_0", "q4_k_m", "q6_k"));
+
+// requests on streams 0 and 2 with stream 1 idle between them: the step fills stream 1 with throwaway
+// tokens after its own cells (removed after the pass) so the step is one ubatch, not two. Every answer
+// equals its answer alone, the idle stream's included when it goes on from its cached prompt afterwards
+TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    std::mt19937 rng(11);
+    token_vec prompts[3];
+    for (token_vec & p : prompts) p = test::random_code_prompt(*m, rng);
+    // equal prompt lengths on streams 0 and 2: their steps pad to one length
+    const size_t n = std::min(prompts[0].size(), prompts[2].size());
+    prompts[0].resize(n), prompts[2].resize(n);
+    generate_params gp;
+    gp.n_predict = 24;
+    generate_result alone[3];
+    for (int k = 0; k < 3; k++) {
+        context_params cp;
+        cp.n_ctx = 512;
+        cp.n_threads = 1;
+        auto own = test::context_or_fail(*m, cp);
+        alone[k] = generate_ar(*own, prompts[k], gp);
+    }
+    step_params sp;
+    sp.n_seq = 4;
+    sp.per_seq.n_ctx = 512;
+    sp.per_seq.n_threads = 1;
+    std::string err;
+    auto eng = step_engine::create(*m, sp, &err);
+    ASSERT_TRUE(eng) << err;
+    std::vector<std::unique_ptr<context>> views;
+    for (int32_t s = 0; s < 4; s++) views.push_back(eng->view(s));
+    // stream 1 holds a prompt (a slot's cached one) while 0 and 2 decode
+    generate_params one = gp;
+    one.n_predict = 1;
+    eng->enter(1);
+    ASSERT_NE(generate_ar(*views[1], prompts[1], one).stop, STOP_REASON_ERROR);
+    eng->leave(1);
+    const step_stats before = eng->stats();
+    generate_result got[3];
+    eng->enter(0);
+    eng->enter(2);
+    std::thread t0([&] { got[0] = generate_ar(*views[0], prompts[0], gp); eng->leave(0); });
+    std::thread t2([&] { got[2] = generate_ar(*views[2], prompts[2], gp); eng->leave(2); });
+    t0.join();
+    t2.join();
+    const step_stats st = eng->stats();
+    EXPECT_EQ(got[0].tokens, alone[0].tokens);
+    EXPECT_EQ(got[2].tokens, alone[2].tokens);
+    // steps that carried both requests took one ubatch, not two
+    const int64_t steps = st.steps - before.steps, batches = st.batches - before.batches, ubatches = st.ubatches - before.ubatches;
+    ASSERT_GT(batches, steps) << "no step carried both requests";
+    EXPECT_EQ(ubatches, steps) << steps << " steps carrying " << batches << " batches";
+    // the idle stream goes on from its cached prompt as it would have alone
+    eng->enter(1);
+    got[1] = generate_ar(*views[1], prompts[1], gp);
+    eng->leave(1);
+    EXPECT_EQ(got[1].tokens, alone[1].tokens);
+    EXPECT_GE(got[1].prompt_cached, (int64_t) prompts[1].size() - 1) << "stream 1's prompt was not kept";
+}
 
 // a cancelled request stops at once (before any pass once cancelled), and the request beside it
 // still answers as it would alone
