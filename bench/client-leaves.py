@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """A client that leaves: how long the next request waits behind its abandoned work, one slot.
 
-    bench/client-leaves.py --model ds13.gguf [--prompt-tokens 1500] [--leave-after 3] [--stream]
+    bench/client-leaves.py --model ds13.gguf [--prompt-tokens 1500] [--leave-after 3] [--stream] [--queued]
+
+--queued: client A leaves while its request waits in the queue behind another client's (H: the same
+small request with n_predict --hold-tokens, holding the slot), not while it decodes; B is sent after A
+left and its delay is counted from H's end (when the slot came free), less B's own time alone.
 
 Client A sends a greedy POST /completion (a ~N-token prompt of real code, n_predict 256, not streamed
 unless --stream) and closes its connection after --leave-after seconds; client B then sends a short
@@ -10,7 +14,7 @@ on the idle server (best of two, sent first), and the difference: how long A's a
 model and prompts, in one run: `editspec serve --parallel 1` and llama-server -np 1 (default build,
 scripts/setup-peers.sh).
 """
-import argparse, json, os, socket, subprocess, sys, time, urllib.request
+import argparse, json, os, socket, subprocess, sys, threading, time, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +43,8 @@ def main():
     ap.add_argument("--es", default=os.path.join(root, "build/bin/editspec"))
     ap.add_argument("--peers", default="")
     ap.add_argument("--servers", default="editspec,llama-server")
+    ap.add_argument("--queued", action="store_true", help="A leaves while queued behind another request")
+    ap.add_argument("--hold-tokens", type=int, default=96, help="--queued: the tokens the request ahead of A generates")
     args = ap.parse_args()
     items = [json.loads(l) for l in open(args.dataset)]
     text = ""
@@ -74,12 +80,32 @@ def main():
 
             alone = min(send_small(), send_small())  # B on an idle server: what it costs itself
             a = {"prompt": text, "n_predict": 256, "temperature": 0, "top_k": 1, "cache_prompt": False, "stream": args.stream}
-            leave_after(args.port, a, args.leave_after)
-            wait = send_small()
+            if args.queued:
+                hold = json.dumps({"prompt": "def add(a, b):", "n_predict": args.hold_tokens, "temperature": 0,
+                                   "top_k": 1, "cache_prompt": False, "ignore_eos": True}).encode()
+                held = {}
+
+                def send_hold():
+                    req = urllib.request.Request(f"http://127.0.0.1:{args.port}/completion", hold,
+                                                 {"Content-Type": "application/json"})
+                    json.load(urllib.request.urlopen(req, timeout=3600))
+                    held["end"] = time.time()
+
+                th = threading.Thread(target=send_hold)
+                th.start()
+                time.sleep(0.2)  # H holds the slot; A queues behind it and leaves
+                leave_after(args.port, a, args.leave_after)
+                t_b = time.time()
+                wait = send_small()
+                th.join()
+                wait = t_b + wait - max(held["end"], t_b)  # B's time from the slot coming free
+            else:
+                leave_after(args.port, a, args.leave_after)
+                wait = send_small()
         finally:
             proc.terminate()
             proc.wait()
-        print(json.dumps({"server": server, "stream": args.stream, "leave_after_s": args.leave_after,
+        print(json.dumps({"server": server, "stream": args.stream, "queued": args.queued, "leave_after_s": args.leave_after,
                           "prompt_chars": len(text), "next_request_s": round(wait, 2), "alone_s": round(alone, 2),
                           "delay_s": round(wait - alone, 2)}), flush=True)
 

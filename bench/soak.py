@@ -79,9 +79,11 @@ class soak:
 
     def apply(self, rng):
         it = self.item(rng)
-        status, data = post(self.url + "/v1/apply", {"code": it["code_before"], "update": it["code_after"][:2000],
-                                                      "max_tokens": 64})
-        return status == 200, f"HTTP {status}"
+        status, data = post(self.url + "/v1/apply", {"code": it["code_before"], "update": it["code_after"][:2000]})
+        if status == 400:  # a merge that cannot fit the context is refused whole, never cut short (issue 69)
+            code = json.loads(data).get("error", {}).get("code")
+            return code == "context_length_exceeded", f"HTTP 400 {code}"
+        return status == 200 and "merged_code" in json.loads(data), f"HTTP {status}"
 
     def infill(self, rng):
         code = self.item(rng)["code_before"]

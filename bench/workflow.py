@@ -17,7 +17,9 @@ and ignores `prediction`, gets /completion with the same prompt texts editspec b
 without a chat template (include/editspec/edit.h, apply.h) and /infill. Requests are not streamed:
 each row has the server's own prompt time (prefill_ms: the time to the first token but one pass),
 its generation time and the client's wall time for the whole request, with the prompt tokens the
-server kept (cached), moved (shifted, PIE) and decoded (encoded).
+server kept (cached), moved (shifted, PIE) and decoded (encoded). --max-tokens limits the edit and the
+completion; editspec's apply is the whole merge (since issue 69 an apply whose max_tokens cannot hold
+the merged file is refused, not cut), llama-server's apply prompt stops at --max-tokens as before.
 
     bench/workflow.py --url http://127.0.0.1:8012 --server editspec --label pie \
         --history datasets/edit-histories/signer.jsonl --steps 4 --max-tokens 32 >> rows.jsonl
@@ -102,7 +104,7 @@ def requests_for_step(server, subject, old, new, max_tokens, complete_tokens, co
             ("edit", "/v1/chat/completions",
              {"messages": [{"role": "user", "content": instruction + "\n\n```python\n" + old + "```"}],
               "prediction": {"type": "content", "content": old}, "max_tokens": max_tokens, **greedy}),
-            ("apply", "/v1/apply", {"code": old, "update": update, "max_tokens": max_tokens, **greedy,
+            ("apply", "/v1/apply", {"code": old, "update": update, **greedy,
                                     **({"constrain": True} if constrain else {})}),
             ("complete", "/infill", infill),
         ]

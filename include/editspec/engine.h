@@ -259,9 +259,20 @@ bool engine_has_gpu();
 // layers can leave this process: a GPU or RPC workers (--rpc)
 bool engine_offloads();
 
-// the batch-invariant CUDA mode (patches/ggml-cuda-batch-invariant.patch), on unless
-// EDITSPEC_CUDA_EXACT=0; with it, and every layer on a GPU, contexts use flash attention, the one
-// attention path the mode makes exact (docs/gpu.md)
+// Which kernels a GPU runs (--kernels on every command): exact (the batch-invariant CUDA mode,
+// patches/ggml-cuda-batch-invariant.patch: greedy speculative output equals plain decoding on quantized
+// weights with every layer on the GPU, docs/gpu.md), stock (llama.cpp's own kernels, CUDA graphs aside:
+// fastest, not batch-exact), auto (the default: exact where it is exact, stock where it cannot be: float
+// weights, which go through cuBLAS, and a partial offload). Without the flag, EDITSPEC_CUDA_EXACT=0 / 1
+// stands for stock / exact. A CPU build's kernels are always the exact ones, whatever is chosen.
+// Decided at the first model_load on a GPU (the target's), from its file's weight type and
+// --gpu-layers, before any kernel runs; set before it.
+enum engine_kernels { ENGINE_KERNELS_AUTO, ENGINE_KERNELS_EXACT, ENGINE_KERNELS_STOCK };
+void engine_set_kernels(engine_kernels k);
+engine_kernels engine_kernels_chosen();                            // as set (AUTO unless the flag named one)
+bool engine_kernels_parse(const std::string & name, engine_kernels & out); // "auto" | "exact" | "stock"
+const char * engine_kernels_name(engine_kernels k);
+// the kernels in force: a GPU's, once decided (and the setting's guess before); on a CPU build, exact
 bool engine_cuda_exact();
 bool engine_gpu_exact_attention();
 

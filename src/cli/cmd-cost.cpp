@@ -43,7 +43,9 @@ int run_cost(const cost_opts & o) {
                             : cost_model_get(*ctx, cm, &err);
     if (!ok) return fail_runtime(cmd, err);
     if (o.fresh && o.save && !o.last_logits) cost_model_save(*ctx, cm);
-    printf("# %s, %d threads, flash attention %s%s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off",
+    // the curve is cached per kernels (--kernels; a CPU's are always the exact ones)
+    printf("# %s, %d threads, flash attention %s, %s kernels%s%s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off",
+           engine_cuda_exact() ? "exact" : "stock", engine_has_gpu() ? " (GPU)" : " (CPU)",
            o.last_logits ? ", the last row's logits only" : "");
     printf("%8s %10s %10s %14s\n", "tokens", "ms", "tokens/s", "cost vs 1");
     for (size_t i = 0; i < cm.n.size(); i++) {

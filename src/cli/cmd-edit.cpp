@@ -9,6 +9,7 @@
 // (the output equals autoregressive decoding's).
 #include "cli/commands.h"
 #include "editspec/apply.h"
+#include "editspec/clock.h"
 #include "editspec/decoder.h"
 #include "editspec/edit.h"
 #include "editspec/generate.h"
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -41,6 +43,7 @@ struct edit_opts {
     std::string instruction;
     int32_t n_predict = 0; // 0 = auto: twice the whole answer's tokens + 64
     bool ctx_given = false; // -c was given: the context is not grown to the file
+    bool quiet = false;     // no progress line on a terminal
     bool diff = false;
     bool in_place = false;
     bool json = false;
@@ -184,6 +187,39 @@ int write_edit_output(const edit_opts & o, bool apply, const std::string & code,
     return 0;
 }
 
+// Progress on a terminal (stderr), twice a second at most: the answer's characters against the code's
+// (an edit's or apply's answer is about as long), the time so far and the time left at that rate; one
+// summary line at the end. Silent when stderr is not a terminal, or with --quiet.
+struct progress_line {
+    const char * cmd;
+    size_t expected; // the code's characters
+    bool on;
+    size_t chars = 0;
+    clock_type::time_point t0 = clock_type::now(), last = t0;
+
+    progress_line(const char * c, size_t n, bool show) : cmd(c), expected(std::max<size_t>(n, 1)), on(show) {}
+    bool add(size_t n) {
+        chars += n;
+        const auto now = clock_type::now();
+        if (std::chrono::duration<double>(now - last).count() < 0.5) return true;
+        last = now;
+        const double s = std::chrono::duration<double>(now - t0).count();
+        const double frac = std::min(0.99, (double) chars / (double) expected);
+        fprintf(stderr, "\reditspec %s: %zu of about %zu characters (%d%%), %.1f s, about %.0f s left\033[K", cmd, chars,
+                expected, (int) (100 * frac), s, frac > 0 ? s * (1 - frac) / frac : 0.0);
+        return true;
+    }
+    void done(const generate_result & r) const {
+        if (!on) return;
+        if (r.prompt_tokens == 0) { // refused or failed before decoding: its error follows
+            fprintf(stderr, "\r\033[K");
+            return;
+        }
+        fprintf(stderr, "\reditspec %s: %zu tokens in %.1f s (%.1f tokens/s, %.1f a pass; the prompt %.1f s)\033[K\n", cmd,
+                r.tokens.size(), (r.prompt_ms + r.gen_ms) / 1000.0, r.tokens_per_s(), r.tokens_per_pass(), r.prompt_ms / 1000.0);
+    }
+};
+
 // The context for the whole answer (request_answer_room), checked before decoding: -c as given;
 // without -c, grown to the answer where the model was trained on contexts that long. An exit status:
 // 2 naming the sizes and the flag when it cannot fit.
@@ -276,7 +312,14 @@ int run_edit(edit_opts & o, const CLI::App * sub) {
     // ---- generate (greedy)
     rq.gen.n_predict = o.n_predict != 0 ? o.n_predict : 2 * rq.n_answer + 64;
     generate_result r;
-    if (const int status = run_request(cmd, rn, ms, rq, r); status != 0) {
+    progress_line progress(cmd, code.size(), !o.quiet && isatty(STDERR_FILENO));
+    if (progress.on) {
+        fprintf(stderr, "editspec %s: reading the %zu-token prompt\r", cmd, rq.prompt.size());
+        rq.gen.on_text = [&progress](std::string_view text) { return progress.add(text.size()); };
+    }
+    const int status = run_request(cmd, rn, ms, rq, r);
+    progress.done(r);
+    if (status != 0) {
         return status;
     }
     if (!stop_reason_whole(r.stop)) {
@@ -302,6 +345,7 @@ void add_edit_options(CLI::App * sub, edit_opts & o, const char * what) {
     sub->add_flag("--diff", o.diff, "print a unified diff instead of the new code");
     sub->add_flag("--in-place", o.in_place, "rewrite FILE atomically, keeping the original as FILE.orig");
     sub->add_flag("--json", o.json, "print one JSON object with the code and statistics");
+    sub->add_flag("-q,--quiet", o.quiet, "no progress line on stderr (shown only on a terminal)");
     sub->add_option("--prompt-layout", o.layout, prompt_layout_help())->capture_default_str();
 }
 

@@ -149,8 +149,9 @@ std::string limits_footer() {
            " headers of " + std::to_string(SERVER_HEADER_BYTES_MAX >> 10) + " KiB in all (431). A POST body must be JSON "
            "(415), sent whole with Content-Length (411). A connection waits " + std::to_string(connection_limits{}.idle_s) +
            " s for its next request; one read or write waits " + std::to_string(connection_limits{}.io_timeout_s) +
-           " s. SIGTERM/SIGINT: stop accepting, refuse the queue, end running generations, exit 0; "
-           "a second signal exits at once.";
+           " s. SIGTERM/SIGINT: stop accepting, refuse the queue (503), end running generations at their next "
+           "token (an apply answers 503, never part of the file), exit 0, or 3 when generations were cut short; a "
+           "second signal, or work still running 10 s after the first, exits at once.";
 }
 
 } // namespace

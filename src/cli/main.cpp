@@ -27,7 +27,14 @@ int main(int argc, char ** argv) {
     // the device options on every command: models load through one engine setting
     int32_t gpu_layers = -1;
     std::string rpc;
+    std::string kernels = "auto";
     for (const auto & c : commands) {
+        c.sub->add_option("--kernels", kernels,
+                          "a GPU's kernels: exact (batch-invariant: greedy speculative output equals plain decoding, "
+                          "slower), stock (llama.cpp's own, fastest, not batch-exact), auto (exact where it is: "
+                          "quantized weights with every layer on the GPU; else stock). $EDITSPEC_CUDA_EXACT=0/1 stands "
+                          "for stock/exact without it. A CPU's kernels are always exact")
+            ->capture_default_str();
         c.sub->add_option("--gpu-layers", gpu_layers,
                           "model layers offloaded to the GPU or the --rpc workers (-1 = all; ignored by a CPU-only "
                           "build without --rpc)")
@@ -50,6 +57,16 @@ int main(int argc, char ** argv) {
         return 2;
     }
     editspec::engine_set_gpu_layers(gpu_layers);
+    editspec::engine_kernels k = editspec::ENGINE_KERNELS_AUTO;
+    if (!editspec::engine_kernels_parse(kernels, k)) {
+        fprintf(stderr, "editspec: error: --kernels '%s' must be one of auto, exact, stock\n", kernels.c_str());
+        return 2;
+    }
+    editspec::engine_set_kernels(k);
+    if (k == editspec::ENGINE_KERNELS_STOCK && !editspec::engine_has_gpu()) {
+        fprintf(stderr, "editspec: warning: --kernels stock chooses a GPU's kernels; this machine has no GPU, and the "
+                        "CPU's kernels are always the exact ones\n");
+    }
     if (!rpc.empty()) {
         std::string error;
         if (!editspec::engine_add_rpc_servers(rpc, &error)) {

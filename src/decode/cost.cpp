@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 #include <sys/stat.h>
 
 namespace editspec {
@@ -195,6 +196,8 @@ static std::string cache_path(const context & ctx) {
         << "-v4";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
+    // a GPU's exact and stock kernels have curves of their own (--kernels)
+    if (engine_has_gpu()) key << (engine_cuda_exact() ? "-exact" : "-stock");
     if (!engine_rpc_servers().empty()) key << "-rpc" << engine_rpc_servers().size();
     key << ".json";
     return root + "/cost/" + key.str();
@@ -254,6 +257,11 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
         }
     }
     ES_LOG_INFO("cost model: measuring target passes (once per model file and thread count)\n");
+    // the first run's wait, said where a person watches (a 7B model takes tens of seconds)
+    if (isatty(STDERR_FILENO)) {
+        ES_SAY("cost", "measuring what a target pass of 1 to 256 tokens costs on this machine, once per model file and "
+                       "thread count (cached in %s)\n", path.c_str());
+    }
     if (!cost_model_measure(ctx, out, 256, 5, error)) {
         return false;
     }

@@ -1,9 +1,11 @@
 // Model loading, tokenizer and model facts over libllama.
 #include "editspec/engine.h"
 #include "editspec/log.h"
+#include "editspec/names.h"
 #include "editspec/rpc.h"
 
 #include "ggml-backend.h"
+#include "gguf.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -40,9 +42,84 @@ bool engine_offloads() {
     return engine_has_gpu() || !engine_rpc_servers().empty();
 }
 
-bool engine_cuda_exact() {
+static engine_kernels g_kernels = ENGINE_KERNELS_AUTO;
+static int8_t g_kernels_exact = -1; // decided at the first model load on a GPU: 1 exact, 0 stock, -1 not yet
+
+void engine_set_kernels(engine_kernels k) {
+    g_kernels = k;
+}
+
+engine_kernels engine_kernels_chosen() {
+    return g_kernels;
+}
+
+static constexpr named<engine_kernels> KERNELS[] = {
+    {ENGINE_KERNELS_AUTO, "auto"}, {ENGINE_KERNELS_EXACT, "exact"}, {ENGINE_KERNELS_STOCK, "stock"}};
+
+bool engine_kernels_parse(const std::string & name, engine_kernels & out) {
+    return name_parse(KERNELS, name, out);
+}
+
+const char * engine_kernels_name(engine_kernels k) {
+    return name_of(KERNELS, k);
+}
+
+// the setting with EDITSPEC_CUDA_EXACT standing in for a flag not given
+static engine_kernels kernels_setting() {
+    if (g_kernels != ENGINE_KERNELS_AUTO) return g_kernels;
     const char * v = std::getenv("EDITSPEC_CUDA_EXACT");
-    return !(v && std::string(v) == "0");
+    if (v && *v) return std::string(v) == "0" ? ENGINE_KERNELS_STOCK : ENGINE_KERNELS_EXACT;
+    return ENGINE_KERNELS_AUTO;
+}
+
+bool engine_cuda_exact() {
+    if (g_kernels_exact >= 0) return g_kernels_exact == 1;
+    return !engine_has_gpu() || kernels_setting() != ENGINE_KERNELS_STOCK;
+}
+
+// float weights (F32, F16, BF16: cuBLAS, which the exact mode leaves as it is) and the layer count,
+// from the file's header, before its weights load
+static void gguf_weights(const std::string & path, bool & float_weights, int32_t & n_layer) {
+    float_weights = false;
+    n_layer = -1;
+    gguf_init_params gp = {/*no_alloc =*/true, /*ctx =*/nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
+    if (!g) return;
+    const int64_t ft = gguf_find_key(g, "general.file_type");
+    if (ft >= 0 && gguf_get_kv_type(g, ft) == GGUF_TYPE_UINT32) {
+        const uint32_t t = gguf_get_val_u32(g, ft);
+        float_weights = t == 0 || t == 1 || t == 32; // LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_BF16
+    }
+    const int64_t arch = gguf_find_key(g, "general.architecture");
+    if (arch >= 0 && gguf_get_kv_type(g, arch) == GGUF_TYPE_STRING) {
+        const int64_t bc = gguf_find_key(g, (std::string(gguf_get_val_str(g, arch)) + ".block_count").c_str());
+        if (bc >= 0 && gguf_get_kv_type(g, bc) == GGUF_TYPE_UINT32) n_layer = (int32_t) gguf_get_val_u32(g, bc);
+    }
+    gguf_free(g);
+}
+
+// the kernels, decided once, at the first model loaded onto a GPU; the batch-invariant mode's switches
+// are read by ggml's CUDA kernels at their first run, which comes later
+static void kernels_decide(const std::string & path) {
+    if (g_kernels_exact >= 0 || g_gpu_layers == 0 || !engine_has_gpu()) return;
+    bool float_weights = false;
+    int32_t n_layer = -1;
+    gguf_weights(path, float_weights, n_layer);
+    const bool partial = g_gpu_layers >= 0 && (n_layer < 0 || g_gpu_layers <= n_layer);
+    const engine_kernels k = kernels_setting();
+    const bool exact = k == ENGINE_KERNELS_EXACT || (k == ENGINE_KERNELS_AUTO && !float_weights && !partial);
+    g_kernels_exact = exact ? 1 : 0;
+    if (exact) {
+        // op fusion picks mat-vec kernels for single tokens behind the mode's back, so it goes too
+        setenv("GGML_CUDA_BATCH_INVARIANT", "1", 1);
+        setenv("GGML_CUDA_DISABLE_FUSION", "1", 1);
+    }
+    if (k == ENGINE_KERNELS_AUTO) {
+        ES_LOG_INFO("kernels: %s (--kernels auto: %s)\n", exact ? "exact" : "stock",
+                    exact ? "quantized weights, every layer on the GPU"
+                    : float_weights ? "float weights go through cuBLAS, which the exact mode leaves as it is"
+                                    : "only some layers on the GPU");
+    }
 }
 
 bool engine_gpu_exact_attention() {
@@ -57,13 +134,8 @@ void engine_init() {
         // EDITSPEC_CUDA_GRAPHS=1. CPU builds never read the variable.
         const char * graphs = std::getenv("EDITSPEC_CUDA_GRAPHS");
         if (!(graphs && std::string(graphs) == "1")) setenv("GGML_CUDA_DISABLE_GRAPHS", "1", 0);
-        // our batch-invariant CUDA mode (patches/ggml-cuda-batch-invariant.patch): with flash attention
-        // it makes quantized models exact on the GPU, measured on an H200 (docs/gpu.md). Op fusion
-        // picks mat-vec kernels for single tokens behind the mode's back, so it goes too.
-        if (engine_cuda_exact()) {
-            setenv("GGML_CUDA_BATCH_INVARIANT", "1", 0);
-            setenv("GGML_CUDA_DISABLE_FUSION", "1", 0);
-        }
+        // our batch-invariant CUDA mode (patches/ggml-cuda-batch-invariant.patch) is switched on by
+        // kernels_decide, at the first model loaded onto a GPU (--kernels)
         log_install_llama_callback();
         llama_backend_init();
     });
@@ -117,6 +189,7 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
     if (!gguf_precheck(path, r.error)) {
         return r;
     }
+    if (!vocab_only) kernels_decide(path);
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = vocab_only;
     mp.n_gpu_layers = g_gpu_layers; // ignored by a CPU-only build
@@ -143,7 +216,7 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
                         "CPU path)\n",
                         path.c_str(),
                         float_weights ? "float weights go through cuBLAS" :
-                        !engine_cuda_exact() ? "EDITSPEC_CUDA_EXACT=0" : "only some layers offloaded");
+                        !engine_cuda_exact() ? "stock kernels: --kernels exact for the exact mode" : "only some layers offloaded");
         }
     }
     std::unique_ptr<model> m(new model());

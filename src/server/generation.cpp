@@ -168,6 +168,11 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
     return !g.rq.is_apply || apply_room_check(s, g, err);
 }
 
+// a generation the server's stop ended before its own end (server_run exits 3)
+static void count_cut(server_state & s, const generation & g) {
+    if (s.stopping.load() && (g.r.stop == STOP_REASON_CALLBACK || (!g.ok && g.cancel.load()))) s.cut_by_stop++;
+}
+
 bool generation_start(server_state & s, const std::shared_ptr<generation> & g, const std::shared_ptr<text_channel> & ch, api_error & err) {
     server_state * sp = &s;
     g->req.gen.on_text = [sp, ch](std::string_view text) {
@@ -206,6 +211,7 @@ bool generation_start(server_state & s, const std::shared_ptr<generation> & g, c
             ctx.set_cancel(&g->cancel);
             g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
             ctx.set_cancel(nullptr);
+            count_cut(*sp, *g);
         }, g->done, out);
         if (status != 200) {
             err = make_error(status, out["error"]["message"].get<std::string>());
@@ -220,6 +226,7 @@ bool generation_start(server_state & s, const std::shared_ptr<generation> & g, c
         ctx.set_cancel(&g->cancel);
         g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
         ctx.set_cancel(nullptr);
+        count_cut(*sp, *g);
     }, g->done, [sp, g] { return sp->stopping.load() || (g->gone && g->gone()); });
     s.mx.queue_wait(ms_since(t_queue) / 1000.0);
     if (st == SLOT_CANCELLED) {

@@ -40,6 +40,7 @@ struct server_state {
     std::atomic<int64_t> next_id{1};
     std::unique_ptr<session_store> sessions; // /v1/sessions
     std::atomic<bool> stopping{false};       // SIGTERM: running generations end at their next token
+    std::atomic<int64_t> cut_by_stop{0};     // generations the stop ended before their own end (exit 3)
     const guarded_server * http = nullptr;   // its connections, for /metrics
 };
 

@@ -96,7 +96,7 @@ bool open_state(const server_params & p, server_state & s) {
 // signals, on a thread of their own (sigwait), watched from the start: a signal while the model
 // loads exits at once; once serving, the first SIGINT / SIGTERM stops accepting, refuses the queue,
 // ends running generations at their next token and leaves the process SHUTDOWN_GRACE_S to exit on
-// its own; a second signal exits at once.
+// its own (3 when it cut generations short, or ran out of that time); a second signal exits at once.
 
 constexpr int SHUTDOWN_GRACE_S = 10;
 
@@ -126,7 +126,7 @@ void signals_watch() {
         std::thread([] {
             std::this_thread::sleep_for(std::chrono::seconds(SHUTDOWN_GRACE_S));
             ES_SAY("serve", "still busy %d s after the signal: exiting\n", SHUTDOWN_GRACE_S);
-            _exit(0);
+            _exit(3);
         }).detach();
         if (sigwait(&set, &sig) != 0) return;
         ES_SAY("serve", "%s again: exiting now\n", strsignal(sig));
@@ -185,7 +185,12 @@ int server_run(const server_params & p) {
     // a signal from here on finds nothing to stop: the process is leaving
     g_server = nullptr;
     g_state = nullptr;
-    return ok ? 0 : 1;
+    if (!ok) return 1;
+    if (const int64_t cut = s.cut_by_stop.load(); cut > 0) {
+        ES_SAY("serve", "stopped: %lld generation%s cut short before its end\n", (long long) cut, cut == 1 ? " was" : "s were");
+        return 3;
+    }
+    return 0;
 }
 
 } // namespace editspec

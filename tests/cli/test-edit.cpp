@@ -842,6 +842,55 @@ INSTANTIATE_TEST_SUITE_P(types, typed_sweep,
 // ----------------------------------------------------------------------------
 // check-exact: the batch-invariance check of exactness.h for any model and backend
 
+// progress on a terminal (issue 72): under a pseudo-terminal `editspec apply` on the shipped model says
+// it reads the prompt, shows the answer's progress and sums it up on stderr; without one, nothing
+TEST(apply_cli, progress_on_a_terminal_only) {
+    const std::string shipped = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
+    if (!fs::exists(shipped)) GTEST_SKIP() << "no shipped model";
+    temp_dir d;
+    // a module long enough (~1,500 tokens, a few seconds) for progress lines twice a second
+    std::string code, small;
+    for (int i = 0; i < 100; i++) code += "def f" + std::to_string(i) + "(x):\n    return x + " + std::to_string(i) + "\n\n";
+    small = code.substr(0, code.find("def f8("));
+    write_text(d.path / "m.py", code);
+    write_text(d.path / "s.py", small);
+    write_text(d.path / "u.py", "# ... existing code ...\ndef f7(x):\n    return x - 7\n# ... existing code ...\n");
+    auto cmd = [&](const char * file) {
+        return std::string(bin()) + " apply -m " + shipped + " -t 1 -f " + (d.path / file).string() + " -u " +
+               (d.path / "u.py").string();
+    };
+    std::string out;
+    ASSERT_EQ(test::run_command("script -qec " + quote(cmd("m.py") + " >/dev/null") + " /dev/null", &out), 0) << out;
+    EXPECT_NE(out.find("reading the"), std::string::npos) << out;
+    EXPECT_NE(out.find("characters ("), std::string::npos) << "no progress line: " << out;
+    EXPECT_NE(out.find("tokens in"), std::string::npos) << out;
+    ASSERT_EQ(test::run_command(cmd("s.py") + " 2>&1 >/dev/null", &out), 0) << out;
+    EXPECT_EQ(out.find("tokens in"), std::string::npos) << "progress without a terminal: " << out;
+    EXPECT_EQ(out.find("reading the"), std::string::npos) << out;
+    ASSERT_EQ(test::run_command("script -qec " + quote(cmd("s.py") + " --quiet >/dev/null") + " /dev/null", &out), 0) << out;
+    EXPECT_EQ(out.find("tokens in"), std::string::npos) << "progress with --quiet: " << out;
+}
+
+// --kernels (every command): parsed, in --help, and on a machine without a GPU a warning that the CPU's
+// kernels are the exact ones whatever is chosen; the cost model's curve is keyed by the kernels in force
+TEST(kernels_cli, parsed_warned_and_shown) {
+    std::string out;
+    EXPECT_EQ(test::run_command(std::string(bin()) + " complete" + model_arg() + " --kernels fast -p x -n 1 2>&1", &out), 2) << out;
+    EXPECT_NE(out.find("auto, exact, stock"), std::string::npos) << out;
+    for (const char * cmd : {"complete", "apply", "edit", "serve", "bench", "cost", "check-exact"}) {
+        EXPECT_EQ(test::run_command(std::string(bin()) + " " + cmd + " --help", &out), 0) << cmd;
+        EXPECT_NE(out.find("--kernels"), std::string::npos) << cmd << " --help does not list --kernels";
+    }
+    EXPECT_EQ(test::run_command(std::string(bin()) + " complete" + model_arg() + " --kernels stock -p 'def f(' -n 2 2>&1", &out), 0)
+        << out;
+    if (!engine_has_gpu()) {
+        EXPECT_NE(out.find("no GPU"), std::string::npos) << out;
+        EXPECT_EQ(test::run_command(std::string(bin()) + " cost" + model_arg() + " --kernels stock --max 2 --fresh --no-save 2>&1", &out), 0)
+            << out;
+        EXPECT_NE(out.find("exact kernels (CPU)"), std::string::npos) << out;
+    }
+}
+
 TEST(check_exact_cli, exact_by_default_and_a_difference_with_stock_flash_attention) {
     const std::string m = " -m " + quote(test::typed_model_path("f16")) + " -t 1 --max 64";
     std::string out;

@@ -382,14 +382,17 @@ TEST(hostile, every_endpoint_survives_and_answers_client_errors_with_4xx) {
     EXPECT_NE(m->body.find("path=\"/v1/chat/completions\",status=\"415\""), std::string::npos) << m->body;
     EXPECT_NE(m->body.find("path=\"/completion\",status=\"200\""), std::string::npos) << m->body;
 
-    // SIGTERM while a generation streams: it ends, and the process exits 0 within the bound
+    // SIGTERM while a generation streams: it ends at its next token, and the process exits 3 (it cut a
+    // generation short) well within the watchdog's 10 s
     const int fd = connect_to(s.port);
     send_all(fd, raw_post("/completion", json{{"prompt", k_endless}, {"n_predict", 900}, {"stream", true}}.dump()));
     EXPECT_TRUE(read_events(fd, 3)) << "the stream did not start";
     const auto t0 = clock_type::now();
     const int st = s.stop();
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st;
-    EXPECT_LT(seconds_since(t0), 12.0);
+    const double stop_s = seconds_since(t0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << "wait status " << st;
+    EXPECT_LT(stop_s, 5.0);
+    RecordProperty("sigterm_exit_s", std::to_string(stop_s));
     close(fd);
 }
 

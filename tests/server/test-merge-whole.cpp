@@ -336,12 +336,13 @@ TEST(merge_whole, sigterm_never_writes_or_returns_a_partial_merge) {
         ASSERT_GT(s.pid, 0);
         auto pending = std::async(std::launch::async, [&] { return send_apply(s, k ? SHAPE_MORPH_STREAM : SHAPE_APPLY, c, -1); });
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        kill(s.pid, SIGTERM);
+        const int st = s.stop(); // SIGTERM, and the exit status
         const apply_answer a = pending.get();
         if (a.merged) {
             EXPECT_TRUE(merge_whole(c, a.code)) << "case " << k << ": finished before the signal";
         } else {
             EXPECT_TRUE(a.status < 0 || a.status == 503 || a.error.contains("error")) << a.status << " " << a.error.dump();
+            EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << "a stop that cut a merge short exits 3: " << st;
         }
         printf("SIGTERM to the server during %s: %s\n", k ? "a streamed apply message" : "/v1/apply",
                a.merged ? "finished first" : a.status < 0 ? "the connection closed" : a.error.dump().substr(0, 160).c_str());
