@@ -236,6 +236,14 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
     f.n_layer = llama_model_n_layer(lm);
     f.n_embd = llama_model_n_embd(lm);
     f.n_params = vocab_only ? 0 : llama_model_n_params(lm);
+    // libllama names sizes it has a label for ("1.3B"); a model of another size is "?B": its count instead
+    if (const size_t q = f.desc.find(" ?B"); q != std::string::npos && f.n_params > 0) {
+        char size[32];
+        const double n = (double) f.n_params;
+        snprintf(size, sizeof(size), n >= 1e9 ? " %.1fB" : n >= 1e6 ? " %.1fM" : " %.0fK",
+                 n >= 1e9 ? n / 1e9 : n >= 1e6 ? n / 1e6 : n / 1e3);
+        f.desc.replace(q, 3, size);
+    }
     f.bos = llama_vocab_bos(m->vocab_);
     f.eos = llama_vocab_eos(m->vocab_);
     f.eot = llama_vocab_eot(m->vocab_);

@@ -77,3 +77,16 @@ TEST(context, rejects_absurd_parameters) {
 }
 
 } // namespace
+
+// a model of a size libllama has no label for is described by its parameter count (issue 72: the bench
+// report said "llama ?B" of the shipped 15.0M model)
+TEST(model_load, desc_names_the_size) {
+    auto m = test::load_or_fail(test::tiny_model_path());
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->facts().desc.find("?B"), std::string::npos) << m->facts().desc;
+    const std::string shipped = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
+    if (!std::filesystem::exists(shipped)) return;
+    auto t = test::load_or_fail(shipped);
+    ASSERT_TRUE(t);
+    EXPECT_NE(t->facts().desc.find("15.0M"), std::string::npos) << t->facts().desc;
+}
