@@ -7,7 +7,10 @@ link whose text begins with the figure, to the results file that holds it:
     All three shapes merge [52/56](docs/results/issue40-fim/README.md) CanItEdit apply tasks exactly
     [51.1 %](results/issue40-fim/README.md) next-token accuracy          (in docs/*.md)
 
-(paths relative to the document, as a markdown viewer resolves them). Every figure in such a link's
+(paths relative to the document, as a markdown viewer resolves them). A link's title names what the
+figure measured, `[5.83x](docs/results/x/README.md "exact mode")`: the figure must then stand on a
+line of the file that holds every word of the title (a figure quoted under another label fails;
+`--selftest` plants one). Every figure in such a link's
 text (a number with its unit: 51.1 %, 2.78x, 52/56, 1,024) must occur in the linked file, written
 with the same unit (51.1% = 51.1 %, 2.78x = 2.78×, 1,024 = 1024); a link to a missing file or a
 folder is an error. Links whose text does not begin with a digit are not figures, and links in code
@@ -35,7 +38,8 @@ DOCS = ["README.md", "docs/*.md", "models/MODEL_CARD.md"]
 FIGURE = re.compile(
     r"(?<![\w.,/-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(/(?:\d{1,3}(?:,\d{3})+|\d+))?"
     r"(?:(\s?%)|([x×])(?![A-Za-z0-9]))?")
-LINK = re.compile(r"\[([^\[\]]+)\]\(([^)\s]+)\)")  # its text may run over a line break
+# [figure](file "label words"): the title, when there is one, names what the figure measured
+LINK = re.compile(r"\[([^\[\]]+)\]\(([^)\s]+)(?:\s+\"([^\"]*)\")?\)")  # its text may run over a line break
 
 
 def figures(text):
@@ -82,13 +86,21 @@ def check_links(root, verbose):
                 with open(src, encoding="utf-8", errors="replace") as f:
                     body = f.read()
                 have = set(figures(body))
-                cache[src] = (have, {n for n, _ in have})
-            have, numbers = cache[src]
+                lines = [(set(figures(line)), line.lower()) for line in body.split("\n")]
+                cache[src] = (have, {n for n, _ in have}, lines)
+            have, numbers, lines = cache[src]
+            label = [w.lower() for w in re.findall(r"[\w.-]{2,}", m.group(3) or "")]
             for num, unit in figures(text):
                 checked += 1
                 ok = (num, unit) in have if unit else num in numbers
                 if not ok:
                     problems.append(f"{where}: {num}{unit} is not in {os.path.relpath(src, root)}")
+                    continue
+                # labelled: on a line of the file that also holds every word of the label
+                if label and not any((num, unit) in figs if unit else num in {n for n, _ in figs}
+                                     for figs, low in lines if all(w in low for w in label)):
+                    problems.append(f"{where}: {num}{unit} is in {os.path.relpath(src, root)}, but on no line that says "
+                                    f"\"{m.group(3)}\"")
                 elif verbose:
                     print(f"ok  {rel}:{lineno}: {num}{unit} in {os.path.relpath(src, root)}")
     return checked, problems
@@ -214,6 +226,30 @@ def check_defaults(root, binary):
     return checked, problems
 
 
+def selftest():
+    """Planted documents: a figure quoted under its own label passes, under another label fails, a
+    missing one fails. Returns an exit status."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as root:
+        os.makedirs(os.path.join(root, "docs/results/x"))
+        with open(os.path.join(root, "docs/results/x/README.md"), "w") as f:
+            f.write("| exact mode, real-shape replay, H200 | 5.83x |\n| stock kernels, real-shape replay | 4.27x |\n")
+        cases = [('[5.83x](docs/results/x/README.md "exact mode")', 0),
+                 ('[4.27x](docs/results/x/README.md "exact mode")', 1),   # the stock figure under the exact label
+                 ('[4.27x](docs/results/x/README.md)', 0),
+                 ('[9.99x](docs/results/x/README.md)', 1)]
+        for text, want in cases:
+            with open(os.path.join(root, "README.md"), "w") as f:
+                f.write("Measured: " + text + ".\n")
+            _, problems = check_links(root, False)
+            if (1 if problems else 0) != want:
+                print(f"check-figures --selftest: {text}: {'a mismatch' if problems else 'no mismatch'}, expected "
+                      f"{'one' if want else 'none'} {problems}", file=sys.stderr)
+                return 1
+    print("check-figures --selftest: a labelled figure under another label fails; the rest as expected", file=sys.stderr)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,7 +257,10 @@ def main():
                     help="the repository (default: this script's)")
     ap.add_argument("--binary", help="an editspec binary: also check the README's defaults against its --help")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every figure checked")
+    ap.add_argument("--selftest", action="store_true", help="check the checker on planted documents, then exit")
     a = ap.parse_args()
+    if a.selftest:
+        return selftest()
     root = os.path.abspath(a.root)
 
     n_links, problems = check_links(root, a.verbose)

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Run the README's "Serve your own model" commands against a real `editspec serve`.
+"""Run the README's "Quick start" and "Serve your own model" commands against a real `editspec serve`.
 
-Every fenced block of that section is taken from README.md and checked; a block this script does
+Every fenced block of those sections is taken from README.md and checked; a block this script does
 not know how to check is an error, so nothing in the section goes unchecked:
 
   sh, a build by hand   the apt-get packages are the ones scripts/build.sh installs, the llama.cpp
                         prefix is found as build.sh finds it, the cmake configure line runs as
                         written (into a scratch folder instead of build/, with the prefix the
                         binary's own build was configured with) and the targets it builds exist
+  sh, scripts/build.sh  the quick start's set-up: the script is there and parses (not rerun: the
+                        binary under test is what it builds)
+  sh, editspec apply    run as written in the scratch folder, on app.py and change.py (docs/examples/
+                        apply's inventory file and snippet) with model.gguf: exit 0, a diff with --diff
   sh, editspec serve    started as written in a scratch folder where build/bin/editspec is the binary
                         under test and model.gguf the shipped target; its flags must be in
                         `editspec serve --help`; it must answer /health, and exit 0 on SIGTERM when
@@ -52,6 +56,7 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SECTION = "## Serve your own model"
+QUICK = "## Quick start: your own model"  # the README's first steps, checked the same way, before SECTION
 DEFAULT_PORTS = (8012, 8080)  # editspec serve's and deploy/replicas.sh's, remapped only without a netns
 
 
@@ -63,14 +68,14 @@ def say(msg):
     print(f"readme-commands: {msg}", flush=True)
 
 
-def section_blocks(readme_path):
+def section_blocks(readme_path, section=SECTION):
     """The fenced blocks of the section: (language, text, line number)."""
     with open(readme_path, encoding="utf-8") as f:
         lines = f.read().split("\n")
     try:
-        start = lines.index(SECTION)
+        start = lines.index(section)
     except ValueError:
-        raise Failed(f"{readme_path} has no '{SECTION}' section")
+        raise Failed(f"{readme_path} has no '{section}' section")
     blocks, i = [], start + 1
     while i < len(lines) and not lines[i].startswith("## "):
         m = re.match(r"^```(\w*)\s*$", lines[i])
@@ -295,6 +300,38 @@ class Runner:
         self.model_ids = [os.path.basename(model)] if model else []
         self.start(cmd, self.base + "/health", "editspec serve")
         return f"serving at {self.base}"
+
+    # --- the quick start's set-up and first command
+
+    def setup_block(self, text):
+        lines = logical_lines(text)
+        if lines != ["scripts/build.sh"]:
+            raise Failed(f"expected the one set-up command scripts/build.sh: {lines}")
+        script = os.path.join(ROOT, "scripts/build.sh")
+        if not os.access(script, os.X_OK) or subprocess.run(["bash", "-n", script]).returncode != 0:
+            raise Failed("scripts/build.sh is not an executable bash script")
+        return "scripts/build.sh: the set-up (not rerun: the binary under test is what it builds)"
+
+    def apply_block(self, text):
+        """`editspec apply` (or edit) as written, on app.py and change.py: docs/examples/apply's inventory
+        file and its snippet, with the shipped target as model.gguf"""
+        lines = logical_lines(text)
+        if len(lines) != 1:
+            raise Failed("an apply block holds one command")
+        _, path, sub, args = editspec_words(lines[0])
+        if path != "build/bin/editspec" or sub not in ("apply", "edit"):
+            raise Failed(f"expected build/bin/editspec apply or edit: {lines[0]}")
+        check_flags(args, help_options(help_text(self.binary, sub)), "editspec " + sub)
+        ex = os.path.join(ROOT, "docs/examples/apply")
+        shutil.copy(os.path.join(ex, "inventory.py"), os.path.join(self.work, "app.py"))
+        shutil.copy(os.path.join(ex, "inventory.update.py"), os.path.join(self.work, "change.py"))
+        r = subprocess.run(["bash", "-c", lines[0]], cwd=self.work, env=self.env(), capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode != 0:
+            raise Failed(f"exit status {r.returncode}: {r.stderr.strip()[-300:]}")
+        if "--diff" in args and not r.stdout.startswith("--- a/"):
+            raise Failed(f"--diff printed no diff: {r.stdout[:200]!r}")
+        return f"{sub}: exit 0, {len(r.stdout.splitlines())} lines printed"
 
     def replicas_block(self, text):
         self.stop()
@@ -598,6 +635,10 @@ def classify(lang, text):
         return "replicas"
     if text.startswith("build/bin/editspec serve"):
         return "serve"
+    if text.strip() == "scripts/build.sh":
+        return "setup"
+    if re.match(r"build/bin/editspec (apply|edit) ", text):
+        return "apply"
     if text.startswith("curl "):
         return "request"
     return None
@@ -655,7 +696,9 @@ def main():
     problems, n = [], 0
     runner = None
     try:
+        _, quick = section_blocks(a.readme, QUICK)
         prose, blocks = section_blocks(a.readme)
+        blocks = quick + blocks
         runner = Runner(binary, work, ports, a.verbose)
         if not blocks:
             raise Failed("the section has no commands")
