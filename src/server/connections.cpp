@@ -133,9 +133,15 @@ public:
         : c_(c), io_ms_((int64_t) io_timeout_s * 1000), deadline_(deadline) {}
 
     bool is_readable() const override {
-        const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - clock_type::now()).count();
-        if (left > 0 && wait_fd(c_.fd, POLLIN, std::min(io_ms_, left))) return true;
-        if (clock_type::now() >= deadline_ && !c_.late) {
+        while (true) {
+            const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - clock_type::now()).count();
+            if (left <= 0) break;
+            if (wait_fd(c_.fd, POLLIN, std::min(io_ms_, left))) return true;
+            if (left > io_ms_) return false; // the read's own timeout, before the deadline
+            // poll's timeout ends on a millisecond boundary, sometimes a hair before the deadline: the
+            // request was not yet late, httplib answered 400 and waited for another; wait it out
+        }
+        if (!c_.late) {
             c_.late = true;
             if (c_.timed_out) (*c_.timed_out)++;
         }

@@ -24,12 +24,7 @@ void slot_pool::start() {
                     j = std::move(slots_[i].pending);
                     slots_[i].pending = nullptr;
                 }
-                j();
-                {
-                    std::lock_guard<std::mutex> lock(mu_);
-                    slots_[i].busy = false;
-                }
-                cv_.notify_all();
+                j(); // frees the slot (busy = false) before its request hears it is done
             }
         });
     }
@@ -97,7 +92,16 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
         slot_memory * mem = sl.memory.get();
         step_engine * engine = sl.engine;
         const llama_seq_id seq = sl.seq;
-        sl.pending = [this, ctx, mem, engine, seq, promise, j = std::move(j), p = token_vec(prompt.begin(), prompt.end())] {
+        // the slot is free again before its request hears it is done: a request sent right after the
+        // answer sees this slot's cached prompt (--apply-view cached), not a busy slot
+        auto release = [this, i] {
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                slots_[(size_t) i].busy = false;
+            }
+            cv_.notify_all();
+        };
+        sl.pending = [this, ctx, mem, engine, seq, promise, release, j = std::move(j), p = token_vec(prompt.begin(), prompt.end())] {
             struct in_step { // the engine's steps wait for this slot while its job runs
                 step_engine * e;
                 llama_seq_id seq;
@@ -109,13 +113,16 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
                 store_.prepare(*ctx, p, pc_);
                 j(*ctx, *mem);
                 ctx->set_cancel(nullptr);
-                promise->set_value();
             } catch (...) {
                 ctx->set_cancel(nullptr);
                 ctx->kv_clear();
                 *mem = slot_memory();
+                release();
                 promise->set_exception(std::current_exception());
+                return;
             }
+            release();
+            promise->set_value();
         };
     }
     cv_.notify_all();
