@@ -193,7 +193,8 @@ static std::string cache_path(const context & ctx) {
         // v3: rounds over the sizes and a pass capped at its tokens one by one (a v2 curve measured on
         // a busy machine could say 4 tokens cost 460 one-token passes, and nothing was ever drafted)
         // v4: editspec's Q8_0 kernel (the ggml patch's item 5) halves a batched pass's cost on AVX512-VNNI
-        << "-v4";
+        // v5: its flash attention reads the cache once for a pass's rows (item 6): passes deep in a file cost less
+        << "-v5";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     // a GPU's exact and stock kernels have curves of their own (--kernels)
