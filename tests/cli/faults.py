@@ -59,12 +59,13 @@ def disk_full(args, mnt, limited):
         with open(os.path.join(repo, f"m{i}.py"), "w") as f:
             f.write(code)
     upd = os.path.join(args.tmp, "update.py")
-    with open(upd, "w") as f:
-        f.write("# ... existing code ...\ndef f1(x):\n    return x - 1\n# ... existing code ...\n")
+    with open(upd, "w") as f:  # the first line beside the last return: the rest deleted, a short merge
+        f.write("def f0(x):\n    return x + 199\n")
     if not limited:
         fill(mnt)
     before = sorted(os.listdir(mnt))
-    # an apply (constrained: it ends, whole, on a random model too; a merge cut short is never written)
+    # an apply (constrained: it ends, whole, on a random model too; a merge cut short is never written);
+    # its backup of the 6 KiB file is the write that fails
     r = run([args.binary, "apply", "-m", args.model, "-t", "1", "-f", src, "-u", upd, "--in-place"], cap)
     check(r.returncode in (1, 2), f"apply --in-place on a full disk exits 1 or 2 (got {r.returncode})")
     check("code.py" in r.stderr and ("No space" in r.stderr or "too large" in r.stderr or "cannot write" in r.stderr),

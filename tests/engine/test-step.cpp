@@ -114,6 +114,18 @@ TEST(step_ubatches, as_libllama_splits_a_multi_stream_batch) {
     EXPECT_EQ(step_ubatches({0, 0}, 512), 0);
 }
 
+// an engine of n_seq streams of 512 tokens, one thread (null, with the error printed, on failure)
+std::unique_ptr<step_engine> small_engine(const model & m, int32_t n_seq) {
+    step_params sp;
+    sp.n_seq = n_seq;
+    sp.per_seq.n_ctx = 512;
+    sp.per_seq.n_threads = 1;
+    std::string err;
+    auto eng = step_engine::create(m, sp, &err);
+    if (!eng) ADD_FAILURE() << err;
+    return eng;
+}
+
 class step_exact : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(step_exact, batched_answers_equal_answers_alone) {
@@ -145,13 +157,8 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
         auto own = test::context_or_fail(*m, cp);
         alone[k] = generate_ar(*own, prompts[k], gp);
     }
-    step_params sp;
-    sp.n_seq = 4;
-    sp.per_seq.n_ctx = 512;
-    sp.per_seq.n_threads = 1;
-    std::string err;
-    auto eng = step_engine::create(*m, sp, &err);
-    ASSERT_TRUE(eng) << err;
+    auto eng = small_engine(*m, 4);
+    ASSERT_TRUE(eng);
     std::vector<std::unique_ptr<context>> views;
     for (int32_t s = 0; s < 4; s++) views.push_back(eng->view(s));
     // stream 1 holds a prompt (a slot's cached one) while 0 and 2 decode
@@ -202,13 +209,8 @@ TEST(step_engine, cancelled_request_stops_and_spares_the_others) {
     const generate_result alone = generate_ar(*own, prompt, gp);
     ASSERT_GT(alone.tokens.size(), 20u) << "the reference ends too early to show a cancellation";
 
-    step_params sp;
-    sp.n_seq = 2;
-    sp.per_seq.n_ctx = 512;
-    sp.per_seq.n_threads = 1;
-    std::string err;
-    auto eng = step_engine::create(*m, sp, &err);
-    ASSERT_TRUE(eng) << err;
+    auto eng = small_engine(*m, 2);
+    ASSERT_TRUE(eng);
     auto a = eng->view(0), b = eng->view(1);
     std::atomic<bool> cancel{false};
     a->set_cancel(&cancel);
