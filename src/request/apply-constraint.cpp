@@ -40,6 +40,15 @@ bool apply_is_fence(const std::string & s, bool partial) {
     return true;
 }
 
+// a closing fence is bare ("```" and its newline): a tag belongs to the opening one only, and a tagged
+// line there would be kept as the file's last line (apply_merged_code strips a bare closing fence)
+static bool closing_fence(const std::string & s, bool partial) {
+    size_t end = s.size();
+    while (end > 0 && (s[end - 1] == '\n' || s[end - 1] == '\r')) end--;
+    if (end < s.size() && end != 3) return false; // a whole line: "```" exactly
+    return end <= 3 && std::string("```").compare(0, end, s, 0, end) == 0 && (partial || end == 3);
+}
+
 // text's tokens by byte offset (tokenized whole, as Reuse drafts a file); all -1 when the pieces do
 // not spell the text
 static std::vector<llama_token> tokens_at(const model & m, const std::string & text) {
@@ -124,7 +133,7 @@ apply_constraint::pos apply_constraint::from_update(pos p, int32_t j) const {
 bool apply_constraint::take_line(const std::string & line, state & st) const {
     if (st.fences == 2) return false; // nothing after the closing fence
     if (apply_is_fence(line)) {
-        if (!fence_ok(st)) return false;
+        if (!fence_ok(st) || (st.fences == 1 && !closing_fence(line, false))) return false;
         st.fences++;
         return true;
     }
@@ -159,7 +168,7 @@ bool apply_constraint::prefix_ok(const state & st) const {
     const std::string & p = st.partial;
     if (p.empty()) return true;
     if (st.fences == 2) return false;
-    if (fence_ok(st) && apply_is_fence(p, true)) return true;
+    if (fence_ok(st) && (st.fences == 0 ? apply_is_fence(p, true) : closing_fence(p, true))) return true;
     for (const pos & q : st.at) {
         for (int32_t i = q.i; i < (int32_t) al_.code.size(); i++) {
             if (starts_with(al_.code[i], p) && from_code(q, i).i >= 0) return true;
@@ -204,7 +213,7 @@ bool apply_constraint::end_ok(const state & st) const {
 void apply_constraint::determined(state & st) const {
     st.known = 1;
     st.src = -1;
-    if (st.fences == 2 || (fence_ok(st) && apply_is_fence(st.partial, true))) return;
+    if (st.fences == 2 || (fence_ok(st) && (st.fences == 0 ? apply_is_fence(st.partial, true) : closing_fence(st.partial, true)))) return;
     const std::string & p = st.partial;
     const std::string * text = nullptr;
     auto see = [&](const std::string & line, int8_t src, int32_t k) {
