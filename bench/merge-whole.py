@@ -14,7 +14,6 @@ import argparse
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,11 +21,8 @@ import time
 import urllib.error
 import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from concurrency import free_port, wait_up  # noqa: E402 - beside this file
 
 
 def post(port, path, body, timeout=600):
@@ -69,15 +65,12 @@ def main():
         bad += r.returncode == 0 or not same or left != ["big.py", "change.py"]
 
         port = free_port()
-        srv = subprocess.Popen([args.binary, "serve", "-m", args.model, "-t", args.threads, "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = os.path.join(d, "serve.log")
+        with open(log, "w") as lf:
+            srv = subprocess.Popen([args.binary, "serve", "-m", args.model, "-t", args.threads, "--port", str(port)],
+                                   stdout=lf, stderr=subprocess.STDOUT)
         try:
-            for _ in range(600):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                    break
-                except Exception:
-                    time.sleep(0.1)
+            wait_up(port, srv, log)
             for label, code in (("18 KB", big), ("1 MB", huge)):
                 shapes = (("/v1/apply", {"code": code, "update": change}),
                           ("/v1/code/apply", {"initial_code": code, "edit_snippet": change}),
