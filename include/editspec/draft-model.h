@@ -8,8 +8,9 @@
 //     std::vector<editspec::drafter_i *> ds = {d.get()};
 //     generate_spec(*ctx, prompt, gp, sp, ds);
 //
-// The drafter owns a context on the draft model (its own KV cache, sequence 0) and a record of the
-// tokens that cache holds, position by position:
+// The drafter decodes in a context on the draft model (sequence 0: its own, or one lent by the caller,
+// e.g. a server slot's stream of a step engine over the draft model, so that every request's draft
+// passes share one llama_decode) and keeps a record of the tokens that cache holds, position by position:
 //
 //   cache   t0 t1 ... t(H-2) t(H-1) d1 d2 ... d(γ-1)      (dγ is never decoded)
 //           └──── committed (history) ───┘ └─ kept drafts ─┘
@@ -86,7 +87,7 @@ public:
 
 private:
     friend std::unique_ptr<model_drafter> model_drafter_create(const model &, const model &, const draft_model_params &,
-                                                               std::string *);
+                                                               std::string *, context *);
     model_drafter() = default;
     void draft_into(std::span<const llama_token> history, int32_t n, token_vec & out, std::vector<float> & p);
     bool prefill(std::span<const llama_token> tokens);
@@ -107,8 +108,11 @@ private:
 };
 
 // null with *error set when the vocabularies differ (model_vocab_compatible: the error names both
-// files and the first difference) or the draft context cannot be created
+// files and the first difference) or the draft context cannot be created. `lent`: a context on
+// `draft` to decode in instead of a new one (its sequence 0 is cleared at each begin(); it must outlive
+// the drafter and serve no one else meanwhile); params.n_ctx and n_threads are then its own.
 std::unique_ptr<model_drafter> model_drafter_create(const model & target, const model & draft,
-                                                    const draft_model_params & params, std::string * error);
+                                                    const draft_model_params & params, std::string * error,
+                                                    context * lent = nullptr);
 
 } // namespace editspec

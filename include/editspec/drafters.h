@@ -57,6 +57,8 @@ struct drafter_inputs {
     const model * draft_model = nullptr;   // a draft model (--draft-model), null = none
     const model * head_model  = nullptr;   // a head file over the target (--head-model: EAGLE-3, DFlash), null = none
     draft_model_params draft_params;       // the draft model's gamma, context, threads
+    context * draft_ctx       = nullptr;   // a context on the draft model to draft in (a server slot's stream of
+                                           // the draft model's step engine), null = the drafter makes its own
     std::span<const datastore * const> datastores;      // the common datastores (--datastore)
     std::span<const datastore * const> repo_datastores; // the repository's (--repo-datastore)
     retrieval_cache * cache = nullptr;     // FastCoder: a cache kept across requests, null = per request

@@ -80,6 +80,8 @@ struct request {
     accept_stats * stats = nullptr;         // acceptance statistics carried across requests, null = per request
     std::span<const datastore * const> repo_datastores; // "fastcoder": this request's repository, else the runner's
     retrieval_cache * cache = nullptr;      // "fastcoder": a cache carried across requests, null = per request
+    context * draft_ctx = nullptr;          // a context on the draft model lent to the request's draft-model
+                                            // drafter (drafters.h), null = it makes its own
     std::shared_ptr<token_constraint> constraint; // constrained decoding (constraint.h), null = none; gen.constraint is set from it
     // edits and applies: the fewest tokens their whole answer takes (request_answer_tokens), 0 = unknown
     // (a completion); a request whose prompt and answer cannot fit is refused before it decodes

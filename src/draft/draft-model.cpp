@@ -57,15 +57,17 @@ static greedy_prediction predict_greedy(const float * logits, int32_t n_vocab) {
 
 struct model_drafter::impl {
     const model & draft_model;
-    std::unique_ptr<context> ctx;
+    std::unique_ptr<context> owned; // the drafter's own context, null when it decodes in a lent one
+    context * ctx = nullptr;
     batch b;
     int32_t n_vocab = 0;
 
     token_vec               cached; // [n_cached] token at each position of the draft cache
     std::vector<greedy_prediction> pred;   // [n_cached] greedy prediction after each position
 
-    impl(const model & m, std::unique_ptr<context> c)
-        : draft_model(m), ctx(std::move(c)), b(ctx->n_batch(), 1), n_vocab(m.facts().n_vocab) {}
+    impl(const model & m, std::unique_ptr<context> own, context * c)
+        : draft_model(m), owned(std::move(own)), ctx(owned ? owned.get() : c), b(ctx->n_batch(), 1),
+          n_vocab(m.facts().n_vocab) {}
 
     // drops positions [p, n_cached) from the cache and the record; false when the cache refused a
     // partial removal (then it is cleared)
@@ -105,7 +107,8 @@ int32_t model_drafter::n_ctx() const {
 }
 
 std::unique_ptr<model_drafter> model_drafter_create(const model & target, const model & draft,
-                                                    const draft_model_params & params, std::string * error) {
+                                                    const draft_model_params & params, std::string * error,
+                                                    context * lent) {
     auto fail = [&](const std::string & msg) -> std::unique_ptr<model_drafter> {
         if (error) *error = msg;
         return nullptr;
@@ -120,23 +123,31 @@ std::unique_ptr<model_drafter> model_drafter_create(const model & target, const 
     if (!(params.p_min >= 0.0f && params.p_min <= 1.0f)) {
         return fail("draft model: p_min " + std::to_string(params.p_min) + " out of range [0, 1]");
     }
-    context_params cp;
-    cp.n_ctx      = params.n_ctx;
-    cp.n_threads  = params.n_threads;
-    cp.n_seq_max  = 1;
-    cp.flash_attn = false;
-    cp.kv_unified = true;
-    std::string err;
-    auto ctx = context_create(draft, cp, &err);
-    if (!ctx) {
-        return fail("draft model '" + draft.path() + "': " + err);
+    std::unique_ptr<context> ctx;
+    if (lent) {
+        if (&lent->owner() != &draft) {
+            return fail("draft model '" + draft.path() + "': the context lent to the drafter is on '" +
+                        lent->owner().path() + "'");
+        }
+    } else {
+        context_params cp;
+        cp.n_ctx      = params.n_ctx;
+        cp.n_threads  = params.n_threads;
+        cp.n_seq_max  = 1;
+        cp.flash_attn = false;
+        cp.kv_unified = true;
+        std::string err;
+        ctx = context_create(draft, cp, &err);
+        if (!ctx) {
+            return fail("draft model '" + draft.path() + "': " + err);
+        }
     }
     std::unique_ptr<model_drafter> d(new model_drafter());
-    d->impl_ = std::make_unique<model_drafter::impl>(draft, std::move(ctx));
+    d->impl_ = std::make_unique<model_drafter::impl>(draft, std::move(ctx), lent);
     d->params_ = params;
-    ES_LOG_INFO("%s: draft model '%s' (%s), gamma %d, n_ctx %d, threads %d, p_min %.3f, keep_drafts %d\n", __func__,
+    ES_LOG_INFO("%s: draft model '%s' (%s), gamma %d, n_ctx %d, threads %d, p_min %.3f, keep_drafts %d%s\n", __func__,
                 draft.path().c_str(), draft.facts().desc.c_str(), params.gamma, d->impl_->ctx->n_ctx(),
-                d->impl_->ctx->n_threads(), params.p_min, params.keep_drafts ? 1 : 0);
+                d->impl_->ctx->n_threads(), params.p_min, params.keep_drafts ? 1 : 0, lent ? ", lent context" : "");
     return d;
 }
 
@@ -311,7 +322,7 @@ std::span<const drafter_desc> model_drafters() {
         {"sd", "a draft model (--draft-model) drafts gamma = 7 tokens greedily", DRAFTER_NEEDS_DRAFT_MODEL,
          VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
          [](const drafter_desc &, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
-             return model_drafter_create(*in.target, *in.draft_model, in.draft_params, error);
+             return model_drafter_create(*in.target, *in.draft_model, in.draft_params, error, in.draft_ctx);
          },
          // auto's last, only when its pass is much cheaper than the target's: the shipped pair (a 4.5M
          // draft for a 17M target, 0.26) lost to no draft model on every task (sd 0.4-0.9x of ar on

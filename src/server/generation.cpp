@@ -223,9 +223,12 @@ bool generation_start(server_state & s, const std::shared_ptr<generation> & g, c
     const slot_status st = s.slots->submit(g->req.prompt, [sp, g, fin](context & ctx, slot_memory & mem) {
         g->req.stats = &mem.stats;
         g->req.cache = &mem.cache;
+        g->req.draft_ctx = mem.draft;
         ctx.set_cancel(&g->cancel);
+        if (mem.draft) mem.draft->set_cancel(&g->cancel);
         g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
         ctx.set_cancel(nullptr);
+        if (mem.draft) mem.draft->set_cancel(nullptr);
         count_cut(*sp, *g);
     }, g->done, [sp, g] { return sp->stopping.load() || (g->gone && g->gone()); });
     s.mx.queue_wait(ms_since(t_queue) / 1000.0);

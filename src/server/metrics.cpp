@@ -110,23 +110,26 @@ void server_metrics::queue_wait(double seconds) {
     queue_wait_n++;
 }
 
-std::string server_metrics::render_step(const step_stats & st) {
+std::string server_metrics::render_step(const step_stats & st, const char * prefix, const char * what) {
     std::string o;
-    metric_append(o, "editspec_steps_total", "counter",
-                  "batched target passes (every active request's tokens in one llama_decode)", (double) st.steps);
-    metric_append(o, "editspec_step_tokens_total", "counter",
-                  "tokens the steps carried (tokens per step: / editspec_steps_total)", (double) st.tokens);
-    metric_append(o, "editspec_step_requests_total", "counter",
-                  "requests' batches the steps carried (requests per step: / editspec_steps_total)", (double) st.batches);
-    metric_append(o, "editspec_step_ubatches_total", "counter",
-                  "ubatches libllama split the steps into, one weight read each (per step: / editspec_steps_total)",
+    const std::string p = prefix;
+    const std::string w = what;
+    metric_append(o, (p + "steps_total").c_str(), "counter",
+                  ("batched " + w + " passes (every active request's tokens in one llama_decode)").c_str(), (double) st.steps);
+    metric_append(o, (p + "step_tokens_total").c_str(), "counter",
+                  ("tokens the steps carried (tokens per step: / " + p + "steps_total)").c_str(), (double) st.tokens);
+    metric_append(o, (p + "step_requests_total").c_str(), "counter",
+                  ("requests' batches the steps carried (requests per step: / " + p + "steps_total)").c_str(),
+                  (double) st.batches);
+    metric_append(o, (p + "step_ubatches_total").c_str(), "counter",
+                  ("ubatches libllama split the steps into, one weight read each (per step: / " + p + "steps_total)").c_str(),
                   (double) st.ubatches);
-    metric_append(o, "editspec_step_seconds_total", "counter", "time inside the steps' llama_decode", st.decode_ms / 1000.0);
-    metric_append(o, "editspec_step_gather_seconds_total", "counter", "time steps waited for active requests' batches",
+    metric_append(o, (p + "step_seconds_total").c_str(), "counter", "time inside the steps' llama_decode", st.decode_ms / 1000.0);
+    metric_append(o, (p + "step_gather_seconds_total").c_str(), "counter", "time steps waited for active requests' batches",
                   st.gather_ms / 1000.0);
-    metric_append(o, "editspec_steps_aborted_total", "counter",
+    metric_append(o, (p + "steps_aborted_total").c_str(), "counter",
                   "steps cut short because every request in them was cancelled", (double) st.aborted);
-    metric_append(o, "editspec_step_cancelled_total", "counter", "request batches dropped because their client left",
+    metric_append(o, (p + "step_cancelled_total").c_str(), "counter", "request batches dropped because their client left",
                   (double) st.cancelled);
     return o;
 }

@@ -29,7 +29,9 @@ struct server_metrics {
     // the prompt store's gauges and counters (it keeps its own figures)
     static std::string render_store(const prompt_store_stats & ps);
     // the step engine's counters: steps, tokens and requests they carried (per step: divide by steps)
-    static std::string render_step(const step_stats & st);
+    // a step engine's counters: the target's (editspec_steps_total, ...) or, with prefix "editspec_draft_" and
+    // what "draft-model", the draft model's engine
+    static std::string render_step(const step_stats & st, const char * prefix = "editspec_", const char * what = "target");
     static std::string render_connections(const connection_counts & c);
     // the time one request waited for a slot
     void queue_wait(double seconds);

@@ -16,7 +16,7 @@
 // request whose prompt a stored one holds better than its slot loads it back first.
 //
 //     slot_pool pool(32, prompt_cache_params{}, 8192ull << 20);
-//     pool.add(engine->view(0), engine.get(), 0);  pool.start();
+//     pool.add(engine->view(0), engine.get(), 0);  pool.start();   // (+ a draft engine's view of stream 0)
 //     std::future<void> done;
 //     if (pool.submit(prompt, [&](context & c, slot_memory & m) { ... }, done) == SLOT_OK) done.get(); // rethrows the job's exception
 //     pool.stop();
@@ -54,6 +54,8 @@ enum slot_status {
 struct slot_memory {
     accept_stats stats;    // draft acceptance by source and depth: the cost model's sizing
     retrieval_cache cache; // FastCoder: verified retrievals and outputs
+    context * draft = nullptr; // the slot's stream of the draft model's step engine (its draft-model drafters
+                               // decode there, every request's draft passes in one llama_decode), null = none
     static constexpr int64_t CACHE_TOKENS_MAX = 1 << 20; // past this the cache starts again
 };
 
@@ -66,8 +68,10 @@ public:
         : max_waiting_(max_waiting), pc_(pc), store_(store_bytes) {}
     ~slot_pool() { stop(); }
 
-    // before start(); a view of engine (its stream seq) enters the engine while a job runs on it
-    void add(std::unique_ptr<context> ctx, step_engine * engine = nullptr, llama_seq_id seq = 0);
+    // before start(); a view of engine (its stream seq) enters the engine while a job runs on it, and
+    // so does `draft`, a view of the draft model's step engine on the same stream (slot_memory::draft)
+    void add(std::unique_ptr<context> ctx, step_engine * engine = nullptr, llama_seq_id seq = 0,
+             std::unique_ptr<context> draft = nullptr, step_engine * draft_engine = nullptr);
     void start();
 
     // waits its turn for the free slot that suits the prompt best and hands j to it. SLOT_OK: `done`
@@ -95,6 +99,8 @@ private:
         std::unique_ptr<context> ctx;
         std::unique_ptr<slot_memory> memory;
         step_engine * engine = nullptr;  // ctx is its view on stream seq
+        std::unique_ptr<context> draft;  // a view of draft_engine on stream seq, or null
+        step_engine * draft_engine = nullptr;
         llama_seq_id seq = 0;
         std::function<void()> pending; // set by submit(), taken by the slot's thread
         bool busy = false;             // a job is assigned and not finished

@@ -34,6 +34,7 @@ struct server_state {
     method_spec method;      // for requests without a prediction
     method_spec with_reuse;  // with one: Reuse first, then the method's drafters
     std::unique_ptr<step_engine> engine;     // every slot's decodes, batched into one pass a step
+    std::unique_ptr<step_engine> draft_engine; // with a draft model: every slot's draft-model passes, likewise
     std::unique_ptr<slot_pool> slots;
     server_metrics mx;
     std::string model_id;    // the model file's name

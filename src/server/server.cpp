@@ -51,7 +51,21 @@ bool add_slots(server_state & s, const server_params & p, const runner_params & 
         *error += "; lower --parallel or --ctx-size";
         return false;
     }
-    for (int32_t i = 0; i < p.n_parallel; i++) s.slots->add(s.engine->view(i), s.engine.get(), i);
+    if (s.rn.draft.model) {
+        // the draft model's passes batch too: a stream per slot in one context (a context per request
+        // decoded each request's draft passes alone, each on its own thread and OpenMP team)
+        step_params dp = stp;
+        dp.n_step_tokens = 0; // n_seq * n_batch: a request's catch-up after its prompt fits beside the others'
+        s.draft_engine = step_engine::create(*s.rn.draft.model, dp, error);
+        if (!s.draft_engine) {
+            *error = "draft model '" + s.rn.draft.model->path() + "': " + *error + "; lower --parallel or --ctx-size";
+            return false;
+        }
+    }
+    for (int32_t i = 0; i < p.n_parallel; i++) {
+        s.slots->add(s.engine->view(i), s.engine.get(), i, s.draft_engine ? s.draft_engine->view(i) : nullptr,
+                     s.draft_engine.get());
+    }
     return true;
 }
 

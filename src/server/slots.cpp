@@ -3,12 +3,16 @@
 
 namespace editspec {
 
-void slot_pool::add(std::unique_ptr<context> ctx, step_engine * engine, llama_seq_id seq) {
+void slot_pool::add(std::unique_ptr<context> ctx, step_engine * engine, llama_seq_id seq, std::unique_ptr<context> draft,
+                    step_engine * draft_engine) {
     slot s;
     s.ctx = std::move(ctx);
     s.engine = engine;
     s.seq = seq;
+    s.draft = std::move(draft);
+    s.draft_engine = draft_engine;
     s.memory = std::make_unique<slot_memory>();
+    s.memory->draft = s.draft.get();
     slots_.push_back(std::move(s));
 }
 
@@ -91,6 +95,7 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
         context * ctx = sl.ctx.get();
         slot_memory * mem = sl.memory.get();
         step_engine * engine = sl.engine;
+        step_engine * draft_engine = sl.draft_engine;
         const llama_seq_id seq = sl.seq;
         // the slot is free again before its request hears it is done: a request sent right after the
         // answer sees this slot's cached prompt (--apply-view cached), not a busy slot
@@ -101,22 +106,30 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
             }
             cv_.notify_all();
         };
-        sl.pending = [this, ctx, mem, engine, seq, promise, release, j = std::move(j), p = token_vec(prompt.begin(), prompt.end())] {
+        sl.pending = [this, ctx, mem, engine, draft_engine, seq, promise, release, j = std::move(j),
+                      p = token_vec(prompt.begin(), prompt.end())] {
             struct in_step { // the engine's steps wait for this slot while its job runs
                 step_engine * e;
                 llama_seq_id seq;
                 in_step(step_engine * e, llama_seq_id seq) : e(e), seq(seq) { if (e) e->enter(seq); }
                 ~in_step() { if (e) e->leave(seq); }
-            } entered(engine, seq);
+            } entered(engine, seq), entered_draft(draft_engine, seq);
             try {
                 if (mem->cache.n_tokens() > slot_memory::CACHE_TOKENS_MAX) mem->cache.clear();
                 store_.prepare(*ctx, p, pc_);
                 j(*ctx, *mem);
                 ctx->set_cancel(nullptr);
+                if (mem->draft) mem->draft->set_cancel(nullptr);
             } catch (...) {
                 ctx->set_cancel(nullptr);
+                if (mem->draft) {
+                    mem->draft->set_cancel(nullptr);
+                    mem->draft->kv_clear();
+                }
                 ctx->kv_clear();
+                context * draft = mem->draft;
                 *mem = slot_memory();
+                mem->draft = draft;
                 release();
                 promise->set_exception(std::current_exception());
                 return;

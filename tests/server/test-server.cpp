@@ -15,6 +15,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -386,6 +387,75 @@ TEST(server, load_8_clients_50_requests) {
     EXPECT_EQ(wrong.load(), 0);
     std::sort(ms.begin(), ms.end());
     printf("load: %zu requests, p50 %.1f ms, p99 %.1f ms\n", ms.size(), ms[ms.size() / 2], ms[ms.size() * 99 / 100]);
+}
+
+namespace {
+
+// a counter of /metrics (0 when absent)
+double metric(server_process & s, const std::string & name) {
+    auto c = s.client();
+    auto m = c.Get("/metrics");
+    if (!m) return 0.0;
+    const size_t at = m->body.find("\n" + name + " ");
+    return at == std::string::npos ? 0.0 : std::stod(m->body.substr(at + name.size() + 2));
+}
+
+// each of bodies posted to path alone, then all at once from a thread each: the same answers (`field`)
+void same_alone_and_at_once(server_process & s, const std::string & path, const std::vector<json> & bodies,
+                            const std::function<json(const json &)> & field) {
+    std::vector<json> alone, together(bodies.size());
+    for (const json & b : bodies) {
+        int status = 0;
+        const json r = post(s, path, b.dump(), &status);
+        ASSERT_EQ(status, 200) << r.dump();
+        alone.push_back(field(r));
+    }
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < bodies.size(); i++) {
+        clients.emplace_back([&, i] {
+            int status = 0;
+            const json r = post(s, path, bodies[i].dump(), &status);
+            together[i] = status == 200 ? field(r) : json(r.dump());
+        });
+    }
+    for (auto & t : clients) t.join();
+    for (size_t i = 0; i < bodies.size(); i++) EXPECT_EQ(together[i], alone[i]) << "request " << i;
+}
+
+} // namespace
+
+// issue 70: the draft model's passes batch across requests (a stream per slot in one context, the
+// draft model's step engine): 4 clients at once with `sd` (the shipped draft model drafts every step)
+// and with `efficientedit` (edits with a prediction; its Generate phase) each get the answer they get
+// alone, and the draft model's steps carry several requests' passes
+TEST(server, draft_model_passes_batch_across_requests) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    std::vector<json> completions, edits;
+    const char * words[] = {"sum", "max", "count", "reverse"};
+    for (const char * w : words) {
+        const std::string code = std::string("def ") + w + "_all(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n";
+        completions.push_back({{"prompt", std::string("### Instruction:\nUse ") + w + ".\n### Original code:\n" + code + "\n### Edited code:\n"},
+                               {"n_predict", 48}});
+        edits.push_back({{"messages", {{{"role", "user"}, {"content", std::string("Use ") + w + " and name the loop variable item.\n\n```python\n" + code + "```\n"}}}},
+                         {"prediction", {{"type", "content"}, {"content", code}}}, {"max_tokens", 96}, {"temperature", 0}});
+    }
+    for (const char * method : {"sd", "efficientedit:greedy"}) {
+        SCOPED_TRACE(method);
+        server_process s({"--parallel", "4", "--method", method});
+        ASSERT_GT(s.pid, 0);
+        if (std::string(method) == "sd") {
+            same_alone_and_at_once(s, "/completion", completions, [](const json & r) { return r["content"]; });
+        } else {
+            same_alone_and_at_once(s, "/v1/chat/completions", edits, [](const json & r) { return r["choices"][0]["message"]["content"]; });
+        }
+        const double steps = metric(s, "editspec_draft_steps_total"), batches = metric(s, "editspec_draft_step_requests_total");
+        EXPECT_GT(steps, 0.0) << "the draft model decoded outside its step engine";
+        // alone each step carries one request's pass: at once, 4 requests share some (sd drafts at every
+        // step; EfficientEdit's Generate phase runs after a rejection only, a few passes here)
+        if (std::string(method) == "sd") EXPECT_GT(batches, steps * 1.1) << batches << " draft passes in " << steps << " steps";
+        printf("%s: %.0f draft-model passes in %.0f steps (%.2f requests a step over the whole run)\n", method, batches, steps,
+               batches / steps);
+    }
 }
 
 // two conversations interleaved on 2 slots: each next turn finds its conversation's slot, decodes only
