@@ -46,6 +46,9 @@ struct draft_model_params {
     int32_t n_ctx       = 4096;  // the draft model's KV cache, tokens (0 = from the model)
     int32_t n_threads   = 0;     // 0 = all cores
     float   p_min       = 0.0f;  // stop drafting when the draft's top probability falls below this
+    float   chain_p_min = 0.0f;  // decode no further once the product of the drafted tokens' probabilities
+                                 // is below this: the chain is then unlikely to be accepted far enough to
+                                 // repay a pass (runners set it to the draft pass's cost over the target's)
     bool    keep_drafts = true;  // leave drafted tokens in the cache until the next call shows
                                  // which were accepted (saves re-decoding accepted drafts)
 };

@@ -55,6 +55,7 @@ struct runner {
     model_load_result head;        // empty without a head file
     std::unique_ptr<context> ctx;
     cost_model cost;               // empty until a method needs it
+    cost_model draft_cost;         // the draft model's, fetched with `cost` (empty without a draft model)
     std::vector<std::unique_ptr<datastore>> datastores; // memory-mapped, shared read-only by slots
     std::vector<const datastore *> datastore_ptrs;     // the same, as drafters take them
     std::vector<const datastore *> repo_datastore_ptrs; // the repository's, after them in `datastores`
@@ -69,7 +70,8 @@ int32_t runner_n_seq_max(bool trees, int32_t n_ctx);
 // the models that loaded and fit (so a caller can tell bad input from a context the machine refused).
 bool runner_open(const runner_params & p, runner & out, std::string * error);
 
-// the cost model: cached per model file and thread count, measured the first time (seconds)
+// the cost model: cached per model file and thread count, measured the first time (seconds); with a
+// draft model its cost model too (a draft chain stops where a pass costs more than it likely saves)
 bool runner_cost(runner & rn, std::string * error);
 
 struct request {

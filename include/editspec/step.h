@@ -16,7 +16,7 @@
 // gathers the batches of every active view (one that entered and did not leave) into one batch, in
 // stream order, and decodes it; each view gets its rows' logits copied back. A step starts once every
 // active view has a batch waiting, or `wait_frac` of the last step's time after the first arrived (a
-// view drafting slowly, or between requests, does not hold the others back). A step carries at most
+// view drafting slowly, or between requests, does not hold the others back; plus wait_ms). A step carries at most
 // `n_step_tokens` tokens, the smallest batches first (generating requests' passes before prompt
 // chunks); a view's batch that does not fit waits for the next step.
 //
@@ -44,6 +44,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,7 +59,8 @@ struct step_params {
                                    // a prompt's chunk), threads, flash attention
     int32_t n_step_tokens = 0;     // most tokens one step carries, 0 = n_seq * per_seq.n_batch
     double  wait_frac     = 0.25;  // how long a step waits for active views without a batch, as a
-                                   // fraction of the last step's decode time (plus 1 ms)
+                                   // fraction of the last step's decode time (plus wait_ms)
+    double  wait_ms       = 1.0;   // and a fixed part (a small draft model's passes take well under 1 ms)
     double  pad_ratio     = 1.5;   // pad batches to the step's longest (one ubatch) while the padded
                                    // step has at most this many times its own tokens; 0 = never
                                    // (EDITSPEC_STEP_PAD overrides)
@@ -84,8 +86,12 @@ int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch);
 
 class step_engine {
 public:
-    // null with *error on failure (the error names the model and the sizes)
-    static std::unique_ptr<step_engine> create(const model & m, const step_params & p, std::string * error);
+    // null with *error on failure (the error names the model and the sizes). `host`: an engine whose
+    // thread computes this one's decodes between its own steps (a draft model's engine beside the
+    // target's: one OpenMP team in the process, see below), null = its own thread; the host must
+    // outlive this engine
+    static std::unique_ptr<step_engine> create(const model & m, const step_params & p, std::string * error,
+                                               step_engine * host = nullptr);
     ~step_engine(); // stops the engine thread; views must be gone or idle
     step_engine(const step_engine &) = delete;
     step_engine & operator=(const step_engine &) = delete;
@@ -119,6 +125,10 @@ private:
     bool decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, std::vector<float> & logits,
                 std::vector<int32_t> & rows);
     void loop();
+    // runs f on this engine's thread, between its steps, and waits for it (a guest engine's decode)
+    void run_on_thread(const std::function<void()> & f);
+    // the guests' work waiting for this engine's thread (mu_ held; released while each runs)
+    void run_guest_jobs(std::unique_lock<std::mutex> & lock);
     // one step over `subs` (ctx_mu_ held): false when llama_decode failed or was aborted
     bool run_step(std::vector<submission *> & subs);
     // a step's decode and its bookkeeping; `lock` (on mu_) is released during the decode
@@ -151,6 +161,13 @@ private:
     int32_t run_ubatches_ = 0;       // the running step's ubatches (its decodes: one, or one per request on a retry)
     bool stop_ = false;
     std::thread thread_;
+    step_engine * host_ = nullptr;   // computes this engine's decodes, or null
+    struct guest_job {
+        const std::function<void()> * f = nullptr;
+        bool done = false;
+    };
+    std::deque<guest_job *> guest_jobs_;  // waiting for this engine's thread
+    std::condition_variable guest_cv_;    // a guest job is done
 };
 
 } // namespace editspec

@@ -223,6 +223,7 @@ bool model_drafter::catch_up(std::span<const llama_token> history) {
 void model_drafter::draft_greedy(size_t H, int32_t n, token_vec & out, std::vector<float> & p) {
     impl & s = *impl_;
     size_t pos = H; // position of the next draft token
+    float chain = 1.0f; // the drafted tokens' probabilities multiplied
     for (int32_t i = 0; i < n; i++) {
         const greedy_prediction & pr = s.pred[pos - 1];
         if (pr.token == LLAMA_TOKEN_NULL || pr.p < params_.p_min) {
@@ -230,8 +231,13 @@ void model_drafter::draft_greedy(size_t H, int32_t n, token_vec & out, std::vect
         }
         out.push_back(pr.token);
         p.push_back(pr.p);
+        chain *= pr.p;
         if (i + 1 == n || s.draft_model.is_eog(pr.token)) {
             break;
+        }
+        const bool known = pos < s.cached.size() && s.cached[pos] == pr.token && s.pred[pos].token != LLAMA_TOKEN_NULL;
+        if (!known && chain < params_.chain_p_min) {
+            break; // the next token costs a pass the chain is unlikely to repay
         }
         if (pos < s.cached.size() && s.cached[pos] == pr.token && s.pred[pos].token != LLAMA_TOKEN_NULL) {
             pos++; // decoded before, prediction known

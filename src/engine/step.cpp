@@ -35,7 +35,8 @@ int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch) {
     }
 }
 
-std::unique_ptr<step_engine> step_engine::create(const model & m, const step_params & p, std::string * error) {
+std::unique_ptr<step_engine> step_engine::create(const model & m, const step_params & p, std::string * error,
+                                                 step_engine * host) {
     auto fail = [&](const std::string & msg) -> std::unique_ptr<step_engine> {
         if (error) *error = msg;
         return nullptr;
@@ -75,12 +76,20 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     // the thread that computes, and one team in the process keeps its workers spinning between passes
     // (libgomp spins ~300k rounds while its threads fit the cores, 100 once they do not: a worker
     // asleep between passes costs a futex wake-up per pass)
+    e->host_ = host;
     std::promise<bool> warm;
     std::future<bool> warmed = warm.get_future();
-    e->thread_ = std::thread([eng = e.get(), &warm] {
-        warm.set_value(context_warm_up(*eng->ctx_));
-        eng->loop();
-    });
+    if (host) {
+        bool ok = false;
+        host->run_on_thread([&] { ok = context_warm_up(*e->ctx_); });
+        warm.set_value(ok);
+        e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
+    } else {
+        e->thread_ = std::thread([eng = e.get(), &warm] {
+            warm.set_value(context_warm_up(*eng->ctx_));
+            eng->loop();
+        });
+    }
     if (!warmed.get()) {
         return fail("step engine: the warm-up decode failed (EDITSPEC_LOG=info shows libllama's reason)");
     }
@@ -176,14 +185,38 @@ bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::ato
     return s.ok;
 }
 
+void step_engine::run_on_thread(const std::function<void()> & f) {
+    guest_job j;
+    j.f = &f;
+    std::unique_lock<std::mutex> lock(mu_);
+    guest_jobs_.push_back(&j);
+    cv_.notify_all(); // the engine's thread is the one waiting on cv_
+    guest_cv_.wait(lock, [&] { return j.done; });
+}
+
+void step_engine::run_guest_jobs(std::unique_lock<std::mutex> & lock) {
+    if (guest_jobs_.empty()) return;
+    while (!guest_jobs_.empty()) {
+        guest_job * j = guest_jobs_.front();
+        guest_jobs_.pop_front();
+        lock.unlock();
+        (*j->f)();
+        lock.lock();
+        j->done = true;
+    }
+    guest_cv_.notify_all();
+}
+
 void step_engine::loop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-        cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !stepping_); });
+        cv_.wait(lock, [&] { return stop_ || !guest_jobs_.empty() || (!queue_.empty() && !stepping_); });
+        run_guest_jobs(lock);
         if (stop_ && queue_.empty()) return;
+        if (queue_.empty() || stepping_) continue;
         // gather: every active view's batch, or as many as came within the wait
         const auto t_first = clock_type::now();
-        const double wait_ms = 1.0 + params_.wait_frac * last_step_ms_;
+        const double wait_ms = params_.wait_ms + params_.wait_frac * last_step_ms_;
         auto all_in = [&] {
             if (stop_) return true;
             for (size_t i = 0; i < active_.size(); i++) {
@@ -194,7 +227,13 @@ void step_engine::loop() {
             }
             return true;
         };
-        cv_.wait_until(lock, t_first + std::chrono::microseconds((int64_t) (wait_ms * 1000.0)), all_in);
+        // a guest's decode (a draft model's pass) runs while the step gathers
+        const auto deadline = t_first + std::chrono::microseconds((int64_t) (wait_ms * 1000.0));
+        while (!cv_.wait_until(lock, deadline, [&] { return all_in() || !guest_jobs_.empty(); }) || !all_in()) {
+            if (guest_jobs_.empty()) break; // the deadline passed
+            run_guest_jobs(lock);
+        }
+        run_guest_jobs(lock);
         stats_.gather_ms += ms_since(t_first);
 
         // cancelled batches are answered at once; of the others the smallest go first (generating
@@ -239,7 +278,7 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
     const auto t0 = clock_type::now();
     bool ok;
     run_ubatches_ = 0;
-    {
+    const std::function<void()> compute = [&] {
         std::lock_guard<std::mutex> kv(ctx_mu_);
         ok = run_step(subs);
         if (!ok && !step_abort_ && subs.size() > 1) {
@@ -250,6 +289,11 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
                 run_step(one);
             }
         }
+    };
+    if (host_) {
+        host_->run_on_thread(compute);
+    } else {
+        compute();
     }
     const double ms = ms_since(t0);
 

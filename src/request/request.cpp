@@ -2,6 +2,7 @@
 #include "editspec/request.h"
 #include "editspec/decoder.h"
 #include "editspec/edit.h"
+#include "editspec/log.h"
 
 #include <algorithm>
 
@@ -60,7 +61,22 @@ std::unique_ptr<context> runner_new_context(const runner & rn, std::string * err
 }
 
 bool runner_cost(runner & rn, std::string * error) {
-    return !rn.cost.empty() || cost_model_get(*rn.ctx, rn.cost, error);
+    if (!rn.cost.empty()) return true;
+    if (!cost_model_get(*rn.ctx, rn.cost, error)) return false;
+    if (rn.draft.model) {
+        context_params cp;
+        cp.n_ctx = rn.params.n_ctx;
+        cp.n_threads = rn.params.n_threads;
+        cp.flash_attn = rn.params.flash_attn;
+        std::string why;
+        auto dctx = context_create(*rn.draft.model, cp, &why);
+        if (!dctx || !cost_model_get(*dctx, rn.draft_cost, &why)) {
+            // drafts then run their whole length, as before the draft model's cost was known
+            ES_LOG_WARN("draft model '%s': no cost model (%s)\n", rn.draft.model->path().c_str(), why.c_str());
+            rn.draft_cost = {};
+        }
+    }
+    return true;
 }
 
 void request_edit_tokens(const model & m, const std::string & instruction, const std::string & code, request & rq,
@@ -158,6 +174,10 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     in.draft_params = rn.params.draft;
     in.draft_params.n_ctx = rn.params.n_ctx;
     in.draft_params.n_threads = rn.params.n_threads;
+    if (sized_by_cost && !rn.draft_cost.empty() && in.draft_params.chain_p_min <= 0.0f) {
+        // a draft pass pays while the chain's chance of acceptance times a target pass exceeds it
+        in.draft_params.chain_p_min = (float) std::min(0.9, rn.draft_cost.t(1) / rn.cost.t(1));
+    }
     in.datastores = rn.datastore_ptrs;
     in.repo_datastores = rq.repo_datastores.empty() ? std::span<const datastore * const>(rn.repo_datastore_ptrs) : rq.repo_datastores;
     in.cache = rq.cache;

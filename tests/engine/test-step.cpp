@@ -25,7 +25,9 @@ struct job {
 
 // every job alone, then all of them at once on the views of an engine of n_seq streams (threads
 // start at staggered times, so prompt chunks mix with generating passes)
-void check_batched_equals_alone(const std::string & type, int32_t n_threads, uint32_t seed) {
+// hosted: the engine's decodes run on another engine's thread (a draft model's engine on the
+// target's), that engine decoding a request of its own meanwhile
+void check_batched_equals_alone(const std::string & type, int32_t n_threads, uint32_t seed, bool hosted = false) {
     auto m = test::load_or_fail(test::typed_model_path(type));
     ASSERT_TRUE(m);
     std::mt19937 rng(seed);
@@ -58,8 +60,27 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     sp.per_seq.n_batch = 64; // prompt chunks of 64: long prompts take several steps
     sp.n_step_tokens = 128;
     std::string err;
-    auto eng = step_engine::create(*m, sp, &err);
+    std::unique_ptr<step_engine> host;
+    if (hosted) {
+        step_params hp = sp;
+        hp.n_seq = 1;
+        host = step_engine::create(*m, hp, &err);
+        ASSERT_TRUE(host) << err;
+    }
+    auto eng = step_engine::create(*m, sp, &err, host.get());
     ASSERT_TRUE(eng) << err;
+    std::unique_ptr<context> host_view = host ? host->view(0) : nullptr;
+    generate_result host_answer;
+    std::thread host_thread;
+    if (host) {
+        host_thread = std::thread([&] {
+            host->enter(0);
+            generate_params gp;
+            gp.n_predict = jobs[0].n_predict;
+            for (int r = 0; r < 3; r++) host_answer = generate_ar(*host_view, jobs[0].prompt, gp);
+            host->leave(0);
+        });
+    }
     std::vector<std::unique_ptr<context>> views;
     for (int32_t s = 0; s < n_seq; s++) views.push_back(eng->view(s));
     EXPECT_EQ(views[0]->n_ctx(), n_ctx);
@@ -87,6 +108,8 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
         });
     }
     for (auto & t : threads) t.join();
+    if (host_thread.joinable()) host_thread.join();
+    if (host) EXPECT_EQ(host_answer.tokens, jobs[0].alone.tokens) << "the host engine's own request";
     for (size_t k = 0; k < jobs.size(); k++) {
         const job & j = jobs[k];
         EXPECT_EQ(j.ar.tokens, j.alone.tokens) << type << ", " << n_threads << " threads, job " << k << " (prompt "
@@ -134,6 +157,12 @@ TEST_P(step_exact, batched_answers_equal_answers_alone) {
 
 // the K-quants and the repacked kernels included
 INSTANTIATE_TEST_SUITE_P(types, step_exact, ::testing::Values("f32", "f16", "q8_0", "q4_0", "q4_k_m", "q6_k"));
+
+// a guest engine (the server's draft model) decodes on its host's thread between the host's own steps:
+// both answer as alone
+TEST(step_engine, a_guest_engine_decodes_on_its_hosts_thread) {
+    check_batched_equals_alone("q8_0", 2, 11, true);
+}
 
 // requests on streams 0 and 2 with stream 1 idle between them: the step fills stream 1 with throwaway
 // tokens after its own cells (removed after the pass) so the step is one ubatch, not two. Every answer
