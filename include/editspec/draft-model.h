@@ -62,7 +62,8 @@ public:
     ~model_drafter() override;
     const char * name() const override { return "model"; }
     uint8_t source() const override { return DRAFT_SOURCE_MODEL; }
-    // clears the draft cache and decodes prompt[0 .. n-1) (all but the last token, as the target)
+    // clears the draft cache; the prompt is decoded with the first proposal's history (a request that
+    // never asks the draft model never pays for its prefill)
     void begin(std::span<const llama_token> prompt) override;
     // adds min(gamma, budget) greedy draft tokens under the root as one path (fewer at p_min or
     // after an end-of-generation token), each in the confidence class of the draft model's softmax

@@ -107,7 +107,12 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
     const std::vector<int32_t> sizes = cost_model_sizes(n_max);
     std::vector<double> best(sizes.size(), 0.0);
     const int32_t rounds = std::max(reps, 10);
+    double warm_ms = 0.0, left_ms = 0.0; // round 0's time, and what the later rounds will take by it
     for (int32_t r = 0; r <= rounds; r++) {
+        if (r == 1 && isatty(STDERR_FILENO) && warm_ms > 2000.0) {
+            // a person waits: say for how long (a 7B model's first measurement takes minutes on a laptop)
+            ES_SAY("cost", "measuring %zu pass sizes, %d times each at most: about %.0f s more\n", sizes.size(), rounds, left_ms / 1000.0);
+        }
         for (size_t k = 0; k < sizes.size(); k++) {
             const int32_t n = sizes[k];
             if (r > (n <= 8 ? rounds : reps)) continue;
@@ -122,6 +127,10 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
                 return false;
             }
             const double ms = ms_since(t0);
+            if (r == 0) {
+                warm_ms += ms;
+                left_ms += ms * (n <= 8 ? rounds : reps);
+            }
             if (!ctx.kv_rm(0, n_prefix, -1)) {
                 if (error) *error = "cost model: the model's cache cannot drop a pass (kv_rm)";
                 ctx.kv_clear();

@@ -434,10 +434,13 @@ TEST(server, draft_model_passes_batch_across_requests) {
     const char * words[] = {"sum", "max", "count", "reverse"};
     for (const char * w : words) {
         const std::string code = std::string("def ") + w + "_all(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n";
+        // a prediction that is another file's: Reuse is rejected early and often, and the draft model
+        // writes in EfficientEdit's Generate phase
+        const std::string other = std::string("class ") + w + "_table:\n    def __init__(self):\n        self.rows = []\n";
         completions.push_back({{"prompt", std::string("### Instruction:\nUse ") + w + ".\n### Original code:\n" + code + "\n### Edited code:\n"},
                                {"n_predict", 48}});
         edits.push_back({{"messages", {{{"role", "user"}, {"content", std::string("Use ") + w + " and name the loop variable item.\n\n```python\n" + code + "```\n"}}}},
-                         {"prediction", {{"type", "content"}, {"content", code}}}, {"max_tokens", 96}, {"temperature", 0}});
+                         {"prediction", {{"type", "content"}, {"content", other}}}, {"max_tokens", 96}, {"temperature", 0}});
     }
     for (const char * method : {"sd", "efficientedit:greedy"}) {
         SCOPED_TRACE(method);
@@ -450,9 +453,8 @@ TEST(server, draft_model_passes_batch_across_requests) {
         }
         const double steps = metric(s, "editspec_draft_steps_total"), batches = metric(s, "editspec_draft_step_requests_total");
         EXPECT_GT(steps, 0.0) << "the draft model decoded outside its step engine";
-        // alone each step carries one request's pass: at once, 4 requests share some (sd drafts at every
-        // step; EfficientEdit's Generate phase runs after a rejection only, a few passes here)
-        if (std::string(method) == "sd") EXPECT_GT(batches, steps * 1.1) << batches << " draft passes in " << steps << " steps";
+        // alone each step carries one request's pass: at once, 4 requests share some
+        EXPECT_GT(batches, steps * 1.1) << batches << " draft passes in " << steps << " steps";
         printf("%s: %.0f draft-model passes in %.0f steps (%.2f requests a step over the whole run)\n", method, batches, steps,
                batches / steps);
     }
