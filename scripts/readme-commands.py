@@ -34,7 +34,11 @@ The commands run as written, ports included, in a network namespace of their own
 so they cannot collide with anything else on the machine; where user namespaces are not allowed,
 ports 8012 and 8080 are replaced by free ones (and said so).
 
-  scripts/readme-commands.py [--binary build/bin/editspec] [--readme README.md] [-v]
+  scripts/readme-commands.py [--binary build/bin/editspec] [--readme README.md] [--model-shape SHAPE:TYPE] [-v]
+
+--model-shape makes model.gguf a generated real-shape model instead of the shipped target (`editspec
+make-model`, random weights: e.g. tiny-qwen2:q4_k_m, Qwen2.5-Coder's architecture, tokenizer and chat
+template at toy size, in the type people download), as a user's own GGUF file would stand there.
 
 Exit status: 0 when every block passed, 1 when any failed (each listed), 2 on a usage error.
 """
@@ -668,6 +672,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build/bin/editspec"))
     ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    ap.add_argument("--model-shape", default="",
+                    help="SHAPE[:TYPE]: model.gguf is `editspec make-model --shape SHAPE --type TYPE` (default: the shipped target)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -689,7 +695,16 @@ def main():
     work = tempfile.mkdtemp(prefix="readme-commands.")
     os.makedirs(os.path.join(work, "build/bin"))
     os.symlink(binary, os.path.join(work, "build/bin/editspec"))
-    os.symlink(os.path.join(ROOT, "models/editspec-target.gguf"), os.path.join(work, "model.gguf"))
+    if a.model_shape:
+        shape, _, mtype = a.model_shape.partition(":")
+        r = subprocess.run([binary, "make-model", "--shape", shape, "--type", mtype or "q4_k_m", "--out",
+                            os.path.join(work, "model.gguf")], capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            print(f"readme-commands: make-model --shape {shape}: {r.stderr.strip()}", file=sys.stderr)
+            return 2
+        say(f"model.gguf: {shape}, {mtype or 'q4_k_m'}, random weights (editspec make-model)")
+    else:
+        os.symlink(os.path.join(ROOT, "models/editspec-target.gguf"), os.path.join(work, "model.gguf"))
     os.symlink(os.path.join(ROOT, "deploy"), os.path.join(work, "deploy"))
     os.symlink(os.path.join(ROOT, "scripts"), os.path.join(work, "scripts"))
 
