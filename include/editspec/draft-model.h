@@ -91,7 +91,7 @@ public:
 
 private:
     friend std::unique_ptr<model_drafter> model_drafter_create(const model &, const model &, const draft_model_params &,
-                                                               std::string *, context *);
+                                                               std::string *, context *, token_vec *);
     model_drafter() = default;
     void draft_into(std::span<const llama_token> history, int32_t n, token_vec & out, std::vector<float> & p);
     bool prefill(std::span<const llama_token> tokens);
@@ -109,14 +109,18 @@ private:
     bool    failed_    = false;
     bool    logged_    = false; // a decode failure was logged (once per drafter)
     draft_backoff backoff_;
+    token_vec * kept_ = nullptr; // the lent context's record across drafters (model_drafter_create), or null
 };
 
 // null with *error set when the vocabularies differ (model_vocab_compatible: the error names both
 // files and the first difference) or the draft context cannot be created. `lent`: a context on
 // `draft` to decode in instead of a new one (its sequence 0 is cleared at each begin(); it must outlive
-// the drafter and serve no one else meanwhile); params.n_ctx and n_threads are then its own.
+// the drafter and serve no one else meanwhile); params.n_ctx and n_threads are then its own. `kept`
+// (with `lent`): the tokens the lent context's sequence 0 holds, position by position, as the last
+// drafter on it left them; the drafter starts from them (a request that repeats an earlier prompt
+// decodes only what differs) and writes its own back when it is destroyed. Null: the context is cleared.
 std::unique_ptr<model_drafter> model_drafter_create(const model & target, const model & draft,
                                                     const draft_model_params & params, std::string * error,
-                                                    context * lent = nullptr);
+                                                    context * lent = nullptr, token_vec * kept = nullptr);
 
 } // namespace editspec

@@ -59,6 +59,7 @@ struct drafter_inputs {
     draft_model_params draft_params;       // the draft model's gamma, context, threads
     context * draft_ctx       = nullptr;   // a context on the draft model to draft in (a server slot's stream of
                                            // the draft model's step engine), null = the drafter makes its own
+    token_vec * draft_kept    = nullptr;   // with draft_ctx: the tokens it holds from the last request (model_drafter_create)
     std::span<const datastore * const> datastores;      // the common datastores (--datastore)
     std::span<const datastore * const> repo_datastores; // the repository's (--repo-datastore)
     retrieval_cache * cache = nullptr;     // FastCoder: a cache kept across requests, null = per request

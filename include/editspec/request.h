@@ -84,6 +84,7 @@ struct request {
     retrieval_cache * cache = nullptr;      // "fastcoder": a cache carried across requests, null = per request
     context * draft_ctx = nullptr;          // a context on the draft model lent to the request's draft-model
                                             // drafter (drafters.h), null = it makes its own
+    token_vec * draft_kept = nullptr;       // with draft_ctx: the tokens it holds from the last request
     std::shared_ptr<token_constraint> constraint; // constrained decoding (constraint.h), null = none; gen.constraint is set from it
     // edits and applies: the fewest tokens their whole answer takes (request_answer_tokens), 0 = unknown
     // (a completion); a request whose prompt and answer cannot fit is refused before it decodes

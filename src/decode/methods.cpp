@@ -109,6 +109,7 @@ bool method_make_drafters(const method_spec & spec, const drafter_inputs & in,
                           std::vector<std::unique_ptr<drafter_i>> & out, std::string * error) {
     out.clear();
     const std::vector<std::string> names = spec.is_auto ? method_auto_drafters(in) : spec.drafters;
+    drafter_inputs rest = in; // a lent draft-model context goes to the first drafter that drafts with it
     for (const std::string & name : names) {
         const drafter_desc * d = drafter_find(name);
         if (!d) {
@@ -120,10 +121,14 @@ bool method_make_drafters(const method_spec & spec, const drafter_inputs & in,
             if (error) *error = "method '" + spec.name + "': " + why;
             return false;
         }
-        std::unique_ptr<drafter_i> dr = d->make(*d, in, &why);
+        std::unique_ptr<drafter_i> dr = d->make(*d, rest, &why);
         if (!dr) {
             if (error) *error = "method '" + spec.name + "': " + why;
             return false;
+        }
+        if (d->needs & DRAFTER_NEEDS_DRAFT_MODEL) {
+            rest.draft_ctx = nullptr; // a second one (sd+copyspec) makes a context of its own
+            rest.draft_kept = nullptr;
         }
         out.push_back(std::move(dr));
     }

@@ -250,7 +250,7 @@ std::span<const drafter_desc> copy_drafters() {
         {"copyspec", "CopySpec with a draft model (§3.3): copy where the last 3 tokens match, else the draft model",
          DRAFTER_NEEDS_DRAFT_MODEL, VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
          [](const drafter_desc & self, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
-             auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error, in.draft_ctx);
+             auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error, in.draft_ctx, in.draft_kept);
              if (!sd) {
                  if (error) *error = std::string(self.name) + ": " + *error;
                  return nullptr;

@@ -92,7 +92,9 @@ struct model_drafter::impl {
     }
 };
 
-model_drafter::~model_drafter() = default;
+model_drafter::~model_drafter() {
+    if (impl_ && kept_) *kept_ = impl_->cached; // what the lent context holds, for the next request's drafter
+}
 
 int32_t model_drafter::n_cached() const {
     return impl_ ? (int32_t) impl_->cached.size() : 0;
@@ -108,7 +110,7 @@ int32_t model_drafter::n_ctx() const {
 
 std::unique_ptr<model_drafter> model_drafter_create(const model & target, const model & draft,
                                                     const draft_model_params & params, std::string * error,
-                                                    context * lent) {
+                                                    context * lent, token_vec * kept) {
     auto fail = [&](const std::string & msg) -> std::unique_ptr<model_drafter> {
         if (error) *error = msg;
         return nullptr;
@@ -144,6 +146,16 @@ std::unique_ptr<model_drafter> model_drafter_create(const model & target, const 
     }
     std::unique_ptr<model_drafter> d(new model_drafter());
     d->impl_ = std::make_unique<model_drafter::impl>(draft, std::move(ctx), lent);
+    if (lent && kept) {
+        d->kept_ = kept;
+        // a record that the context does not hold (longer than its cache) is dropped, and the context cleared
+        if ((int64_t) kept->size() != (int64_t) lent->kv_pos_max(0) + 1) {
+            kept->clear();
+            lent->kv_clear();
+        }
+    } else if (lent) {
+        lent->kv_clear();
+    }
     d->params_ = params;
     ES_LOG_INFO("%s: draft model '%s' (%s), gamma %d, n_ctx %d, threads %d, p_min %.3f, keep_drafts %d%s\n", __func__,
                 draft.path().c_str(), draft.facts().desc.c_str(), params.gamma, d->impl_->ctx->n_ctx(),
@@ -156,7 +168,16 @@ std::unique_ptr<model_drafter> model_drafter_create(const model & target, const 
 // a 190 ms edit on the shipped pair)
 void model_drafter::begin(std::span<const llama_token> prompt) {
     (void) prompt;
-    impl_->reset();
+    if (kept_ && !kept_->empty() && !failed_) {
+        // the lent context holds an earlier request's tokens: the first proposal keeps their common
+        // prefix with its history (catch_up); their predictions were not kept and are decoded again
+        impl_->cached = *kept_;
+        impl_->pred.assign(impl_->cached.size(), greedy_prediction{});
+        kept_->clear(); // until this drafter ends, its record is the truth
+    } else {
+        impl_->reset();
+        if (kept_) kept_->clear();
+    }
     failed_ = false;
     backoff_ = {};
 }
@@ -323,7 +344,7 @@ std::span<const drafter_desc> model_drafters() {
         {"sd", "a draft model (--draft-model) drafts gamma = 7 tokens greedily", DRAFTER_NEEDS_DRAFT_MODEL,
          VERIFY_POLICY_GREEDY, DRAFTER_LOSSY_NOT_REUSE,
          [](const drafter_desc &, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
-             return model_drafter_create(*in.target, *in.draft_model, in.draft_params, error, in.draft_ctx);
+             return model_drafter_create(*in.target, *in.draft_model, in.draft_params, error, in.draft_ctx, in.draft_kept);
          },
          // auto's last, only when its pass is much cheaper than the target's: the shipped pair (a 4.5M
          // draft for a 17M target, 0.26) lost to no draft model on every task (sd 0.4-0.9x of ar on

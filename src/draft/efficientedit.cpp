@@ -47,7 +47,7 @@ std::span<const drafter_desc> efficientedit_drafters() {
          "re-syncs); entropy-aware verification of the draft model's nodes by default",
          DRAFTER_NEEDS_ORIGINAL | DRAFTER_NEEDS_DRAFT_MODEL, VERIFY_POLICY_ENTROPY, DRAFTER_LOSSY_MODEL_ONLY,
          [](const drafter_desc & self, const drafter_inputs & in, std::string * error) -> std::unique_ptr<drafter_i> {
-             auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error, in.draft_ctx);
+             auto sd = model_drafter_create(*in.target, *in.draft_model, in.draft_params, error, in.draft_ctx, in.draft_kept);
              if (!sd) {
                  if (error) *error = std::string(self.name) + ": " + *error;
                  return nullptr;

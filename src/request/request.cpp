@@ -182,6 +182,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     in.repo_datastores = rq.repo_datastores.empty() ? std::span<const datastore * const>(rn.repo_datastore_ptrs) : rq.repo_datastores;
     in.cache = rq.cache;
     in.draft_ctx = rq.draft_ctx;
+    in.draft_kept = rq.draft_kept;
     in.settings = rn.params.settings;
     std::vector<std::unique_ptr<drafter_i>> owned;
     if (!method_make_drafters(ms, in, owned, error)) {

@@ -56,6 +56,7 @@ struct slot_memory {
     retrieval_cache cache; // FastCoder: verified retrievals and outputs
     context * draft = nullptr; // the slot's stream of the draft model's step engine (its draft-model drafters
                                // decode there, every request's draft passes in one llama_decode), null = none
+    token_vec draft_kept;      // the tokens that stream holds (a request repeating a prompt decodes only what differs)
     static constexpr int64_t CACHE_TOKENS_MAX = 1 << 20; // past this the cache starts again
 };
 

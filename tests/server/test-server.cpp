@@ -448,6 +448,21 @@ TEST(server, draft_model_passes_batch_across_requests) {
         ASSERT_GT(s.pid, 0);
         if (std::string(method) == "sd") {
             same_alone_and_at_once(s, "/completion", completions, [](const json & r) { return r["content"]; });
+            // a prompt sent again finds its slot's draft stream holding it: the draft model decodes less
+            const json again = {{"prompt", std::string(200, ' ') + "def again(xs):\n    return [x for x in xs]\n"}, {"n_predict", 24}};
+            double decoded[2];
+            std::string answers[2];
+            for (int k = 0; k < 2; k++) {
+                const double t0 = metric(s, "editspec_draft_step_tokens_total");
+                int status = 0;
+                const json r = post(s, "/completion", again.dump(), &status);
+                ASSERT_EQ(status, 200) << r.dump();
+                answers[k] = r["content"];
+                decoded[k] = metric(s, "editspec_draft_step_tokens_total") - t0;
+            }
+            EXPECT_EQ(answers[1], answers[0]);
+            EXPECT_LT(decoded[1], decoded[0]) << "the draft model decoded the repeated prompt again";
+            printf("draft-model tokens decoded: %.0f the first time, %.0f the second\n", decoded[0], decoded[1]);
         } else {
             same_alone_and_at_once(s, "/v1/chat/completions", edits, [](const json & r) { return r["choices"][0]["message"]["content"]; });
         }
