@@ -147,6 +147,72 @@ if [ "${GPU_CHECK_PLAN:-}" = heads ]; then
     grep -E "skip|error|Error|exited|failed|Traceback" "$log"
     exit 0
 fi
+# GPU_CHECK_PLAN=issue73: the exact default (batch-invariant kernels with the fixed split of K) against the
+# stock kernels and llama.cpp, in the order of issue 73's bar: check-exact on ds13 Q8_0 / Q4_K_M and the
+# qwen2.5-coder-1.5b shape (grouped-query attention); the pass cost (exact, exact without the split, stock);
+# the CanItEdit edit replay (exact ar/auto; stock ar/auto/llama-ngram-simple); plain completions at 1, 8 and
+# 32 clients against llama-server; the 3k-token applies of bench/apply-sizes.py on the 6.7B shape (DIR/apply3k.jsonl);
+# then the other weight types
+if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$prefix/bin # llama-server's own libraries (libmtmd, its impl) sit beside it
+    ds=$m/$shape-q8_0.gguf
+    qw=${GPU_CHECK_GQA_SHAPE:-qwen2.5-coder-1.5b}
+    exact=$out/exact.txt
+    ck() { "$es" check-exact -m "$1" --max 256 --prefix 0 --prefix 300 >>"$exact" 2>&1; echo "rc $? $(basename "$1")" >>"$exact"; }
+    export -f ck; export exact
+    model_and_check() { [ -f "$m/$1-$2.gguf" ] || make_model "$1" "$2"; ck "$m/$1-$2.gguf"; }
+    export -f model_and_check
+    stage 30 "$shape q8_0" make_model "$shape" q8_0
+    stage 25 "check-exact $shape q8_0" ck "$ds"
+    stage 45 "check-exact $shape q4_k_m" model_and_check "$shape" q4_k_m
+    stage 45 "check-exact $qw q4_k_m" model_and_check "$qw" q4_k_m
+    cost=$out/cost.txt
+    for k in exact split1 stock; do
+        case $k in
+        exact) env=() ;;
+        split1) env=(GGML_CUDA_BATCH_INVARIANT_SPLIT=1) ;;
+        stock) env=(EDITSPEC_CUDA_EXACT=0) ;;
+        esac
+        echo "== cost, kernels: $k" >>"$cost"
+        stage 15 "cost $k" env "${env[@]}" "$es" cost -m "$ds" --fresh --no-save --max 256 --reps 5 >>"$cost" 2>>"$log"
+    done
+    replay() { # NAME KERNELS METHODS
+        "$es" bench --replay --dataset "$root/datasets/canitedit/normalized.jsonl" --kernels "$2" \
+            --setting "real-shape replay, $(nvidia-smi --query-gpu=name --format=csv,noheader), kernels $2" \
+            --out "/tmp/bench-$1" -m "$ds" --task edit --limit 20 --methods "$3" >>"$log" 2>&1
+        cp "/tmp/bench-$1/report.md" "$out/$1-report.md"
+    }
+    export -f replay; export ds
+    stage 60 "edit replay, exact" replay edit-exact exact ar,auto
+    stage 40 "edit replay, stock" replay edit-stock stock ar,auto,llama-ngram-simple
+    conc() { python3 "$root/bench/concurrency.py" --es "$es" --peers "$prefix/bin" --peer-args "-ngl 99" --threads 4 "$@"; }
+    export -f conc; export prefix
+    [ -x "$prefix/bin/llama-server" ] && stage 100 "plain 1,8,32, exact" conc --model "$ds" --mode plain --clients 1,8,32 \
+        --requests 4 --n-predict 128 --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
+    if [ -f "$carried/apply3k.jsonl" ]; then
+        stage 60 "$big q8_0" make_model "$big" q8_0
+        apply3k() { # NAME KERNELS
+            "$es" bench --replay --dataset "$carried/apply3k.jsonl" --kernels "$2" --task apply --no-ar --methods auto -c 8192 \
+                --setting "real-shape replay, $(nvidia-smi --query-gpu=name --format=csv,noheader), kernels $2" \
+                --out "/tmp/bench-$1" -m "$m/$big-q8_0.gguf" >>"$log" 2>&1
+            cp "/tmp/bench-$1/report.md" "$out/$1-report.md"
+        }
+        export -f apply3k; export big carried
+        stage 40 "apply 3k, exact" apply3k apply3k-exact exact
+        stage 30 "apply 3k, stock" apply3k apply3k-stock stock
+    fi
+    for t in q6_k q5_k_m q4_0 q8_0; do stage 40 "check-exact $qw $t" model_and_check "$qw" $t; done
+    say "done"
+    echo "=== summary"
+    grep -E "^rc |exact|first difference" "$exact" | grep -v "^#" | tail -30
+    grep -v "^$" "$cost"
+    for f in edit-exact edit-stock apply3k-exact apply3k-stock; do
+        echo "== $f"; grep -E "^\| (ar|auto|llama)" "$out/$f-report.md" 2>/dev/null | head -4
+    done
+    grep -v '^{' "$out/plain-exact.txt" 2>/dev/null
+    grep -E "identical_to_ar=|CUDA error|skip|error" "$log" | tail -12
+    exit 0
+fi
 for t in f16 q8_0 q4_k_m; do stage 5 "tiny-256 $t" make_model tiny-256 $t; done
 ds=$m/$shape-q8_0.gguf
 [ -f "$ds" ] || stage 30 "$shape q8_0" make_model "$shape" q8_0
