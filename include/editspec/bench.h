@@ -82,6 +82,8 @@ struct bench_row {
     double  draft_ms = 0.0;
     double  decode_ms = 0.0;       // target decodes; decode_model_ms: what the cost model said they cost
     double  decode_model_ms = 0.0;
+    double  decode_ms_at[COST_DEPTH_BUCKETS] = {};       // both by the passes' depth (cost_depth_bucket)
+    double  decode_model_ms_at[COST_DEPTH_BUCKETS] = {};
     bool    eos = false;          // ended at EOS (then it counts as a produced token per pass)
     bool    identical_to_ar = true;
     double  edit_sim_vs_ar = 1.0; // edit_similarity of the output text to ar's
@@ -104,6 +106,8 @@ struct bench_summary {
     double  draft_ms = 0.0;
     double  decode_ms = 0.0;
     double  decode_model_ms = 0.0;
+    double  decode_ms_at[COST_DEPTH_BUCKETS] = {};
+    double  decode_model_ms_at[COST_DEPTH_BUCKETS] = {};
     double  tokens_per_s = 0.0;
     double  speedup_vs_ar = 0.0;          // sum of ar gen_ms / sum of this method's, same items
     double  mean_accepted_per_pass = 0.0; // tokens produced per target pass, EOS included (docs/results/design-notes/cost-curve-and-oracle.md)
@@ -127,6 +131,8 @@ struct bench_results {
     std::vector<bench_summary> summary; // one per method, in params.methods order
     std::vector<int32_t> cost_n;   // measured cost model, if any method used it
     std::vector<double>  cost_ms;
+    int32_t              cost_depth0 = 0;
+    std::vector<cost_depth_curve> cost_deeper;
     bench_layout layout = BENCH_LAYOUT_RAW; // the layout used (never AUTO)
     int32_t items_in = 0;          // the dataset's items (after --limit)
     int32_t items_past_train_ctx = 0; // skipped by fit_train_ctx

@@ -18,15 +18,34 @@
 
 namespace editspec {
 
+// A pass deep in a file costs more: its attention reads every cached token (issue 71: a 1-token pass of
+// ds13 Q4_K_M costs 3.8x at 3,072 cached tokens what it costs at 256, and the curve's shape changes), so
+// the model holds curves at a few depths and interpolates between them, linearly in depth (attention's
+// work grows linearly with the cache), extrapolating past the deepest from the last two.
+struct cost_depth_curve {
+    int32_t             depth = 0; // tokens in the KV cache before the pass
+    std::vector<double> ms;        // [n_points of the model's n] the pass's time at this depth
+};
+
 struct cost_model {
     std::vector<int32_t> n;  // [n_points] tokens per pass, ascending, n[0] = 1
     std::vector<double>  ms; // [n_points] wall time of that pass (fastest of the repetitions), milliseconds;
                              // for a table from elsewhere, any unit (relative to a 1-token pass)
+    int32_t depth0 = 256;    // the cache depth `ms` was measured at
+    std::vector<cost_depth_curve> deeper; // ascending depths > depth0 (empty: cost does not depend on depth)
 
     bool empty() const { return n.empty(); }
-    // ms for a pass of n_tokens, linear between measured points, extrapolated past the last
+    // ms for a pass of n_tokens at depth0, linear between measured points, extrapolated past the last
     double t(int32_t n_tokens) const;
+    // ms for a pass of n_tokens after `depth` cached tokens; at or below depth0 (or without deeper
+    // curves) the same as t(n_tokens)
+    double t(int32_t n_tokens, int32_t depth) const;
 };
+
+// depth ranges, for comparing the model with measured decode time deep in a file (bench reports)
+inline constexpr int32_t COST_DEPTH_BUCKETS = 5;
+int32_t      cost_depth_bucket(int32_t depth); // 0: under 512, 1: under 1,024, 2: under 2,048, 3: under 4,096, 4: more
+const char * cost_depth_bucket_name(int32_t bucket);
 
 // a cost model from a table of relative costs, for replay studies and tests
 cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vector<double> & rel);
@@ -51,15 +70,21 @@ cost_model cost_model_relative(const cost_model & cm);
 // line between 4 and 8 hides), then steps of 1.5x and 4/3x (12, 16, 24, 32, 48, ...) and n_max
 std::vector<int32_t> cost_model_sizes(int32_t n_max);
 
-// times passes of cost_model_sizes(n_max) tokens after a 256-token prefix, reps times each (the fastest
-// counts: interference from other processes only adds time); leaves the KV cache empty.
+// the depths past n_prefix a curve is measured at: 1,024 and 3,072 where the context holds them with a
+// pass of n_max behind (an apply of a 3,000-token file decodes its last passes near 3,400)
+std::vector<int32_t> cost_model_depths(int32_t n_prefix, int32_t n_max, int32_t n_ctx);
+
+// times passes of cost_model_sizes(n_max) tokens after an n_prefix-token prefix, reps times each (the
+// fastest counts: interference from other processes only adds time), then, with `depths`, the same sizes
+// after each deeper prefix (3 times each: a deep pass is long, and its noise small beside it); leaves
+// the KV cache empty.
 // all_logits false: only the last row's logits, as llama-bench's prompt passes compute them (a
 // comparison on the same work; verification needs every row's, the cost model's figures)
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
-                        int32_t n_prefix = 256, bool all_logits = true);
+                        int32_t n_prefix = 256, bool all_logits = true, const std::vector<int32_t> & depths = {});
 
-// loads the cached model for this model file and thread count, or measures and caches it
-// (~/.cache/editspec/cost/, EDITSPEC_CACHE overrides the root)
+// loads the cached model for this model file and thread count, or measures and caches it, with the
+// depths of cost_model_depths (~/.cache/editspec/cost/, EDITSPEC_CACHE overrides the root)
 bool cost_model_get(context & ctx, cost_model & out, std::string * error);
 
 // writes cm as the cached model for this context's model file and thread count

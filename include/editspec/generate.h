@@ -10,6 +10,7 @@
 #pragma once
 
 #include "editspec/constraint.h"
+#include "editspec/cost.h"
 #include "editspec/draft.h"
 #include "editspec/engine.h"
 #include "editspec/pie.h"
@@ -84,6 +85,9 @@ struct generate_result {
     double      draft_ms      = 0.0; // time spent in drafters
     double      decode_ms     = 0.0; // time in the target's batch decodes (generation passes)
     double      decode_model_ms = 0.0; // the cost model's figure for those decodes (sized modes only)
+    // both by the pass's depth (cost_depth_bucket of the tokens cached before it)
+    double      decode_ms_at[COST_DEPTH_BUCKETS] = {};
+    double      decode_model_ms_at[COST_DEPTH_BUCKETS] = {};
     source_stats by_source[DRAFT_SOURCE_COUNT]; // indexed by draft_source
     std::string drafters;            // the drafters that ran, "+"-joined ("" = autoregressive; `auto` resolved)
     std::string policy;              // the acceptance policy that verified them (sampling when a method's

@@ -68,6 +68,7 @@ struct pass_shape {
     // expect from it; the sizing then maximises the whole pass's tokens per unit of its cost
     int32_t step_tokens = 0;
     float   step_yield  = 0.0f;
+    int32_t depth       = 0; // tokens in the KV cache before the pass: the cost model's depth
 };
 
 // What one pass verifies, from what the drafters offered: cut to max_depth, reduced to its
@@ -123,7 +124,7 @@ std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats &
 // more to the pass's tokens than it adds to its cost, so drafts shrink where the pass is already
 // costly per token and grow where a wide pass (a prompt chunk beside them) makes them nearly free
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
-                              int32_t max_leaves, int32_t step_tokens = 0, float step_yield = 0.0f);
+                              int32_t max_leaves, int32_t step_tokens = 0, float step_yield = 0.0f, int32_t depth = 0);
 
 // drops the least likely leaves (by probs) until at most max_leaves remain
 draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves);

@@ -203,6 +203,42 @@ static void report_setting_md(std::ostringstream & o, const bench_results & res)
     o << "| started | " << res.started << " |\n\n";
 }
 
+// measured decode time against the cost model's figure, by the passes' depth, for the sized methods
+static std::string decode_by_depth_md(const bench_results & res) {
+    bool any[COST_DEPTH_BUCKETS] = {};
+    for (const auto & s : res.summary) {
+        for (int32_t b = 0; b < COST_DEPTH_BUCKETS; b++) any[b] = any[b] || s.decode_model_ms_at[b] > 0;
+    }
+    std::ostringstream o;
+    o << "\nDecode time by the pass's depth (tokens cached before it): measured ms / the cost model's ms (ratio)\n\n| method |";
+    int32_t cols = 0;
+    for (int32_t b = 0; b < COST_DEPTH_BUCKETS; b++) {
+        if (any[b]) {
+            o << " " << cost_depth_bucket_name(b) << " |";
+            cols++;
+        }
+    }
+    if (cols == 0) return "";
+    o << "\n| --- |";
+    for (int32_t i = 0; i < cols; i++) o << " ---: |";
+    o << "\n";
+    for (const auto & s : res.summary) {
+        if (s.decode_model_ms <= 0) continue;
+        o << "| " << s.method << " |";
+        for (int32_t b = 0; b < COST_DEPTH_BUCKETS; b++) {
+            if (!any[b]) continue;
+            if (s.decode_model_ms_at[b] > 0) {
+                o << " " << fmt("%.0f", s.decode_ms_at[b]) << " / " << fmt("%.0f", s.decode_model_ms_at[b]) << " ("
+                  << fmt("%.2f", s.decode_ms_at[b] / s.decode_model_ms_at[b]) << ") |";
+            } else {
+                o << " |";
+            }
+        }
+        o << "\n";
+    }
+    return o.str();
+}
+
 std::string report_md(const bench_results & res) {
     const bench_params & p = res.params;
     std::ostringstream o;
@@ -251,9 +287,15 @@ std::string report_md(const bench_results & res) {
         for (int32_t n : res.cost_n) o << n << " | ";
         o << "\n| --- |";
         for (size_t i = 0; i < res.cost_n.size(); i++) o << " ---: |";
-        o << "\n| ms | ";
+        o << "\n| ms" << (res.cost_deeper.empty() ? "" : fmt(" at %.0f cached tokens", (double) res.cost_depth0)) << " | ";
         for (double ms : res.cost_ms) o << fmt("%.1f", ms) << " | ";
         o << "\n";
+        for (const cost_depth_curve & c : res.cost_deeper) {
+            o << "| ms at " << c.depth << " | ";
+            for (double ms : c.ms) o << fmt("%.1f", ms) << " | ";
+            o << "\n";
+        }
+        o << decode_by_depth_md(res);
     }
     o << "\n![speedup](speedup.svg)\n\n## Per item\n\n| item | method | tokens | passes | tokens/pass | gen ms | identical |"
       << (tested ? " tests |" : "") << "\n| --- | --- | ---: | ---: | ---: | ---: | --- |" << (tested ? " --- |" : "") << "\n";
@@ -313,6 +355,8 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
             {"draft_ms", s.draft_ms},
             {"decode_ms", s.decode_ms},
             {"decode_model_ms", s.decode_model_ms},
+            {"decode_ms_by_depth", std::vector<double>(s.decode_ms_at, s.decode_ms_at + COST_DEPTH_BUCKETS)},
+            {"decode_model_ms_by_depth", std::vector<double>(s.decode_model_ms_at, s.decode_model_ms_at + COST_DEPTH_BUCKETS)},
             {"gen_ms", s.gen_ms},
             {"other_ms", std::max(0.0, s.gen_ms - s.draft_ms - s.decode_ms)},
             {"identical_to_ar", s.identical_to_ar},

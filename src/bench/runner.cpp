@@ -86,6 +86,10 @@ bench_row row_from(const std::string & item, const std::string & method, const g
     row.draft_ms = r.draft_ms;
     row.decode_ms = r.decode_ms;
     row.decode_model_ms = r.decode_model_ms;
+    for (int32_t b = 0; b < COST_DEPTH_BUCKETS; b++) {
+        row.decode_ms_at[b] = r.decode_ms_at[b];
+        row.decode_model_ms_at[b] = r.decode_model_ms_at[b];
+    }
     row.eos = r.stop == STOP_REASON_EOG;
     row.prompt_cached = r.prompt_cached;
     row.prompt_ms = r.prompt_ms;
@@ -123,6 +127,10 @@ std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32
             s.draft_ms += row.draft_ms;
             s.decode_ms += row.decode_ms;
             s.decode_model_ms += row.decode_model_ms;
+            for (int32_t b = 0; b < COST_DEPTH_BUCKETS; b++) {
+                s.decode_ms_at[b] += row.decode_ms_at[b];
+                s.decode_model_ms_at[b] += row.decode_model_ms_at[b];
+            }
             if (!row.identical_to_ar) {
                 s.identical_to_ar = false;
                 s.n_different++;
@@ -486,6 +494,8 @@ bool bench_run(const bench_params & p, bench_results & out, std::string * error)
         if (!runner_cost(rn, error)) return false;
         out.cost_n = rn.cost.n;
         out.cost_ms = rn.cost.ms;
+        out.cost_depth0 = rn.cost.depth0;
+        out.cost_deeper = rn.cost.deeper;
     }
     std::vector<bench_prompt> prompts;
     if (!bench_prompts(p, out.layout, m, items, prompts, error)) return false;

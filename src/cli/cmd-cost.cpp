@@ -19,6 +19,7 @@ struct cost_opts {
     bool fresh = false;
     bool save = true;
     bool last_logits = false;
+    std::vector<int32_t> depths = {1024, 3072};
 };
 
 int run_cost(const cost_opts & o) {
@@ -31,7 +32,18 @@ int run_cost(const cost_opts & o) {
     if (!lr.model) return fail_input(cmd, lr.error);
     context_params cp;
     if (o.prefix < 1 || o.prefix > 8192) return fail_input(cmd, "--prefix " + std::to_string(o.prefix) + " out of range [1, 8192]");
-    cp.n_ctx = std::max(1024, o.prefix + o.n_max + 1);
+    std::vector<int32_t> depths;
+    for (int32_t d : o.depths) {
+        if (d == 0) continue; // --depths 0: none
+        if (d <= o.prefix || d > 32768) {
+            return fail_input(cmd, "--depths " + std::to_string(d) + ": each must be past --prefix " + std::to_string(o.prefix) + " and at most 32768");
+        }
+        depths.push_back(d);
+    }
+    std::sort(depths.begin(), depths.end());
+    depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
+    // room for the deepest curve (the cached model's depths need a context of 3,329 tokens)
+    cp.n_ctx = std::max({1024, o.prefix + o.n_max + 1, (depths.empty() ? 0 : depths.back()) + o.n_max + 1});
     cp.n_threads = o.threads;
     cp.flash_attn = o.flash_attn;
     std::string err;
@@ -39,7 +51,7 @@ int run_cost(const cost_opts & o) {
     if (!ctx) return fail_runtime(cmd, err);
     if (o.last_logits && !o.fresh) return fail_input(cmd, "--last-logits measures anew: add --fresh (it never replaces the cache)");
     cost_model cm;
-    const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err, o.prefix, !o.last_logits)
+    const bool ok = o.fresh ? cost_model_measure(*ctx, cm, o.n_max, o.reps, &err, o.prefix, !o.last_logits, depths)
                             : cost_model_get(*ctx, cm, &err);
     if (!ok) return fail_runtime(cmd, err);
     if (o.fresh && o.save && !o.last_logits) cost_model_save(*ctx, cm);
@@ -47,9 +59,15 @@ int run_cost(const cost_opts & o) {
     printf("# %s, %d threads, flash attention %s, %s kernels%s%s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off",
            engine_cuda_exact() ? "exact" : "stock", engine_has_gpu() ? " (GPU)" : " (CPU)",
            o.last_logits ? ", the last row's logits only" : "");
-    printf("%8s %10s %10s %14s\n", "tokens", "ms", "tokens/s", "cost vs 1");
+    // the columns past the first four: the same pass after more cached tokens (a pass deep in a file)
+    printf("# ms: after %d cached tokens%s\n", cm.depth0, cm.deeper.empty() ? "" : "; ms@D: after D");
+    printf("%8s %10s %10s %14s", "tokens", "ms", "tokens/s", "cost vs 1");
+    for (const cost_depth_curve & c : cm.deeper) printf(" %11s", ("ms@" + std::to_string(c.depth)).c_str());
+    printf("\n");
     for (size_t i = 0; i < cm.n.size(); i++) {
-        printf("%8d %10.2f %10.1f %14.2f\n", cm.n[i], cm.ms[i], 1000.0 * cm.n[i] / cm.ms[i], cm.ms[i] / cm.ms[0]);
+        printf("%8d %10.2f %10.1f %14.2f", cm.n[i], cm.ms[i], 1000.0 * cm.n[i] / cm.ms[i], cm.ms[i] / cm.ms[0]);
+        for (const cost_depth_curve & c : cm.deeper) printf(" %11.2f", c.ms[i]);
+        printf("\n");
     }
     return 0;
 }
@@ -64,6 +82,9 @@ command cmd_cost_add(CLI::App & app) {
     sub->add_option("--max", o->n_max, "largest pass measured, tokens (every size to 8, then steps of 1.5x and 4/3x up to it)")->capture_default_str();
     sub->add_option("--reps", o->reps, "timed repetitions per size, at least 10 for sizes to 8 (the fastest counts)")->capture_default_str();
     sub->add_option("--prefix", o->prefix, "with --fresh: tokens already in the KV cache when a pass is timed")->capture_default_str();
+    sub->add_option("--depths", o->depths, "with --fresh: deeper caches the sizes are timed after too, 3 times each, comma-separated (0 = none)")
+        ->delimiter(',')
+        ->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
     sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -18,8 +19,9 @@
 
 namespace editspec {
 
-double cost_model::t(int32_t n_tokens) const {
-    ES_ASSERT(!n.empty());
+// a curve's time for n_tokens: linear between its points, the last segment's slope past the last
+// (throughput has levelled off)
+static double curve_t(const std::vector<int32_t> & n, const std::vector<double> & ms, int32_t n_tokens) {
     if (n_tokens <= n.front()) {
         return ms.front();
     }
@@ -29,13 +31,40 @@ double cost_model::t(int32_t n_tokens) const {
             return ms[i - 1] + f * (ms[i] - ms[i - 1]);
         }
     }
-    // past the last point: the last segment's slope (throughput has levelled off)
     if (n.size() == 1) {
         return ms.back() * n_tokens / n.back();
     }
     const size_t k = n.size() - 1;
     const double slope = (ms[k] - ms[k - 1]) / (n[k] - n[k - 1]);
     return ms[k] + slope * (n_tokens - n[k]);
+}
+
+double cost_model::t(int32_t n_tokens) const {
+    ES_ASSERT(!n.empty());
+    return curve_t(n, ms, n_tokens);
+}
+
+double cost_model::t(int32_t n_tokens, int32_t depth) const {
+    ES_ASSERT(!n.empty());
+    const double t0 = curve_t(n, ms, n_tokens);
+    if (deeper.empty() || depth <= depth0) {
+        return t0;
+    }
+    // the two curves around depth (past the deepest: the last two), linear in depth between them
+    int32_t d_lo = depth0;
+    double t_lo = t0;
+    for (size_t k = 0; k < deeper.size(); k++) {
+        const double t_hi = curve_t(n, deeper[k].ms, n_tokens);
+        if (depth <= deeper[k].depth || k + 1 == deeper.size()) {
+            const double f = (double) (depth - d_lo) / (deeper[k].depth - d_lo);
+            // never below the shallower curve: a deeper pass does not cost less (noise between two
+            // measurements must not make depth look free)
+            return std::max(t_lo, t_lo + f * (t_hi - t_lo));
+        }
+        d_lo = deeper[k].depth;
+        t_lo = t_hi;
+    }
+    return t0; // not reached
 }
 
 cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vector<double> & rel) {
@@ -64,7 +93,27 @@ cost_model cost_model_design() {
 cost_model cost_model_relative(const cost_model & cm) {
     cost_model r = cm;
     for (double & t : r.ms) t /= cm.ms.front();
+    for (cost_depth_curve & c : r.deeper) {
+        for (double & t : c.ms) t /= cm.ms.front();
+    }
     return r;
+}
+
+int32_t cost_depth_bucket(int32_t depth) {
+    return depth < 512 ? 0 : depth < 1024 ? 1 : depth < 2048 ? 2 : depth < 4096 ? 3 : 4;
+}
+
+const char * cost_depth_bucket_name(int32_t bucket) {
+    static const char * names[COST_DEPTH_BUCKETS] = {"0-511", "512-1023", "1024-2047", "2048-4095", "4096+"};
+    return bucket >= 0 && bucket < COST_DEPTH_BUCKETS ? names[bucket] : "?";
+}
+
+std::vector<int32_t> cost_model_depths(int32_t n_prefix, int32_t n_max, int32_t n_ctx) {
+    std::vector<int32_t> v;
+    for (int32_t d : {1024, 3072}) {
+        if (d > n_prefix && d + n_max <= n_ctx) v.push_back(d);
+    }
+    return v;
 }
 
 
@@ -75,8 +124,57 @@ std::vector<int32_t> cost_model_sizes(int32_t n_max) {
     return v;
 }
 
+// the fastest of `rounds` timings of each size after the cache's n_prefix tokens (sizes to 8 every
+// round, larger ones `reps` rounds); round 0 warms up. false when a decode fails.
+static bool time_sizes(context & ctx, batch & b, const std::vector<int32_t> & sizes, int32_t n_prefix, int32_t rounds,
+                       int32_t reps, bool all_logits, const std::function<llama_token(int32_t)> & tok,
+                       std::vector<double> & best, std::string * error) {
+    best.assign(sizes.size(), 0.0);
+    double warm_ms = 0.0, left_ms = 0.0; // round 0's time, and what the later rounds will take by it
+    for (int32_t r = 0; r <= rounds; r++) {
+        if (r == 1 && isatty(STDERR_FILENO) && warm_ms > 2000.0) {
+            // a person waits: say for how long (a 7B model's first measurement takes minutes on a laptop)
+            ES_SAY("cost", "measuring %zu pass sizes after %d cached tokens, %d times each at most: about %.0f s more\n",
+                   sizes.size(), n_prefix, rounds, left_ms / 1000.0);
+        }
+        for (size_t k = 0; k < sizes.size(); k++) {
+            const int32_t n = sizes[k];
+            if (r > (n <= 8 ? rounds : reps)) continue;
+            b.clear();
+            for (int32_t i = 0; i < n; i++) {
+                b.add(tok(n_prefix + i), n_prefix + i, {0}, all_logits || i == n - 1);
+            }
+            const auto t0 = clock_type::now();
+            if (!ctx.decode(b)) {
+                if (error) *error = "cost model: decode of " + std::to_string(n) + " tokens after " + std::to_string(n_prefix) + " failed";
+                return false;
+            }
+            const double ms = ms_since(t0);
+            if (r == 0) {
+                warm_ms += ms;
+                left_ms += ms * (n <= 8 ? rounds : reps);
+            }
+            if (!ctx.kv_rm(0, n_prefix, -1)) {
+                if (error) *error = "cost model: the model's cache cannot drop a pass (kv_rm)";
+                return false;
+            }
+            // the fastest repetition: other work on a shared machine only ever adds time
+            if (r > 0 && (best[k] == 0.0 || ms < best[k])) best[k] = ms;
+        }
+    }
+    return true;
+}
+
+// a bigger pass never costs less (noise must not invite longer drafts), nor more than its tokens decoded
+// one by one (a stall that outlived every repetition must not forbid drafting)
+static void curve_clamp(const std::vector<int32_t> & n, std::vector<double> & ms) {
+    for (size_t i = 1; i < ms.size(); i++) {
+        ms[i] = std::min(std::max(ms[i], ms[i - 1]), ms[0] * n[i]);
+    }
+}
+
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
-                        int32_t n_prefix, bool all_logits) {
+                        int32_t n_prefix, bool all_logits, const std::vector<int32_t> & depths) {
     const model & m = ctx.owner();
     n_prefix = std::max(1, std::min(n_prefix, ctx.n_ctx() / 4 * 3));
     if (n_max + n_prefix > ctx.n_ctx()) {
@@ -91,71 +189,69 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
 
     ctx.kv_clear();
     batch b(std::max(n_prefix, n_max), 1);
-    token_vec prefix(n_prefix);
-    for (int32_t i = 0; i < n_prefix; i++) prefix[i] = tok(i);
-    if (!context_prefill(ctx, b, prefix, 0, 0)) {
+    // the prefix grows depth by depth: tokens [from, to) go in as prompt chunks
+    auto extend = [&](int32_t from, int32_t to) {
+        token_vec chunk;
+        for (int32_t i = from; i < to; i++) chunk.push_back(tok(i));
+        return context_prefill(ctx, b, chunk, from, 0);
+    };
+    if (!extend(0, n_prefix)) {
         if (error) *error = "cost model: prefix decode failed";
         return false;
     }
     out = cost_model();
+    out.depth0 = n_prefix;
     // rounds over every size, not every size's repetitions in a row: a burst of other work (on a
     // shared machine OpenMP's threads then wait a time slice at each barrier: a 2 ms pass took
     // 1.1 s) spoils one round of all sizes instead of every repetition of one size, and the
     // fastest repetition of each size survives it. Small passes (the unit of the whole curve, and
     // the sizes most drafts have) ten times at least: noise moved t(4)/t(1) from 1.54 to 1.91
-    // between two runs of three. Round 0 warms up.
+    // between two runs of three.
     const std::vector<int32_t> sizes = cost_model_sizes(n_max);
-    std::vector<double> best(sizes.size(), 0.0);
-    const int32_t rounds = std::max(reps, 10);
-    double warm_ms = 0.0, left_ms = 0.0; // round 0's time, and what the later rounds will take by it
-    for (int32_t r = 0; r <= rounds; r++) {
-        if (r == 1 && isatty(STDERR_FILENO) && warm_ms > 2000.0) {
-            // a person waits: say for how long (a 7B model's first measurement takes minutes on a laptop)
-            ES_SAY("cost", "measuring %zu pass sizes, %d times each at most: about %.0f s more\n", sizes.size(), rounds, left_ms / 1000.0);
-        }
-        for (size_t k = 0; k < sizes.size(); k++) {
-            const int32_t n = sizes[k];
-            if (r > (n <= 8 ? rounds : reps)) continue;
-            b.clear();
-            for (int32_t i = 0; i < n; i++) {
-                b.add(tok(n_prefix + i), n_prefix + i, {0}, all_logits || i == n - 1);
-            }
-            const auto t0 = clock_type::now();
-            if (!ctx.decode(b)) {
-                if (error) *error = "cost model: decode of " + std::to_string(n) + " tokens failed";
-                ctx.kv_clear();
-                return false;
-            }
-            const double ms = ms_since(t0);
-            if (r == 0) {
-                warm_ms += ms;
-                left_ms += ms * (n <= 8 ? rounds : reps);
-            }
-            if (!ctx.kv_rm(0, n_prefix, -1)) {
-                if (error) *error = "cost model: the model's cache cannot drop a pass (kv_rm)";
-                ctx.kv_clear();
-                return false;
-            }
-            // the fastest repetition: other work on a shared machine only ever adds time
-            if (r > 0 && (best[k] == 0.0 || ms < best[k])) best[k] = ms;
-        }
+    std::vector<double> best;
+    if (!time_sizes(ctx, b, sizes, n_prefix, std::max(reps, 10), reps, all_logits, tok, best, error)) {
+        ctx.kv_clear();
+        return false;
     }
-    for (size_t k = 0; k < sizes.size(); k++) {
-        out.n.push_back(sizes[k]);
-        out.ms.push_back(best[k]);
-        ES_LOG_INFO("cost model: %3d tokens: %8.2f ms\n", sizes[k], best[k]);
+    out.n = sizes;
+    out.ms = best;
+    for (size_t k = 0; k < sizes.size(); k++) ES_LOG_INFO("cost model: %3d tokens: %8.2f ms\n", sizes[k], best[k]);
+    curve_clamp(out.n, out.ms);
+    int32_t have = n_prefix;
+    for (int32_t d : depths) {
+        if (d <= have || d + n_max > ctx.n_ctx()) continue;
+        if (isatty(STDERR_FILENO) && d >= 2048) {
+            ES_SAY("cost", "reading %d more tokens to time passes deep in a file\n", d - have);
+        }
+        if (!extend(have, d)) {
+            if (error) *error = "cost model: prefix decode to depth " + std::to_string(d) + " failed";
+            ctx.kv_clear();
+            return false;
+        }
+        have = d;
+        if (!time_sizes(ctx, b, sizes, d, 3, 3, all_logits, tok, best, error)) {
+            ctx.kv_clear();
+            return false;
+        }
+        cost_depth_curve c;
+        c.depth = d;
+        c.ms = best;
+        curve_clamp(out.n, c.ms);
+        // not below the shallower curve, size by size (see cost_model::t)
+        const std::vector<double> & above = out.deeper.empty() ? out.ms : out.deeper.back().ms;
+        for (size_t k = 0; k < c.ms.size(); k++) c.ms[k] = std::max(c.ms[k], above[k]);
+        ES_LOG_INFO("cost model: at depth %d: 1 token %.2f ms, %d tokens %.2f ms\n", d, c.ms.front(), sizes.back(), c.ms.back());
+        out.deeper.push_back(std::move(c));
     }
     ctx.kv_clear();
-    // a bigger pass never costs less (noise must not invite longer drafts), nor more than its
-    // tokens decoded one by one (a stall that outlived every repetition must not forbid drafting)
-    for (size_t i = 1; i < out.ms.size(); i++) {
-        out.ms[i] = std::min(std::max(out.ms[i], out.ms[i - 1]), out.ms[0] * out.n[i]);
-    }
     return true;
 }
 
 std::string cost_model_to_json(const cost_model & cm) {
-    nlohmann::json j = {{"n", cm.n}, {"ms", cm.ms}};
+    nlohmann::json j = {{"n", cm.n}, {"ms", cm.ms}, {"depth0", cm.depth0}};
+    nlohmann::json deeper = nlohmann::json::array();
+    for (const cost_depth_curve & c : cm.deeper) deeper.push_back({{"depth", c.depth}, {"ms", c.ms}});
+    j["deeper"] = deeper;
     return j.dump();
 }
 
@@ -178,6 +274,30 @@ bool cost_model_from_json(const std::string & text, cost_model & out) {
     }
     for (size_t i = 0; i < cm.n.size(); i++) {
         if (cm.ms[i] <= 0 || (i > 0 && cm.n[i] <= cm.n[i - 1])) return false;
+    }
+    // depth curves: optional (a file of one curve costs every depth alike), each over the same sizes
+    if (j.contains("depth0")) {
+        if (!j["depth0"].is_number_integer() || j["depth0"].get<int64_t>() < 0) return false;
+        cm.depth0 = j["depth0"].get<int32_t>();
+    }
+    if (j.contains("deeper")) {
+        if (!j["deeper"].is_array()) return false;
+        int32_t last = cm.depth0;
+        for (const auto & c : j["deeper"]) {
+            if (!c.is_object() || !c.contains("depth") || !c["depth"].is_number_integer() || !c.contains("ms") ||
+                !c["ms"].is_array() || c["ms"].size() != cm.n.size()) {
+                return false;
+            }
+            cost_depth_curve dc;
+            dc.depth = c["depth"].get<int32_t>();
+            if (dc.depth <= last) return false;
+            last = dc.depth;
+            for (const auto & v : c["ms"]) {
+                if (!v.is_number() || v.get<double>() <= 0) return false;
+                dc.ms.push_back(v.get<double>());
+            }
+            cm.deeper.push_back(std::move(dc));
+        }
     }
     out = cm;
     return true;
@@ -203,7 +323,8 @@ static std::string cache_path(const context & ctx) {
         // a busy machine could say 4 tokens cost 460 one-token passes, and nothing was ever drafted)
         // v4: editspec's Q8_0 kernel (the ggml patch's item 5) halves a batched pass's cost on AVX512-VNNI
         // v5: its flash attention reads the cache once for a pass's rows (item 6): passes deep in a file cost less
-        << "-v5";
+        // v6: curves at deeper caches too (cost_model_depths)
+        << "-v6";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     // a GPU's exact and stock kernels have curves of their own (--kernels)
@@ -254,25 +375,33 @@ bool cost_model_save(const context & ctx, const cost_model & cm) {
 
 bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
     const std::string path = cache_path(ctx);
+    const std::vector<int32_t> depths = cost_model_depths(256, 256, ctx.n_ctx());
     {
         std::ifstream f(path);
         if (f) {
             std::stringstream ss;
             ss << f.rdbuf();
-            if (cost_model_from_json(ss.str(), out)) {
+            // a curve cached by a shallower context is measured again once a context can go deeper
+            // (the cache is per model file, not per context size): at most once per depth
+            if (cost_model_from_json(ss.str(), out) && out.deeper.size() >= depths.size()) {
                 ES_LOG_INFO("cost model: cached %s\n", path.c_str());
                 return true;
             }
-            ES_LOG_WARN("cost model: ignoring unreadable cache %s\n", path.c_str());
+            if (out.deeper.size() < depths.size()) {
+                ES_LOG_INFO("cost model: %s holds %zu depths, this context can measure %zu\n", path.c_str(),
+                            out.deeper.size(), depths.size());
+            } else {
+                ES_LOG_WARN("cost model: ignoring unreadable cache %s\n", path.c_str());
+            }
         }
     }
     ES_LOG_INFO("cost model: measuring target passes (once per model file and thread count)\n");
     // the first run's wait, said where a person watches (a 7B model takes tens of seconds)
     if (isatty(STDERR_FILENO)) {
-        ES_SAY("cost", "measuring what a target pass of 1 to 256 tokens costs on this machine, once per model file and "
-                       "thread count (cached in %s)\n", path.c_str());
+        ES_SAY("cost", "measuring what a target pass of 1 to 256 tokens costs on this machine%s, once per model file and "
+                       "thread count (cached in %s)\n", depths.empty() ? "" : ", also deep in a file", path.c_str());
     }
-    if (!cost_model_measure(ctx, out, 256, 5, error)) {
+    if (!cost_model_measure(ctx, out, 256, 5, error, 256, true, depths)) {
         return false;
     }
     cost_model_save(ctx, out);

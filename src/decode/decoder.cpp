@@ -82,6 +82,7 @@ void step_draft(spec_loop & s) {
     shape.max_nodes = std::max(0, s.ctx.n_ctx() - 1 - root_pos);
     shape.max_leaves = std::max(1, s.ctx.n_seq_max() - 1);
     shape.chain_only = s.chain_only;
+    shape.depth = s.n_past;
     if (s.ctx.is_view()) {
         // the step beside this request, as the last one was (step.h): each other request yields a token
         const context::step_load others = s.ctx.step_others();
@@ -113,8 +114,15 @@ bool step_decode(spec_loop & s) {
         s.r.error = "decode failed at position " + std::to_string(s.n_past);
         return false;
     }
-    s.r.decode_ms += ms_since(t0);
-    if (s.sp.cost) s.r.decode_model_ms += s.sp.cost->t(s.tp.n_pending + s.tp.n_nodes);
+    const double ms = ms_since(t0);
+    s.r.decode_ms += ms;
+    if (s.sp.cost) {
+        const double model_ms = s.sp.cost->t(s.tp.n_pending + s.tp.n_nodes, s.n_past);
+        s.r.decode_model_ms += model_ms;
+        const int32_t b = cost_depth_bucket(s.n_past);
+        s.r.decode_ms_at[b] += ms;
+        s.r.decode_model_ms_at[b] += model_ms;
+    }
     s.r.target_passes++;
     s.r.draft_tokens += s.tp.n_nodes;
     return true;

@@ -100,6 +100,18 @@ TEST(cli_bench, tests_give_pass_at_1_per_method) {
     ss << md.rdbuf();
     EXPECT_NE(ss.str().find("pass@1"), std::string::npos);
     EXPECT_NE(ss.str().find("reference solutions pass on 2 of 2"), std::string::npos) << ss.str();
+    // a sized method's decode time and the cost model's figure, by the passes' depth, add up to its totals
+    const auto & lk = j["methods"]["lookup"];
+    ASSERT_EQ(lk["decode_ms_by_depth"].size(), 5u) << lk.dump();
+    double ms = 0, model_ms = 0;
+    for (size_t b = 0; b < 5; b++) {
+        ms += lk["decode_ms_by_depth"][b].get<double>();
+        model_ms += lk["decode_model_ms_by_depth"][b].get<double>();
+    }
+    EXPECT_NEAR(ms, lk["decode_ms"].get<double>(), 1e-6 * (1 + ms));
+    EXPECT_NEAR(model_ms, lk["decode_model_ms"].get<double>(), 1e-6 * (1 + model_ms));
+    EXPECT_GT(model_ms, 0.0);
+    EXPECT_NE(ss.str().find("Decode time by the pass's depth"), std::string::npos) << ss.str();
 }
 
 TEST(cli_bench, bad_flags_are_clear_errors) {
@@ -250,4 +262,28 @@ TEST(cli_cost, fresh_measurement_at_a_prefix) {
     EXPECT_EQ(rows, 4) << out;
     EXPECT_TRUE(fs::is_empty(cache.path)) << "--no-save wrote the cache";
     expect_input_error(cmd + " --prefix 0", "--prefix 0");
+    expect_input_error(cmd + " --prefix 48 --depths 32", "--depths 32");
+}
+
+// editspec cost --depths: the same sizes timed after deeper caches, a column each, never below the
+// shallower curve
+TEST(cli_cost, curves_deeper_in_a_file) {
+    temp_dir cache;
+    std::string out;
+    const std::string cmd = "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " +
+                            EDITSPEC_TEST_MODEL_Q8 + " -t 1 --fresh --no-save --max 4 --reps 1 --prefix 48 --depths 512,160";
+    ASSERT_EQ(editspec::test::run_command(cmd + " 2>/dev/null", &out), 0) << out;
+    EXPECT_NE(out.find("ms@160"), std::string::npos) << out;
+    EXPECT_LT(out.find("ms@160"), out.find("ms@512")) << out; // ascending depths
+    int rows = 0;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        int n = 0;
+        double ms = 0, tps = 0, rel = 0, d1 = 0, d2 = 0;
+        if (sscanf(line.c_str(), "%d %lf %lf %lf %lf %lf", &n, &ms, &tps, &rel, &d1, &d2) != 6) continue;
+        EXPECT_GE(d1, ms) << out;
+        EXPECT_GE(d2, d1) << out;
+        rows++;
+    }
+    EXPECT_EQ(rows, 4) << out;
 }

@@ -148,6 +148,50 @@ TEST(cost_model, sizes_measured) {
     EXPECT_EQ(cost_model_sizes(1), (std::vector<int32_t>{1}));
 }
 
+TEST(cost_model, deeper_curves_interpolate_in_depth_and_survive_json) {
+    cost_model cm = cost_model_from_table({1, 8}, {2.0, 4.0});
+    EXPECT_EQ(cm.t(4, 5000), cm.t(4)); // no deeper curve: depth costs nothing
+    cm.depth0 = 256;
+    cm.deeper = {{1024, {4.0, 10.0}}, {3072, {8.0, 30.0}}};
+    EXPECT_NEAR(cm.t(1, 100), 2.0, 1e-9);   // at or above depth0: the base curve
+    EXPECT_NEAR(cm.t(1, 256), 2.0, 1e-9);
+    EXPECT_NEAR(cm.t(1, 640), 3.0, 1e-9);   // halfway from 256 to 1,024
+    EXPECT_NEAR(cm.t(8, 1024), 10.0, 1e-9);
+    EXPECT_NEAR(cm.t(8, 2048), 20.0, 1e-9); // halfway from 1,024 to 3,072
+    EXPECT_NEAR(cm.t(1, 5120), 12.0, 1e-9); // past the deepest: the last two curves' line
+    EXPECT_NEAR(cm.t(4, 1024), 4.0 + 3.0 / 7.0 * 6.0, 1e-9); // linear in tokens within a curve
+    // the sizing sees the depth: a pass whose drafts pay at 256 cached tokens may not at 3,072
+    draft_tree chain;
+    chain.add_path(-1, std::vector<llama_token>{1, 2, 3, 4, 5, 6}, DRAFT_SOURCE_LOOKUP, 100);
+    const std::vector<float> p = tree_node_probs(chain, fixed_rate(0.55f));
+    cost_model steep = cost_model_from_table({1, 2, 8}, {1.0, 1.1, 2.0});
+    steep.deeper = {{3072, {3.0, 6.0, 24.0}}};
+    EXPECT_GT(tree_prune_by_cost(chain, p, steep, 1, 0, 0.0f, 0).size(), 0);
+    EXPECT_EQ(tree_prune_by_cost(chain, p, steep, 1, 0, 0.0f, 3072).size(), 0);
+    // the relative curve scales every depth by the base's 1-token pass
+    const cost_model rel = cost_model_relative(cm);
+    EXPECT_NEAR(rel.t(1), 1.0, 1e-9);
+    EXPECT_NEAR(rel.t(8, 3072), 15.0, 1e-9);
+    // json: written and read back; a deeper curve out of order or of another length is refused
+    cost_model back;
+    ASSERT_TRUE(cost_model_from_json(cost_model_to_json(cm), back));
+    EXPECT_EQ(back.depth0, 256);
+    ASSERT_EQ(back.deeper.size(), 2u);
+    EXPECT_EQ(back.deeper[1].depth, 3072);
+    EXPECT_EQ(back.deeper[1].ms, (std::vector<double>{8.0, 30.0}));
+    EXPECT_FALSE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4],"deeper":[{"depth":3072,"ms":[8]}]})", back));
+    EXPECT_FALSE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4],"depth0":256,"deeper":[{"depth":100,"ms":[8,9]}]})", back));
+    ASSERT_TRUE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4]})", back)); // a curve of v5 and before
+    EXPECT_TRUE(back.deeper.empty());
+    // the depths measured: those the context holds with a pass of n_max behind them
+    EXPECT_EQ(cost_model_depths(256, 256, 4096), (std::vector<int32_t>{1024, 3072}));
+    EXPECT_EQ(cost_model_depths(256, 256, 2048), (std::vector<int32_t>{1024}));
+    EXPECT_TRUE(cost_model_depths(256, 256, 1024).empty());
+    EXPECT_EQ(cost_depth_bucket(511), 0);
+    EXPECT_EQ(cost_depth_bucket(3400), 3);
+    EXPECT_STREQ(cost_depth_bucket_name(4), "4096+");
+}
+
 TEST(tree_sizing, node_probs_multiply_along_paths_and_share_among_siblings) {
     const draft_tree t = sample_tree();
     const std::vector<float> p = tree_node_probs(t, fixed_rate(0.8f));
