@@ -71,7 +71,7 @@ if [ -n "$asan_pid" ]; then
     fi
     say "the default tier under ASan + UBSan ($asan_dir)"
     # as tests/CMakeLists.txt's EDITSPEC_NOT_SANITIZED (it says why)
-    unsanitized='test-batch-exact|test-bench-lossless|test-model|test-apply-constraint|test-speculative|test-oracle'
+    unsanitized='test-batch-exact|test-kernels|test-bench-lossless|test-model|test-apply-constraint|test-speculative|test-oracle'
     unsanitized+='|test-bench|test-quality|test-make-model|test-rpc|test-reuse|test-fastcoder|test-retrieval|test-lookup'
     unsanitized+='|test-copy|test-heads|test-sizing|test-greedy|test-direct|test-topk|test-entropy|test-sampling|test-generate'
     unsanitized+='|test-tokenizer|test-chat|test-merge-whole'

@@ -180,6 +180,9 @@ public:
         int32_t requests = 0; // their batches
     };
     step_load step_others() const;
+    // a view: hands its step engine what a pass of n tokens costs (step_engine::set_pass_cost, the
+    // padding's choice); nothing for an owned context
+    void set_step_pass_cost(std::function<double(int32_t)> f);
     // logits of batch row i (that row must have had logits set): [n_vocab]
     const float * logits(int32_t i) const;
 

@@ -61,9 +61,11 @@ struct step_params {
     double  wait_frac     = 0.25;  // how long a step waits for active views without a batch, as a
                                    // fraction of the last step's decode time (plus wait_ms)
     double  wait_ms       = 1.0;   // and a fixed part (a small draft model's passes take well under 1 ms)
-    double  pad_ratio     = 1.5;   // pad batches to the step's longest (one ubatch) while the padded
-                                   // step has at most this many times its own tokens; 0 = never
-                                   // (EDITSPEC_STEP_PAD overrides)
+    double  pad_ratio     = -1.0;  // pad batches to the step's longest (one ubatch) while the padded
+                                   // step has at most this many times its own tokens; 0 = never;
+                                   // < 0: while the padded pass costs no more than the ubatches it
+                                   // replaces, by the pass cost (step_engine::set_pass_cost), 1.5 before
+                                   // one is known (EDITSPEC_STEP_PAD overrides)
     int32_t n_ubatch_max() const { return per_seq.n_ubatch; }
 };
 
@@ -83,6 +85,8 @@ struct step_stats {
 // each (the fewest any of them holds, at most n_ubatch in all). tokens[s]: stream s's tokens, in stream
 // order (0 = none in the step).
 int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch);
+// the same split's ubatches, each one's tokens, in order
+std::vector<int32_t> step_ubatch_sizes(std::vector<int32_t> tokens, int32_t n_ubatch);
 
 class step_engine {
 public:
@@ -106,6 +110,10 @@ public:
     const step_params & params() const { return params_; }
     int32_t n_seq() const { return params_.n_seq; }
     step_stats stats() const;
+
+    // what one pass of n tokens costs (ms, or any unit), for the padding's choice (pad_ratio < 0): the
+    // request layer hands the cost model's curve here once it has it. Any thread; f must be pure
+    void set_pass_cost(std::function<double(int32_t)> f);
 
 private:
     friend class context;
@@ -159,6 +167,7 @@ private:
     double last_step_ms_ = 0.0;
     std::vector<int32_t> last_tokens_; // [n_seq] each stream's tokens in the last step
     int32_t run_ubatches_ = 0;       // the running step's ubatches (its decodes: one, or one per request on a retry)
+    std::shared_ptr<const std::function<double(int32_t)>> pass_cost_; // set_pass_cost's (under mu_), or null
     bool stop_ = false;
     std::thread thread_;
     step_engine * host_ = nullptr;   // computes this engine's decodes, or null

@@ -100,6 +100,10 @@ context::~context() {
     }
 }
 
+void context::set_step_pass_cost(std::function<double(int32_t)> f) {
+    if (step_) step_->set_pass_cost(std::move(f));
+}
+
 context::step_load context::step_others() const {
     return step_ ? step_->others(seq_) : step_load{};
 }

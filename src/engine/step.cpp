@@ -21,18 +21,28 @@
 
 namespace editspec {
 
-int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch) {
-    int32_t n = 0;
+std::vector<int32_t> step_ubatch_sizes(std::vector<int32_t> tokens, int32_t n_ubatch) {
+    std::vector<int32_t> sizes;
     for (size_t first = 0;;) {
         while (first < tokens.size() && tokens[first] == 0) first++;
-        if (first == tokens.size()) return n;
+        if (first == tokens.size()) return sizes;
         size_t end = first;
         int32_t fewest = tokens[first];
         while (end < tokens.size() && tokens[end] > 0) fewest = std::min(fewest, tokens[end++]);
         const int32_t take = std::max(1, std::min(fewest, n_ubatch / (int32_t) (end - first)));
         for (size_t s = first; s < end; s++) tokens[s] -= take;
-        n++;
+        sizes.push_back(take * (int32_t) (end - first));
     }
+}
+
+int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch) {
+    return (int32_t) step_ubatch_sizes(std::move(tokens), n_ubatch).size();
+}
+
+void step_engine::set_pass_cost(std::function<double(int32_t)> f) {
+    auto p = f ? std::make_shared<const std::function<double(int32_t)>>(std::move(f)) : nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    pass_cost_ = std::move(p);
 }
 
 std::unique_ptr<step_engine> step_engine::create(const model & m, const step_params & p, std::string * error,
@@ -354,8 +364,22 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     idle_ok = idle_ok && idle_attention <= attention + (int64_t) n_longest * 512;
     if (!idle_ok) idle.clear();
     const int32_t n_padded = n_longest * (int32_t) (subs.size() + idle.size());
-    const bool pad = subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() && n_padded <= params_.n_ubatch_max() &&
-                     (double) n_padded <= params_.pad_ratio * n_real;
+    bool pad = subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() && n_padded <= params_.n_ubatch_max();
+    std::shared_ptr<const std::function<double(int32_t)>> cost;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        cost = pass_cost_;
+    }
+    if (pad && params_.pad_ratio < 0 && cost) {
+        // by the pass cost: one padded pass against the ubatches the split makes of the step as it is
+        std::vector<int32_t> tokens((size_t) params_.n_seq, 0);
+        for (const submission * s : subs) tokens[s->seq] = s->b->n_tokens;
+        double split_cost = 0.0;
+        for (int32_t n : step_ubatch_sizes(tokens, std::min(params_.n_ubatch_max(), mb.capacity()))) split_cost += (*cost)(n);
+        pad = (*cost)(n_padded) <= split_cost;
+    } else if (pad) {
+        pad = (double) n_padded <= (params_.pad_ratio < 0 ? 1.5 : params_.pad_ratio) * n_real;
+    }
     if (!pad) idle.clear();
     std::vector<int32_t> offset(subs.size());
     std::vector<std::pair<llama_seq_id, llama_pos>> pads; // throwaway tokens from (stream, position) on

@@ -127,6 +127,13 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
 
 // libllama's sequential split_equal, as step_ubatches counts it: a ubatch per run of consecutive
 // streams with tokens, the fewest tokens of the run from each
+TEST(step_ubatches, sizes_of_each_ubatch) {
+    EXPECT_EQ(step_ubatch_sizes({1, 5, 9, 17}, 512), (std::vector<int32_t>{4, 12, 8, 8}));
+    EXPECT_EQ(step_ubatch_sizes({3, 0, 3}, 512), (std::vector<int32_t>{3, 3}));
+    EXPECT_EQ(step_ubatch_sizes({4, 4}, 4), (std::vector<int32_t>{4, 4}));
+    EXPECT_TRUE(step_ubatch_sizes({0, 0}, 512).empty());
+}
+
 TEST(step_ubatches, as_libllama_splits_a_multi_stream_batch) {
     EXPECT_EQ(step_ubatches({1, 5, 9, 17}, 512), 4);  // four lengths: four ubatches
     EXPECT_EQ(step_ubatches({4, 4, 4, 4}, 512), 1);   // padded: one
@@ -220,6 +227,55 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
     eng->leave(1);
     EXPECT_EQ(got[1].tokens, alone[1].tokens);
     EXPECT_GE(got[1].prompt_cached, (int64_t) prompts[1].size() - 1) << "stream 1's prompt was not kept";
+}
+
+// the padding's choice by the pass cost (step_params::pad_ratio < 0): where a padded pass costs no more
+// than the split's ubatches (a flat cost), every step is one ubatch; answers equal each served alone either way
+TEST(step_engine, the_pass_cost_decides_the_padding) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    std::mt19937 rng(5);
+    token_vec prompts[2];
+    for (token_vec & p : prompts) p = test::random_code_prompt(*m, rng);
+    // unequal lengths: a step holding both prompts, or one prompt beside the other's generation, splits
+    prompts[0].resize(std::min<size_t>(prompts[0].size(), 120));
+    prompts[1].resize(std::min<size_t>(prompts[1].size(), 40));
+    generate_params gp;
+    gp.n_predict = 12;
+    generate_result alone[2];
+    for (int k = 0; k < 2; k++) {
+        context_params cp;
+        cp.n_ctx = 512;
+        cp.n_threads = 1;
+        auto own = test::context_or_fail(*m, cp);
+        alone[k] = generate_ar(*own, prompts[k], gp);
+    }
+    for (const bool flat : {true, false}) {
+        auto eng = small_engine(*m, 2);
+        ASSERT_TRUE(eng);
+        if (flat) {
+            eng->set_pass_cost([](int32_t) { return 1.0; });
+        } else {
+            eng->set_pass_cost([](int32_t n) { return (double) n * n; }); // padding never pays
+        }
+        std::vector<std::unique_ptr<context>> views;
+        for (int32_t s = 0; s < 2; s++) views.push_back(eng->view(s));
+        generate_result got[2];
+        eng->enter(0);
+        eng->enter(1);
+        std::thread t0([&] { got[0] = generate_ar(*views[0], prompts[0], gp); eng->leave(0); });
+        std::thread t1([&] { got[1] = generate_ar(*views[1], prompts[1], gp); eng->leave(1); });
+        t0.join();
+        t1.join();
+        EXPECT_EQ(got[0].tokens, alone[0].tokens) << flat;
+        EXPECT_EQ(got[1].tokens, alone[1].tokens) << flat;
+        const step_stats st = eng->stats();
+        if (flat) {
+            EXPECT_EQ(st.ubatches, st.steps) << st.batches << " batches";
+        } else {
+            EXPECT_GE(st.ubatches, st.steps);
+        }
+    }
 }
 
 // a cancelled request stops at once (before any pass once cancelled), and the request beside it
