@@ -145,6 +145,15 @@ TEST(step_ubatches, as_libllama_splits_a_multi_stream_batch) {
 }
 
 // an engine of n_seq streams of 512 tokens, one thread (null, with the error printed, on failure)
+// the answer of a request served alone, on a context of its own (small_engine's per-stream settings)
+generate_result generate_alone(const model & m, const token_vec & prompt, const generate_params & gp) {
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    auto own = test::context_or_fail(m, cp);
+    return generate_ar(*own, prompt, gp);
+}
+
 std::unique_ptr<step_engine> small_engine(const model & m, int32_t n_seq) {
     step_params sp;
     sp.n_seq = n_seq;
@@ -186,13 +195,7 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
     generate_params gp;
     gp.n_predict = 24;
     generate_result alone[3];
-    for (int k = 0; k < 3; k++) {
-        context_params cp;
-        cp.n_ctx = 512;
-        cp.n_threads = 1;
-        auto own = test::context_or_fail(*m, cp);
-        alone[k] = generate_ar(*own, prompts[k], gp);
-    }
+    for (int k = 0; k < 3; k++) alone[k] = generate_alone(*m, prompts[k], gp);
     auto eng = small_engine(*m, 4);
     ASSERT_TRUE(eng);
     std::vector<std::unique_ptr<context>> views;
@@ -243,13 +246,7 @@ TEST(step_engine, the_pass_cost_decides_the_padding) {
     generate_params gp;
     gp.n_predict = 12;
     generate_result alone[2];
-    for (int k = 0; k < 2; k++) {
-        context_params cp;
-        cp.n_ctx = 512;
-        cp.n_threads = 1;
-        auto own = test::context_or_fail(*m, cp);
-        alone[k] = generate_ar(*own, prompts[k], gp);
-    }
+    for (int k = 0; k < 2; k++) alone[k] = generate_alone(*m, prompts[k], gp);
     for (const bool flat : {true, false}) {
         auto eng = small_engine(*m, 2);
         ASSERT_TRUE(eng);
