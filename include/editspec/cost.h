@@ -24,7 +24,8 @@ namespace editspec {
 // work grows linearly with the cache), extrapolating past the deepest from the last two.
 struct cost_depth_curve {
     int32_t             depth = 0; // tokens in the KV cache before the pass
-    std::vector<double> ms;        // [n_points of the model's n] the pass's time at this depth
+    std::vector<double> ms;        // [the first n_points of the model's n, at least 1] the pass's time at
+                                   // this depth; past them, the base curve scaled by the last one's ratio
 };
 
 struct cost_model {
@@ -76,8 +77,8 @@ std::vector<int32_t> cost_model_depths(int32_t n_prefix, int32_t n_max, int32_t 
 
 // times passes of cost_model_sizes(n_max) tokens after an n_prefix-token prefix, reps times each (the
 // fastest counts: interference from other processes only adds time), then, with `depths`, the same sizes
-// after each deeper prefix (3 times each: a deep pass is long, and its noise small beside it); leaves
-// the KV cache empty.
+// after each deeper prefix, the sizes to 64 only (twice each: a deep pass is long, and its noise small
+// beside it); leaves the KV cache empty.
 // all_logits false: only the last row's logits, as llama-bench's prompt passes compute them (a
 // comparison on the same work; verification needs every row's, the cost model's figures)
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,

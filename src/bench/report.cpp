@@ -292,7 +292,7 @@ std::string report_md(const bench_results & res) {
         o << "\n";
         for (const cost_depth_curve & c : res.cost_deeper) {
             o << "| ms at " << c.depth << " | ";
-            for (double ms : c.ms) o << fmt("%.1f", ms) << " | ";
+            for (size_t i = 0; i < res.cost_n.size(); i++) o << (i < c.ms.size() ? fmt("%.1f", c.ms[i]) : std::string("")) << " | ";
             o << "\n";
         }
         o << decode_by_depth_md(res);

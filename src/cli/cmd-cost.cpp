@@ -60,13 +60,14 @@ int run_cost(const cost_opts & o) {
            engine_cuda_exact() ? "exact" : "stock", engine_has_gpu() ? " (GPU)" : " (CPU)",
            o.last_logits ? ", the last row's logits only" : "");
     // the columns past the first four: the same pass after more cached tokens (a pass deep in a file)
-    printf("# ms: after %d cached tokens%s\n", cm.depth0, cm.deeper.empty() ? "" : "; ms@D: after D");
+    printf("# ms: after %d cached tokens%s\n", cm.depth0, cm.deeper.empty() ? "" : "; ms@D: after D (*: not timed, the base curve's shape)");
     printf("%8s %10s %10s %14s", "tokens", "ms", "tokens/s", "cost vs 1");
     for (const cost_depth_curve & c : cm.deeper) printf(" %11s", ("ms@" + std::to_string(c.depth)).c_str());
     printf("\n");
     for (size_t i = 0; i < cm.n.size(); i++) {
         printf("%8d %10.2f %10.1f %14.2f", cm.n[i], cm.ms[i], 1000.0 * cm.n[i] / cm.ms[i], cm.ms[i] / cm.ms[0]);
-        for (const cost_depth_curve & c : cm.deeper) printf(" %11.2f", c.ms[i]);
+        // past a deeper curve's timed sizes (to 64), the model's figure: the base curve's shape
+        for (const cost_depth_curve & c : cm.deeper) printf(" %11.2f%s", cm.t(cm.n[i], c.depth), i < c.ms.size() ? "" : "*");
         printf("\n");
     }
     return 0;
@@ -82,7 +83,7 @@ command cmd_cost_add(CLI::App & app) {
     sub->add_option("--max", o->n_max, "largest pass measured, tokens (every size to 8, then steps of 1.5x and 4/3x up to it)")->capture_default_str();
     sub->add_option("--reps", o->reps, "timed repetitions per size, at least 10 for sizes to 8 (the fastest counts)")->capture_default_str();
     sub->add_option("--prefix", o->prefix, "with --fresh: tokens already in the KV cache when a pass is timed")->capture_default_str();
-    sub->add_option("--depths", o->depths, "with --fresh: deeper caches the sizes are timed after too, 3 times each, comma-separated (0 = none)")
+    sub->add_option("--depths", o->depths, "with --fresh: deeper caches the sizes to 64 are timed after too, twice each, comma-separated (0 = none)")
         ->delimiter(',')
         ->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");

@@ -179,7 +179,12 @@ TEST(cost_model, deeper_curves_interpolate_in_depth_and_survive_json) {
     ASSERT_EQ(back.deeper.size(), 2u);
     EXPECT_EQ(back.deeper[1].depth, 3072);
     EXPECT_EQ(back.deeper[1].ms, (std::vector<double>{8.0, 30.0}));
-    EXPECT_FALSE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4],"deeper":[{"depth":3072,"ms":[8]}]})", back));
+    EXPECT_FALSE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4],"deeper":[{"depth":3072,"ms":[8,9,10]}]})", back));
+    EXPECT_FALSE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4],"deeper":[{"depth":3072,"ms":[]}]})", back));
+    // a deeper curve over the first sizes only: past them, the base curve scaled by the last one's ratio
+    ASSERT_TRUE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4],"deeper":[{"depth":3072,"ms":[8]}]})", back));
+    EXPECT_NEAR(back.t(1, 3072), 8.0, 1e-9);
+    EXPECT_NEAR(back.t(8, 3072), 16.0, 1e-9);
     EXPECT_FALSE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4],"depth0":256,"deeper":[{"depth":100,"ms":[8,9]}]})", back));
     ASSERT_TRUE(cost_model_from_json(R"({"n":[1,8],"ms":[2,4]})", back)); // a curve of v5 and before
     EXPECT_TRUE(back.deeper.empty());
