@@ -212,6 +212,12 @@ TEST(cli_bench, oracle_pass_overhead_costs_every_pass) {
     expect_input_error(oracle_cmd() + " --out " + d0.path.string() + " --pass-overhead -1", "-1");
 }
 
+// `editspec cost` on the tiny Q8_0 model, its cache in `cache`, measured now at 1 to 4 tokens, once each
+std::string cost_cmd(const temp_dir & cache) {
+    return "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " + EDITSPEC_TEST_MODEL_Q8 +
+           " -t 1 --fresh --max 4 --reps 1";
+}
+
 // the cost cache keeps the newest 256 curves (each model file adds one)
 TEST(cli_cost, cache_keeps_the_newest_curves) {
     temp_dir cache;
@@ -224,8 +230,7 @@ TEST(cli_cost, cache_keeps_the_newest_curves) {
         fs::last_write_time(f, old_time + std::chrono::seconds(i));
     }
     std::string out;
-    const std::string cmd = "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " +
-                            EDITSPEC_TEST_MODEL_Q8 + " -t 1 --fresh --max 4 --reps 1 2>&1";
+    const std::string cmd = cost_cmd(cache) + " 2>&1";
     ASSERT_EQ(editspec::test::run_command(cmd, &out), 0) << out;
     int n = 0, n_old = 0;
     for (const auto & e : fs::directory_iterator(dir)) {
@@ -242,8 +247,7 @@ TEST(cli_cost, cache_keeps_the_newest_curves) {
 TEST(cli_cost, fresh_measurement_at_a_prefix) {
     temp_dir cache;
     std::string out;
-    const std::string cmd = "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " +
-                            EDITSPEC_TEST_MODEL_Q8 + " -t 1 --fresh --no-save --max 4 --reps 1";
+    const std::string cmd = cost_cmd(cache) + " --no-save";
     ASSERT_EQ(editspec::test::run_command(cmd + " --prefix 48 2>/dev/null", &out), 0) << out;
     // a row per size, 1, 2, 3 and 4 tokens (cost_model_sizes), with costs that do not fall (a size
     // may cost what the one below it costs: the kernels work in tiles; 10 % for a shared machine)
@@ -270,8 +274,7 @@ TEST(cli_cost, fresh_measurement_at_a_prefix) {
 TEST(cli_cost, curves_deeper_in_a_file) {
     temp_dir cache;
     std::string out;
-    const std::string cmd = "EDITSPEC_CACHE=" + cache.path.string() + " " + std::string(EDITSPEC_BIN) + " cost -m " +
-                            EDITSPEC_TEST_MODEL_Q8 + " -t 1 --fresh --no-save --max 4 --reps 1 --prefix 48 --depths 512,160";
+    const std::string cmd = cost_cmd(cache) + " --no-save --prefix 48 --depths 512,160";
     ASSERT_EQ(editspec::test::run_command(cmd + " 2>/dev/null", &out), 0) << out;
     EXPECT_NE(out.find("ms@160"), std::string::npos) << out;
     EXPECT_LT(out.find("ms@160"), out.find("ms@512")) << out; // ascending depths

@@ -154,6 +154,17 @@ generate_result generate_alone(const model & m, const token_vec & prompt, const 
     return generate_ar(*own, prompt, gp);
 }
 
+// requests on the given streams at once, each on its own thread, entered before and left after
+void run_together(step_engine & eng, std::vector<std::unique_ptr<context>> & views, const token_vec * prompts,
+                  const generate_params & gp, std::initializer_list<int32_t> streams, generate_result * got) {
+    for (int32_t s : streams) eng.enter(s);
+    std::vector<std::thread> threads;
+    for (int32_t s : streams) {
+        threads.emplace_back([&, s] { got[s] = generate_ar(*views[s], prompts[s], gp); eng.leave(s); });
+    }
+    for (std::thread & t : threads) t.join();
+}
+
 std::unique_ptr<step_engine> small_engine(const model & m, int32_t n_seq) {
     step_params sp;
     sp.n_seq = n_seq;
@@ -208,12 +219,7 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
     eng->leave(1);
     const step_stats before = eng->stats();
     generate_result got[3];
-    eng->enter(0);
-    eng->enter(2);
-    std::thread t0([&] { got[0] = generate_ar(*views[0], prompts[0], gp); eng->leave(0); });
-    std::thread t2([&] { got[2] = generate_ar(*views[2], prompts[2], gp); eng->leave(2); });
-    t0.join();
-    t2.join();
+    run_together(*eng, views, prompts, gp, {0, 2}, got);
     const step_stats st = eng->stats();
     EXPECT_EQ(got[0].tokens, alone[0].tokens);
     EXPECT_EQ(got[2].tokens, alone[2].tokens);
@@ -258,12 +264,7 @@ TEST(step_engine, the_pass_cost_decides_the_padding) {
         std::vector<std::unique_ptr<context>> views;
         for (int32_t s = 0; s < 2; s++) views.push_back(eng->view(s));
         generate_result got[2];
-        eng->enter(0);
-        eng->enter(1);
-        std::thread t0([&] { got[0] = generate_ar(*views[0], prompts[0], gp); eng->leave(0); });
-        std::thread t1([&] { got[1] = generate_ar(*views[1], prompts[1], gp); eng->leave(1); });
-        t0.join();
-        t1.join();
+        run_together(*eng, views, prompts, gp, {0, 1}, got);
         EXPECT_EQ(got[0].tokens, alone[0].tokens) << flat;
         EXPECT_EQ(got[1].tokens, alone[1].tokens) << flat;
         const step_stats st = eng->stats();
