@@ -2,6 +2,7 @@
 #include "editspec/engine.h"
 #include "editspec/log.h"
 #include "editspec/step.h"
+#include "upper-state.h"
 
 #include <algorithm>
 #include <thread>
@@ -139,6 +140,7 @@ bool context::decode(const batch & b) {
         return step_->decode(seq_, b.get(), cancel_, view_logits_, view_rows_);
     }
     const int32_t ret = llama_decode(ctx_, b.get());
+    clear_upper_state();
     if (ret == 2 && cancelled()) {
         return false; // aborted: the request was cancelled
     }

@@ -13,6 +13,7 @@
 #include "editspec/step.h"
 #include "editspec/clock.h"
 #include "editspec/log.h"
+#include "upper-state.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -413,6 +414,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     // a step whose every request is cancelled stops inside llama_decode (abort_cb)
     step_abort_ = all_cancelled(subs);
     const int32_t ret = step_abort_ ? 2 : llama_decode(ctx_->get(), mb.get());
+    clear_upper_state();
     if (ret != 0) {
         if (!(ret == 2 && step_abort_)) {
             ES_LOG_ERROR("step engine: llama_decode failed with status %d (%d tokens of %zu requests; 1 = no KV slot)\n", ret,
