@@ -5,11 +5,15 @@
 // models; this checks the matrix product alone, where a tile's edge or a thread's share of the rows is
 // what differs (ggml's CPU backend, the graph as libllama builds it: ggml_mul_mat of the weights by f32
 // activations).
+#include <ggml-alloc.h>
+#include <ggml-backend.h>
 #include <ggml-cpu.h>
 #include <ggml.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -40,6 +44,16 @@ std::vector<float> mul_mat(ggml_type type, const std::vector<float> & w, const f
     return r;
 }
 
+// FNV-1a over the floats' bits: two builds of ggml-cpu compared product by product
+uint64_t digest_add(uint64_t h, const std::vector<float> & v) {
+    for (float f : v) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h = (h ^ u) * 1099511628211ull;
+    }
+    return h;
+}
+
 struct kernel_case {
     ggml_type type;
     std::vector<int64_t> ks; // K: an odd number of the type's blocks
@@ -49,6 +63,7 @@ class kernels_odd : public ::testing::TestWithParam<kernel_case> {};
 
 TEST_P(kernels_odd, batched_columns_equal_columns_alone) {
     const kernel_case kc = GetParam();
+    uint64_t h = 1469598103934665603ull; // the digest of every product (EDITSPEC_KERNELS_DIGEST, below)
     std::mt19937 rng(71);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (int64_t k : kc.ks) {
@@ -71,10 +86,12 @@ TEST_P(kernels_odd, batched_columns_equal_columns_alone) {
                                           << " of " << n_cols << ", " << n_threads << " threads: "
                                           << got[c * n_rows] << " against " << alone[c][0] << " alone (row 0)";
                     }
+                    h = digest_add(h, got);
                 }
             }
         }
     }
+    if (getenv("EDITSPEC_KERNELS_DIGEST")) printf("digest %s %016llx\n", ggml_type_name(kc.type), (unsigned long long) h);
 }
 
 // the types of test-batch-exact's models (the K-quant mixes are made of Q4_K, Q5_K, Q6_K and Q8_0)
@@ -84,6 +101,115 @@ INSTANTIATE_TEST_SUITE_P(types, kernels_odd,
                                            kernel_case{GGML_TYPE_Q4_0, {224, 416}}, kernel_case{GGML_TYPE_Q5_0, {224, 416}},
                                            kernel_case{GGML_TYPE_IQ4_NL, {224, 416}}, kernel_case{GGML_TYPE_Q4_K, {768, 1280}},
                                            kernel_case{GGML_TYPE_Q5_K, {768, 1280}}, kernel_case{GGML_TYPE_Q6_K, {768, 1280}}),
+                         [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
+
+// ggml-cpu's repacked weights (the CPU_REPACK buffer type, which libllama loads Q4_0, Q4_K and IQ4_NL
+// matrices of 8k rows into on x86): out [n_cols][n_rows] as mul_mat above, through the backend, so
+// ggml's repack kernels (and the patch's Q4_K kernel on AVX512-VNNI) compute it. Empty when the CPU
+// backend has no repack buffer type or does not repack this type and shape (checked by the caller).
+struct repacked {
+    ggml_backend_buffer_type_t buft = nullptr;
+    ggml_backend_t             cpu  = nullptr;
+
+    repacked() {
+        ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+        if (!dev) return;
+        ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+        auto get_extra = (ggml_backend_buffer_type_t * (*) (ggml_backend_dev_t))
+            ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+        for (ggml_backend_buffer_type_t * b = get_extra ? get_extra(dev) : nullptr; b && *b; b++) {
+            if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") buft = *b;
+        }
+        cpu = ggml_backend_cpu_init();
+    }
+    ~repacked() {
+        if (cpu) ggml_backend_free(cpu);
+    }
+
+    // false when the product did not run on repacked weights
+    bool mul_mat(ggml_type type, const std::vector<float> & w, const float * x, int64_t k, int64_t n_rows, int64_t n_cols,
+                 int n_threads, std::vector<float> & r) {
+        ggml_init_params ip = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+        ggml_context * cw = ggml_init(ip);
+        ggml_context * cx = ggml_init(ip);
+        ggml_tensor * W = ggml_new_tensor_2d(cw, type, k, n_rows);
+        ggml_tensor * X = ggml_new_tensor_2d(cx, GGML_TYPE_F32, k, n_cols);
+        ggml_tensor * out = ggml_mul_mat(cx, W, X);
+        ggml_backend_buffer_t bw = ggml_backend_alloc_ctx_tensors_from_buft(cw, buft);
+        ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors_from_buft(cx, ggml_backend_cpu_buffer_type());
+        bool ok = bw && bx && ggml_backend_dev_supports_op(ggml_backend_get_device(cpu), out) &&
+                  ggml_backend_buft_is_host(ggml_backend_buffer_get_type(bx));
+        // the repack buffer takes the matrix only where a kernel does (type, rows a multiple of 8, ...)
+        ok = ok && ggml_backend_buffer_get_type(bw) == buft && W->extra != nullptr;
+        if (ok) {
+            std::vector<uint8_t> q(ggml_row_size(type, k) * n_rows);
+            ggml_quantize_chunk(type, w.data(), q.data(), 0, n_rows, k, nullptr);
+            ggml_backend_tensor_set(W, q.data(), 0, q.size());
+            ggml_backend_tensor_set(X, x, 0, sizeof(float) * k * n_cols);
+            ggml_cgraph * gf = ggml_new_graph(cx);
+            ggml_build_forward_expand(gf, out);
+            ggml_backend_cpu_set_n_threads(cpu, n_threads);
+            ok = ggml_backend_graph_compute(cpu, gf) == GGML_STATUS_SUCCESS;
+            r.resize((size_t) (n_rows * n_cols));
+            ggml_backend_tensor_get(out, r.data(), 0, r.size() * sizeof(float));
+        }
+        if (bw) ggml_backend_buffer_free(bw);
+        if (bx) ggml_backend_buffer_free(bx);
+        ggml_free(cw);
+        ggml_free(cx);
+        return ok;
+    }
+};
+
+class kernels_repacked : public ::testing::TestWithParam<kernel_case> {};
+
+// every column of a batched product on repacked weights equals that column alone, bit for bit: rows in
+// tiles of 4 and the rows left over (2, 3, 5, 7, 16, 33 columns), weight rows of 1 to 9 blocks of 8, 1 to 3
+// threads. EDITSPEC_KERNELS_DIGEST=1 prints a digest of every product, to compare two builds of ggml-cpu
+// (LD_PRELOAD): a new kernel that must give the old one's results bit for bit.
+TEST_P(kernels_repacked, batched_columns_equal_columns_alone) {
+    const kernel_case kc = GetParam();
+    repacked rp;
+    if (!rp.buft || !rp.cpu) GTEST_SKIP() << "ggml-cpu has no CPU_REPACK buffer type here";
+    uint64_t h = 1469598103934665603ull;
+    std::mt19937 rng(73);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    int n_run = 0;
+    for (int64_t k : kc.ks) {
+        for (int64_t n_rows : {8, 24, 72}) {
+            std::vector<float> w((size_t) (k * n_rows));
+            for (float & v : w) v = nd(rng) * 0.1f;
+            const int64_t max_cols = 33;
+            std::vector<float> x((size_t) (k * max_cols));
+            for (float & v : x) v = nd(rng);
+            for (int n_threads : {1, 2, 3}) {
+                std::vector<std::vector<float>> alone(max_cols);
+                bool ran = true;
+                for (int64_t c = 0; c < max_cols && ran; c++) ran = rp.mul_mat(kc.type, w, x.data() + c * k, k, n_rows, 1, n_threads, alone[c]);
+                if (!ran) continue; // this type or shape is not repacked on this CPU
+                n_run++;
+                for (int64_t n_cols : {2, 3, 5, 7, 16, 33}) {
+                    std::vector<float> got;
+                    ASSERT_TRUE(rp.mul_mat(kc.type, w, x.data(), k, n_rows, n_cols, n_threads, got));
+                    for (int64_t c = 0; c < n_cols; c++) {
+                        const bool same = memcmp(got.data() + c * n_rows, alone[c].data(), sizeof(float) * n_rows) == 0;
+                        ASSERT_TRUE(same) << ggml_type_name(kc.type) << " repacked: K " << k << ", " << n_rows << " rows, column "
+                                          << c << " of " << n_cols << ", " << n_threads << " threads: " << got[c * n_rows]
+                                          << " against " << alone[c][0] << " alone (row 0)";
+                    }
+                    h = digest_add(h, got);
+                }
+            }
+        }
+    }
+    if (n_run == 0) GTEST_SKIP() << ggml_type_name(kc.type) << " is not repacked on this CPU";
+    if (getenv("EDITSPEC_KERNELS_DIGEST")) printf("digest %s %016llx\n", ggml_type_name(kc.type), (unsigned long long) h);
+}
+
+// the types ggml-cpu repacks on x86 (AVX2 and up)
+INSTANTIATE_TEST_SUITE_P(types, kernels_repacked,
+                         ::testing::Values(kernel_case{GGML_TYPE_Q4_0, {224, 416}}, kernel_case{GGML_TYPE_IQ4_NL, {224, 416}},
+                                           kernel_case{GGML_TYPE_Q4_K, {768, 1280}}),
                          [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
 
 } // namespace
