@@ -54,6 +54,16 @@ uint64_t digest_add(uint64_t h, const std::vector<float> & v) {
     return h;
 }
 
+// weights w (n_rows x k, small as a model's) and activations x (max_cols columns of k), normal
+void random_operands(std::mt19937 & rng, int64_t k, int64_t n_rows, int64_t max_cols, std::vector<float> & w,
+                     std::vector<float> & x) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    w.resize((size_t) (k * n_rows));
+    for (float & v : w) v = nd(rng) * 0.1f;
+    x.resize((size_t) (k * max_cols));
+    for (float & v : x) v = nd(rng);
+}
+
 struct kernel_case {
     ggml_type type;
     std::vector<int64_t> ks; // K: an odd number of the type's blocks
@@ -65,14 +75,11 @@ TEST_P(kernels_odd, batched_columns_equal_columns_alone) {
     const kernel_case kc = GetParam();
     uint64_t h = 1469598103934665603ull; // the digest of every product (EDITSPEC_KERNELS_DIGEST, below)
     std::mt19937 rng(71);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
     for (int64_t k : kc.ks) {
         for (int64_t n_rows : {1, 7, 37, 67}) {
-            std::vector<float> w((size_t) (k * n_rows));
-            for (float & v : w) v = nd(rng) * 0.1f;
             const int64_t max_cols = 33;
-            std::vector<float> x((size_t) (k * max_cols));
-            for (float & v : x) v = nd(rng);
+            std::vector<float> w, x;
+            random_operands(rng, k, n_rows, max_cols, w, x);
             for (int n_threads : {1, 2, 3}) {
                 // each column alone: the reference a one-token decode computes
                 std::vector<std::vector<float>> alone;
@@ -173,15 +180,12 @@ TEST_P(kernels_repacked, batched_columns_equal_columns_alone) {
     if (!rp.buft || !rp.cpu) GTEST_SKIP() << "ggml-cpu has no CPU_REPACK buffer type here";
     uint64_t h = 1469598103934665603ull;
     std::mt19937 rng(73);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
     int n_run = 0;
     for (int64_t k : kc.ks) {
         for (int64_t n_rows : {8, 24, 72}) {
-            std::vector<float> w((size_t) (k * n_rows));
-            for (float & v : w) v = nd(rng) * 0.1f;
             const int64_t max_cols = 33;
-            std::vector<float> x((size_t) (k * max_cols));
-            for (float & v : x) v = nd(rng);
+            std::vector<float> w, x;
+            random_operands(rng, k, n_rows, max_cols, w, x);
             for (int n_threads : {1, 2, 3}) {
                 std::vector<std::vector<float>> alone(max_cols);
                 bool ran = true;
