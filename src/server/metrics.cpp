@@ -23,7 +23,7 @@ void metric_append(std::string & o, const char * name, const char * type, const 
 std::string server_route_label(const std::string & path) {
     static const char * const exact[] = {"/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
                                          "/completion", "/infill", "/v1/apply", "/v1/code/apply", "/health", "/metrics", "/v1/models",
-                                         "/models", "/v1/sessions"};
+                                         "/models", "/v1/sessions", "/tokenize", "/detokenize"};
     for (const char * p : exact) {
         if (path == p) return p;
     }

@@ -237,6 +237,56 @@ void add_routes(httplib::Server & svr, server_state & s) {
     svr.Delete(R"(/v1/sessions/([^/]+))", session_route([&s](const httplib::Request & req, json & out) {
         return s.sessions->close(req.matches[1], out);
     }));
+    // llama-server's token endpoints (tools count or cut a prompt by tokens): POST /tokenize {"content",
+    // "add_special" (false), "parse_special" (true), "with_pieces" (false)} -> {"tokens": [id or {"id",
+    // "piece"}]}; POST /detokenize {"tokens": [id]} -> {"content"}
+    svr.Post("/tokenize", [&s](const httplib::Request & req, httplib::Response & res) {
+        json in;
+        api_error err;
+        if (!api_parse_json(req.body, in, err)) return send_error(res, err);
+        auto flag = [&](const char * name, bool dflt, bool & out) {
+            if (!in.contains(name)) return (out = dflt, true);
+            if (!in[name].is_boolean()) return api_fail(err, name, std::string("'") + name + "' must be true or false");
+            return (out = in[name].get<bool>(), true);
+        };
+        bool add_special = false, parse_special = true, with_pieces = false;
+        if (!in.contains("content") || !in["content"].is_string()) {
+            api_fail(err, "content", "'content' must be a string: the text to tokenize");
+            return send_error(res, err);
+        }
+        if (!flag("add_special", false, add_special) || !flag("parse_special", true, parse_special) ||
+            !flag("with_pieces", false, with_pieces)) {
+            return send_error(res, err);
+        }
+        const model & m = *s.rn.target.model;
+        json tokens = json::array();
+        for (llama_token t : m.tokenize(in["content"].get_ref<const std::string &>(), add_special, parse_special)) {
+            if (with_pieces) tokens.push_back({{"id", t}, {"piece", m.token_to_piece(t, true)}});
+            else tokens.push_back(t);
+        }
+        send_json(res, 200, {{"tokens", tokens}});
+    });
+    svr.Post("/detokenize", [&s](const httplib::Request & req, httplib::Response & res) {
+        json in;
+        api_error err;
+        if (!api_parse_json(req.body, in, err)) return send_error(res, err);
+        const model & m = *s.rn.target.model;
+        const int32_t n_vocab = m.facts().n_vocab;
+        token_vec tokens;
+        if (!in.contains("tokens") || !in["tokens"].is_array()) {
+            api_fail(err, "tokens", "'tokens' must be an array of token ids");
+            return send_error(res, err);
+        }
+        for (const json & t : in["tokens"]) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
+                api_fail(err, "tokens", "'tokens' holds " + t.dump() + ", not a token id of this model (0 to " +
+                                            std::to_string(n_vocab - 1) + ")");
+                return send_error(res, err);
+            }
+            tokens.push_back((llama_token) t.get<int64_t>());
+        }
+        send_json(res, 200, {{"content", m.detokenize(tokens, true)}});
+    });
     auto models = [&s](const httplib::Request &, httplib::Response & res) {
         json data = json::array({{{"id", s.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "editspec"}}});
         for (const std::string & a : s.params.aliases) {

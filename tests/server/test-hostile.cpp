@@ -218,6 +218,10 @@ TEST(hostile, every_endpoint_survives_and_answers_client_errors_with_4xx) {
         {"/v1/apply", R"({"code": "x", "update": "y", "constrain": true, "temperature": 0.5})"},
         {"/v1/code/apply", R"({"initial_code": 5, "edit_snippet": "x"})"}, {"/v1/code/apply", R"({"initial_code": "x"})"},
         {"/v1/code/apply", R"({"initial_code": "x", "edit_snippet": " "})"},
+        // llama-server's token endpoints
+        {"/tokenize", R"({"content": 5})"}, {"/tokenize", R"({})"}, {"/tokenize", R"({"content": "x", "add_special": "yes"})"},
+        {"/detokenize", R"({"tokens": [4294967296]})"}, {"/detokenize", R"({"tokens": [-1]})"},
+        {"/detokenize", R"({"tokens": "1 2"})"}, {"/detokenize", R"({"tokens": [1.5]})"}, {"/detokenize", "[1]"},
         // sessions
         {"/v1/sessions", R"({"text": 5})"}, {"/v1/sessions", R"({"text": "x", "strategy": 5})"},
         {"/v1/sessions", R"({"text": "x", "strategy": "fast"})"}, {"/v1/sessions", R"({"text": "x", "drift_max": "x"})"},

@@ -623,6 +623,32 @@ TEST(server, aliases_in_the_model_list) {
     EXPECT_EQ(r["model"], "gpt-4o");
 }
 
+// llama-server's /tokenize and /detokenize: the model's own tokens (as editspec's tokenizer gives them),
+// pieces on request, and back to the text
+TEST(server, tokenize_and_detokenize) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    server_process s({});
+    ASSERT_GT(s.pid, 0);
+    const std::string code = "def area(w, h):\n    return w * h  # café\n";
+    int status = 0;
+    const json t = post(s, "/tokenize", json{{"content", code}}.dump(), &status);
+    ASSERT_EQ(status, 200) << t.dump();
+    const token_vec want = test::load_or_fail(k_target, true)->tokenize(code, false, true);
+    ASSERT_EQ(t["tokens"].size(), want.size()) << t.dump();
+    for (size_t i = 0; i < want.size(); i++) EXPECT_EQ(t["tokens"][i].get<int>(), want[i]) << i;
+    const json ts = post(s, "/tokenize", json{{"content", code}, {"add_special", true}, {"with_pieces", true}}.dump(), &status);
+    ASSERT_EQ(status, 200) << ts.dump();
+    ASSERT_GE(ts["tokens"].size(), want.size());
+    std::string pieces;
+    for (const json & p : ts["tokens"]) pieces += p["piece"].get<std::string>();
+    EXPECT_NE(pieces.find("def area"), std::string::npos) << ts.dump();
+    const json d = post(s, "/detokenize", json{{"tokens", t["tokens"]}}.dump(), &status);
+    ASSERT_EQ(status, 200) << d.dump();
+    EXPECT_EQ(d["content"], code);
+    post(s, "/detokenize", R"({"tokens": [999999999]})", &status);
+    EXPECT_EQ(status, 400);
+}
+
 // /v1/sessions: a document whose KV cache follows its edits; the predicted line equals the CLI's
 // (`editspec session`, same strategy and edits); bounded in number; bad input gets a JSON error
 TEST(server, document_sessions) {
