@@ -29,8 +29,11 @@ def post(port, path, body, timeout=3600):
     return json.load(urllib.request.urlopen(req, timeout=timeout))
 
 
-def wait_up(port, proc, log):
-    for _ in range(1500):
+def wait_up(port, proc, log, seconds=300):
+    """/health answers within `seconds` (a first `editspec serve` of a model measures its cost model
+    before it listens: minutes for a 1.3B model on 2 cores)"""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
         if proc.poll() is not None:
             sys.exit(f"server exited with {proc.returncode}; see {log}")
         try:
@@ -38,7 +41,7 @@ def wait_up(port, proc, log):
             return
         except Exception:
             time.sleep(0.2)
-    sys.exit(f"server did not come up; see {log}")
+    sys.exit(f"server did not come up in {seconds} s; see {log}")
 
 
 def free_port():

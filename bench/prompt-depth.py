@@ -19,22 +19,7 @@ import argparse, json, os, statistics, subprocess, sys, time, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from concurrency import free_port  # noqa: E402 - beside this file
-
-
-def wait_up(port, proc, log, seconds=3600):
-    """/health answers; a first `editspec serve` of a model measures its cost model first (minutes for a
-    1.3B model on 2 cores: every pass size after 256, 1,024 and 3,072 cached tokens)"""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"server exited with {proc.returncode}; see {log}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-            return
-        except Exception:
-            time.sleep(0.5)
-    sys.exit(f"server did not come up in {seconds} s; see {log}")
+from concurrency import free_port, wait_up  # noqa: E402 - beside this file
 
 
 def post(port, path, body):
@@ -89,7 +74,7 @@ def main():
             with open(log, "w") as lf:
                 proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
             try:
-                wait_up(port, proc, log)
+                wait_up(port, proc, log, seconds=3600)  # a first run measures the cost model first
                 # the prompts in tokens of this model: /tokenize of the code's first 40,000 characters
                 sample = text[:40000]
                 n = len(post(port, "/tokenize", {"content": sample})["tokens"])
