@@ -154,6 +154,18 @@ generate_result generate_alone(const model & m, const token_vec & prompt, const 
     return generate_ar(*own, prompt, gp);
 }
 
+// N random code prompts for m, from a seed
+template <size_t N> void random_prompts(const model & m, uint32_t seed, token_vec (&prompts)[N]) {
+    std::mt19937 rng(seed);
+    for (token_vec & p : prompts) p = test::random_code_prompt(m, rng);
+}
+
+// each prompt's answer served alone
+template <size_t N>
+void answers_alone(const model & m, const token_vec (&prompts)[N], const generate_params & gp, generate_result (&alone)[N]) {
+    for (size_t k = 0; k < N; k++) alone[k] = generate_alone(m, prompts[k], gp);
+}
+
 // requests on the given streams at once, each on its own thread, entered before and left after
 void run_together(step_engine & eng, std::vector<std::unique_ptr<context>> & views, const token_vec * prompts,
                   const generate_params & gp, std::initializer_list<int32_t> streams, generate_result * got) {
@@ -197,16 +209,15 @@ TEST(step_engine, a_guest_engine_decodes_on_its_hosts_thread) {
 TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) {
     auto m = test::load_or_fail(test::typed_model_path("q8_0"));
     ASSERT_TRUE(m);
-    std::mt19937 rng(11);
     token_vec prompts[3];
-    for (token_vec & p : prompts) p = test::random_code_prompt(*m, rng);
+    random_prompts(*m, 11, prompts);
     // equal prompt lengths on streams 0 and 2: their steps pad to one length
     const size_t n = std::min(prompts[0].size(), prompts[2].size());
     prompts[0].resize(n), prompts[2].resize(n);
     generate_params gp;
     gp.n_predict = 24;
     generate_result alone[3];
-    for (int k = 0; k < 3; k++) alone[k] = generate_alone(*m, prompts[k], gp);
+    answers_alone(*m, prompts, gp, alone);
     auto eng = small_engine(*m, 4);
     ASSERT_TRUE(eng);
     std::vector<std::unique_ptr<context>> views;
@@ -243,16 +254,15 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
 TEST(step_engine, the_pass_cost_decides_the_padding) {
     auto m = test::load_or_fail(test::typed_model_path("q8_0"));
     ASSERT_TRUE(m);
-    std::mt19937 rng(5);
     token_vec prompts[2];
-    for (token_vec & p : prompts) p = test::random_code_prompt(*m, rng);
+    random_prompts(*m, 5, prompts);
     // unequal lengths: a step holding both prompts, or one prompt beside the other's generation, splits
     prompts[0].resize(std::min<size_t>(prompts[0].size(), 120));
     prompts[1].resize(std::min<size_t>(prompts[1].size(), 40));
     generate_params gp;
     gp.n_predict = 12;
     generate_result alone[2];
-    for (int k = 0; k < 2; k++) alone[k] = generate_alone(*m, prompts[k], gp);
+    answers_alone(*m, prompts, gp, alone);
     for (const bool flat : {true, false}) {
         auto eng = small_engine(*m, 2);
         ASSERT_TRUE(eng);
