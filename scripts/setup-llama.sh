@@ -12,9 +12,9 @@
 # (docs/results/design-notes/engine-notes.md). The cache is keyed by the commit, so a second run on the same machine is a no-op.
 # EDITSPEC_CACHE overrides the cache root (default: ~/.cache/editspec).
 #
-# Our patch to ggml (patches/ggml-batch-invariant.patch, its header says what and why) is applied
-# to a clone of the pinned commit; the cache key holds the patch's hash, so a changed patch builds
-# anew. ggml is built with llamafile's sgemm kernels, which the patch makes batch-invariant: a row
+# Our patches (patches/ggml-batch-invariant.patch to ggml, patches/llama-positions.patch to libllama;
+# each header says what and why) are applied to a clone of the pinned commit; the cache key holds
+# their hash, so a changed patch builds anew. ggml is built with llamafile's sgemm kernels, which the patch makes batch-invariant: a row
 # of an n-token pass gets the same arithmetic as that token decoded alone (docs/exactness.md).
 # ggml's RPC backend is built in (`--rpc`, `editspec rpc-server`: docs/scale-out.md); a worker runs
 # the same patched CPU kernels as the main process.
@@ -26,12 +26,14 @@ BUNDLE_SHA256=5f5d1105d5df040738d87b8290e5d17e7362131cdcfdb0831618e0ea528b4a51
 LLAMA_COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-patch_file=$root/patches/ggml-batch-invariant.patch
-if [ ! -f "$patch_file" ]; then
-    echo "setup-llama: error: $patch_file is missing" >&2
-    exit 2
-fi
-patch_sha=$(sha256sum "$patch_file" | cut -d' ' -f1)
+patch_files=("$root/patches/ggml-batch-invariant.patch" "$root/patches/llama-positions.patch")
+for f in "${patch_files[@]}"; do
+    if [ ! -f "$f" ]; then
+        echo "setup-llama: error: $f is missing" >&2
+        exit 2
+    fi
+done
+patch_sha=$(cat "${patch_files[@]}" | sha256sum | cut -d' ' -f1)
 # bump SETUP_VERSION when the build's configuration changes (2: common library installed;
 # 3: static archives' symbols not exported, see below; 4: ggml's RPC backend built in, AMX off)
 SETUP_VERSION=4
@@ -116,11 +118,14 @@ if [ -d "$src_dir/.git" ]; then
 else
     cp -a "$src_dir" "$patched_dir"
 fi
-if ! (cd "$patched_dir" && git apply --whitespace=nowarn "$patch_file"); then
-    log "error: $patch_file does not apply to llama.cpp $LLAMA_COMMIT"
-    exit 2
-fi
-log "applied $(basename "$patch_file") (sha256 ${patch_sha:0:12})"
+for f in "${patch_files[@]}"; do
+    if ! (cd "$patched_dir" && git apply --whitespace=nowarn "$f"); then
+        log "error: $f does not apply to llama.cpp $LLAMA_COMMIT"
+        exit 2
+    fi
+    log "applied $(basename "$f")"
+done
+log "patches' sha256 ${patch_sha:0:12}"
 if [ "$backend" = cuda ]; then
     if ! (cd "$patched_dir" && git apply --whitespace=nowarn "$cuda_patch"); then
         log "error: $cuda_patch does not apply to llama.cpp $LLAMA_COMMIT"

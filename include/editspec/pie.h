@@ -26,7 +26,7 @@
 // stay at their old positions; session.cpp): requests refuse it.
 //
 // Lower layer: engine only. Both request modes fall back to the prefix on a cache that cannot shift
-// (M-RoPE, recurrent) or a context with one sequence (the gaps go in through a spare sequence, 1).
+// (M-RoPE, recurrent).
 #pragma once
 
 #include "editspec/engine.h"
@@ -81,15 +81,14 @@ prompt_reuse_plan prompt_reuse_plan_make(std::span<const llama_token> cached, st
 
 // Carries out a plan on sequence 0 of ctx, which holds the cached tokens at their own positions:
 // removes the cells outside the prefix and the blocks, shifts each block to its place (RoPE
-// re-rotates its keys) and encodes the gaps (a gap before a block through sequence 1, which holds
-// everything before it). Then sequence 0 holds tokens; stale (tokens.size()) marks the blocks' tokens
+// re-rotates its keys) and encodes the gaps at their positions (a gap's tokens attend to what precedes
+// them: the mask is by position). Then sequence 0 holds tokens; stale (tokens.size()) marks the blocks' tokens
 // and the prefix's old marks (old_stale, as long as the cached tokens or empty). False on a failed
 // removal or decode: the cache is then cleared.
 bool pie_apply(context & ctx, batch & b, std::span<const llama_token> tokens, const prompt_reuse_plan & plan,
                std::span<const uint8_t> old_stale, std::vector<uint8_t> & stale);
 
-// pc as ctx can honour it: PIE falls back to the prefix on a cache that cannot shift or without a
-// spare sequence
+// pc as ctx can honour it: PIE falls back to the prefix on a cache that cannot shift
 prompt_cache_params prompt_cache_for(const context & ctx, const prompt_cache_params & pc);
 
 struct prefill_stats {

@@ -146,7 +146,7 @@ prompt_reuse_plan prompt_reuse_plan_make(std::span<const llama_token> cached, st
 prompt_cache_params prompt_cache_for(const context & ctx, const prompt_cache_params & pc) {
     prompt_cache_params p = pc;
     if (p.mode == KV_REUSE_CONFLICT) p.mode = KV_REUSE_PREFIX; // a request's cells stay at their positions
-    if (p.mode == KV_REUSE_PIE && (!ctx.can_shift() || ctx.n_seq_max() < 2)) p.mode = KV_REUSE_PREFIX;
+    if (p.mode == KV_REUSE_PIE && !ctx.can_shift()) p.mode = KV_REUSE_PREFIX;
     return p;
 }
 
@@ -175,25 +175,15 @@ bool pie_apply(context & ctx, batch & b, std::span<const llama_token> tokens, co
         if (it->to > it->from) ctx.kv_add(0, it->from, it->from + it->n, it->to - it->from);
     }
 
-    // the gaps between spans: a gap before a span goes in through sequence 1, which holds everything
-    // before it (a sequence's new positions must follow its last one); the last gap goes straight in
+    // the gaps between spans, each at its own positions in sequence 0: the mask is by position, so a
+    // gap's tokens attend to what precedes them only, not to the later spans already in place
+    // (patches/llama-positions.patch lets a batch go in before a sequence's last position)
     stale.assign(n, 0);
     for (int32_t i = 0; i < plan.n_prefix; i++) stale[i] = i < (int32_t) old_stale.size() ? old_stale[i] : 0;
     int32_t at = plan.n_prefix;
     for (size_t k = 0; k <= plan.blocks.size(); k++) {
         const int32_t end = k < plan.blocks.size() ? plan.blocks[k].to : n;
-        if (end > at) {
-            const auto gap = tokens.subspan(at, end - at);
-            if (k < plan.blocks.size()) {
-                ctx.kv_rm(1, -1, -1);
-                ctx.kv_cp(0, 1, 0, at);
-                if (!context_prefill(ctx, b, gap, at, 1)) return fail();
-                ctx.kv_cp(1, 0, at, end);
-                ctx.kv_rm(1, -1, -1);
-            } else if (!context_prefill(ctx, b, gap, at, 0)) {
-                return fail();
-            }
-        }
+        if (end > at && !context_prefill(ctx, b, tokens.subspan(at, end - at), at, 0)) return fail();
         if (k < plan.blocks.size()) {
             const prompt_reuse_block & blk = plan.blocks[k];
             std::fill(stale.begin() + blk.to, stale.begin() + blk.to + blk.n, (uint8_t) 1);

@@ -402,7 +402,10 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
             last = std::max(last, b.pos[i]);
         }
         laid[(size_t) subs[k]->seq] = b.n_tokens;
-        if (pad && b.n_tokens < n_longest && last + n_longest - b.n_tokens < n_ctx_seq_) {
+        // padding goes after the batch's last position, where its stream holds nothing: not after a
+        // batch that fills a gap before its stream's last cells (PIE's)
+        if (pad && b.n_tokens < n_longest && last + n_longest - b.n_tokens < n_ctx_seq_ &&
+            llama_memory_seq_pos_max(mem, subs[k]->seq) < last) {
             pads.push_back({subs[k]->seq, last + 1});
             for (int32_t i = b.n_tokens; i < n_longest; i++) {
                 ES_ASSERT(mb.add(b.token[b.n_tokens - 1], last + 1 + (i - b.n_tokens), {subs[k]->seq}, false));
@@ -424,9 +427,9 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
         // and neither does an idle stream's padding
         for (const auto & [q, from] : pads) llama_memory_seq_rm(mem, q, from, -1);
         for (submission * s : subs) {
-            llama_pos p0 = s->b->pos[0];
-            for (int32_t i = 0; i < s->b->n_tokens; i++) p0 = std::min(p0, s->b->pos[i]);
-            llama_memory_seq_rm(llama_get_memory(ctx_->get()), s->seq, p0, -1);
+            llama_pos p0 = s->b->pos[0], p1 = s->b->pos[0];
+            for (int32_t i = 0; i < s->b->n_tokens; i++) p0 = std::min(p0, s->b->pos[i]), p1 = std::max(p1, s->b->pos[i]);
+            llama_memory_seq_rm(mem, s->seq, p0, p1 + 1);
             s->ok = false;
         }
         return false;

@@ -23,14 +23,15 @@ namespace editspec {
 namespace {
 
 // the slots: views of one step engine (a KV stream of --ctx-size tokens each, every active request's
-// tokens in one llama_decode a step), or with --kv-reuse pie contexts of their own: PIE decodes an
-// edit's gaps under a spare sequence beside the slot's, which a view's one stream does not have
+// tokens in one llama_decode a step; PIE's too: an edit's gaps go in as prompt chunks at their own
+// positions), or with a head row contexts of their own: llama.cpp's heads (MTP, EAGLE-3, DFlash) are
+// driven as llama-server drives them, a second context that follows the target's sequence 0
+// (src/draft/llama-heads.cpp)
 bool add_slots(server_state & s, const server_params & p, const runner_params & rp, std::string * error) {
-    if (p.prompt_cache.mode == KV_REUSE_PIE || s.method.uses_head()) {
-        ES_SAY("serve", "%s: each slot has a context of its own and requests decode a pass each, not "
-                        "batched (the default, --kv-reuse prefix, batches them)\n",
-               s.method.uses_head() ? ("--method " + s.method.name + " drafts with the model's own head").c_str()
-                                    : "--kv-reuse pie");
+    if (s.method.uses_head()) {
+        ES_SAY("serve", "--method %s drafts with the model's own head: each slot has a context of its own and "
+                        "requests decode a pass each, not batched\n",
+               s.method.name.c_str());
         s.slots->add(std::move(s.rn.ctx));
         for (int32_t i = 1; i < p.n_parallel; i++) {
             auto ctx = runner_new_context(s.rn, error);

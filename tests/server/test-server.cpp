@@ -475,6 +475,75 @@ TEST(server, draft_model_passes_batch_across_requests) {
     }
 }
 
+// issue 70: PIE batches (--kv-reuse pie on the step engine's views: an edit's new tokens go into the
+// step as prompt chunks at their own positions, between the shifted spans). 4 clients, each a file and
+// then its edit (a line inserted near the top: the rest of the file is shifted, not encoded), one
+// client after another on one server and all at once on a fresh one: the same answers, the edits
+// reused their files' spans, and the steps carried several requests
+TEST(server, pie_requests_batch_and_answer_as_alone) {
+    if (!have_shipped()) GTEST_SKIP() << "no shipped model";
+    const char * words[] = {"sum", "max", "count", "reverse"};
+    std::vector<std::pair<json, json>> pairs; // (the file, its edit) per client
+    for (const char * w : words) {
+        std::string code = std::string("import os\n\ndef ") + w + "_all(xs):\n";
+        for (int k = 0; k < 6; k++) {
+            code += "    # step " + std::to_string(k) + " of the " + w + "\n    total_" + std::to_string(k) + " = " + w +
+                    "(x for x in xs if x > " + std::to_string(k) + ")\n";
+        }
+        code += "    return total_5\n";
+        std::string edited = code;
+        edited.insert(edited.find("def "), "# " + std::string(w) + " of every item, by threshold\n");
+        const auto body = [](const std::string & file) {
+            return json{{"prompt", "### Instruction:\nAdd a docstring.\n### Original code:\n" + file + "\n### Edited code:\n"},
+                        {"max_tokens", 24}, {"temperature", 0}};
+        };
+        pairs.push_back({body(code), body(edited)});
+    }
+    const auto run = [&](server_process & s, bool at_once, std::vector<json> & answers, std::vector<json> & usage) {
+        answers.assign(pairs.size(), json());
+        usage.assign(pairs.size(), json());
+        const auto client = [&](size_t i) {
+            for (const json * b : {&pairs[i].first, &pairs[i].second}) {
+                int status = 0;
+                const json r = post(s, "/v1/completions", b->dump(), &status);
+                if (status != 200) {
+                    answers[i] = r.dump();
+                    return;
+                }
+                answers[i] = r["choices"][0]["text"];
+                usage[i] = r["usage"]["prompt_tokens_details"];
+            }
+        };
+        std::vector<std::thread> clients;
+        for (size_t i = 0; i < pairs.size(); i++) {
+            if (at_once) {
+                clients.emplace_back(client, i);
+            } else {
+                client(i);
+            }
+        }
+        for (auto & t : clients) t.join();
+    };
+    std::vector<json> alone, together, usage_alone, usage_together;
+    {
+        server_process s({"--parallel", "4", "--kv-reuse", "pie"});
+        ASSERT_GT(s.pid, 0);
+        run(s, false, alone, usage_alone);
+    }
+    server_process s({"--parallel", "4", "--kv-reuse", "pie"});
+    ASSERT_GT(s.pid, 0);
+    run(s, true, together, usage_together);
+    for (size_t i = 0; i < pairs.size(); i++) {
+        EXPECT_EQ(together[i], alone[i]) << "client " << i;
+        EXPECT_EQ(usage_together[i], usage_alone[i]) << "client " << i;
+        EXPECT_GT(usage_together[i].value("shifted_tokens", 0), 50) << "client " << i << ": " << usage_together[i].dump();
+    }
+    const double steps = metric(s, "editspec_steps_total"), batches = metric(s, "editspec_step_requests_total");
+    EXPECT_GT(batches, steps * 1.5) << batches << " requests' passes in " << steps << " steps";
+    printf("pie, 4 clients at once: %.0f requests' passes in %.0f steps (%.2f a step); client 0 %s\n", batches, steps,
+           batches / steps, usage_together[0].dump().c_str());
+}
+
 // two conversations interleaved on 2 slots: each next turn finds its conversation's slot, decodes only
 // its new tokens (usage.prompt_tokens_details.cached_tokens) and answers as a fresh server does
 TEST(server, chat_turns_reuse_their_conversation_cache) {
