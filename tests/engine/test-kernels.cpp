@@ -4,7 +4,9 @@
 // tile (1, 7, 37, 67), batches of 2 to 33 columns, and 1 to 3 threads. test-batch-exact checks whole
 // models; this checks the matrix product alone, where a tile's edge or a thread's share of the rows is
 // what differs (ggml's CPU backend, the graph as libllama builds it: ggml_mul_mat of the weights by f32
-// activations).
+// activations). And the patched flash attention over an F16 cache laid out as libllama's (a cell's heads
+// side by side): every query row of a pass equals that row alone, bit for bit, over head sizes that
+// take each of the kernel's paths, grouped-query heads, masked holes and partial blocks.
 #include <ggml-alloc.h>
 #include <ggml-backend.h>
 #include <ggml-cpu.h>
@@ -14,6 +16,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -215,5 +218,104 @@ INSTANTIATE_TEST_SUITE_P(types, kernels_repacked,
                          ::testing::Values(kernel_case{GGML_TYPE_Q4_0, {224, 416}}, kernel_case{GGML_TYPE_IQ4_NL, {224, 416}},
                                            kernel_case{GGML_TYPE_Q4_K, {768, 1280}}),
                          [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
+
+// ----------------------------------------------------------------------------
+// flash attention
+
+struct fa_shape {
+    int64_t d;         // the head size (K and V)
+    int64_t n_head;    // query heads
+    int64_t n_head_kv; // KV heads (grouped-query attention when fewer)
+    int64_t n_kv;      // cells
+};
+
+// out [n_tokens][n_head][d] = flash attention of q ([n_tokens][n_head][d], f32) over the cache k, v
+// ([n_kv][n_head_kv][d], f16: a cell's heads side by side, as in libllama's cache) with mask
+// ([n_tokens][n_kv], f16), as libllama builds it (q and the cache permuted to heads-major)
+std::vector<float> flash_attn(const fa_shape & sh, const float * q, const std::vector<ggml_fp16_t> & k,
+                              const std::vector<ggml_fp16_t> & v, const ggml_fp16_t * mask, int64_t n_tokens, int n_threads) {
+    const size_t bytes = sizeof(float) * sh.d * sh.n_head * n_tokens * 2 + 2 * k.size() * sizeof(ggml_fp16_t) +
+                         sizeof(ggml_fp16_t) * sh.n_kv * n_tokens + 16 * ggml_tensor_overhead() + ggml_graph_overhead() + (1 << 20);
+    ggml_init_params ip = {bytes, nullptr, false};
+    ggml_context * ctx = ggml_init(ip);
+    EXPECT_NE(ctx, nullptr);
+    if (!ctx) return {};
+    ggml_tensor * Q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, sh.d, sh.n_head, n_tokens);
+    ggml_tensor * K = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, sh.d, sh.n_head_kv, sh.n_kv);
+    ggml_tensor * V = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, sh.d, sh.n_head_kv, sh.n_kv);
+    ggml_tensor * M = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, sh.n_kv, n_tokens);
+    memcpy(Q->data, q, sizeof(float) * sh.d * sh.n_head * n_tokens);
+    memcpy(K->data, k.data(), k.size() * sizeof(ggml_fp16_t));
+    memcpy(V->data, v.data(), v.size() * sizeof(ggml_fp16_t));
+    memcpy(M->data, mask, sizeof(ggml_fp16_t) * sh.n_kv * n_tokens);
+    ggml_tensor * out = ggml_flash_attn_ext(ctx, ggml_permute(ctx, Q, 0, 2, 1, 3), ggml_permute(ctx, K, 0, 2, 1, 3),
+                                            ggml_permute(ctx, V, 0, 2, 1, 3), M, 1.0f / sqrtf((float) sh.d), 0.0f, 0.0f);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, gf, n_threads), GGML_STATUS_SUCCESS);
+    std::vector<float> r((size_t) (sh.d * sh.n_head * n_tokens));
+    memcpy(r.data(), out->data, r.size() * sizeof(float));
+    ggml_free(ctx);
+    return r;
+}
+
+class kernels_flash_attn : public ::testing::TestWithParam<fa_shape> {};
+
+// the rows of a pass of n_tokens (the last n_tokens positions, each seeing the cells up to its own, and
+// not the holes: another sequence's cells, holding NaN that must never be multiplied) against each
+// token's row computed alone: 1 to 70 tokens (tiles of rows and what is left over), 1 to 3 threads.
+// (EDITSPEC_STOCK_FLASH_ATTN=1, ggml's own paths, fails it: 64+ rows go through its tiled kernel, and a
+// single row over 512+ cells is split across the threads.)
+TEST_P(kernels_flash_attn, batched_rows_equal_rows_alone) {
+    const fa_shape sh = GetParam();
+    std::mt19937 rng(74);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<ggml_fp16_t> k((size_t) (sh.n_kv * sh.n_head_kv * sh.d)), v(k.size());
+    std::vector<bool> hole((size_t) sh.n_kv);
+    for (int64_t c = 0; c < sh.n_kv; c++) hole[c] = c % 7 == 3;
+    for (size_t i = 0; i < k.size(); i++) {
+        const bool h = hole[i / (size_t) (sh.n_head_kv * sh.d)];
+        k[i] = ggml_fp32_to_fp16(h ? NAN : nd(rng));
+        v[i] = ggml_fp32_to_fp16(h ? NAN : nd(rng));
+    }
+    const int64_t max_tokens = 70;
+    std::vector<float> q((size_t) (max_tokens * sh.n_head * sh.d));
+    for (float & x : q) x = nd(rng);
+    for (int64_t n_tokens : {1, 2, 5, 33, 40, 70}) {
+        // token t at position n_kv - n_tokens + t
+        std::vector<ggml_fp16_t> mask((size_t) (n_tokens * sh.n_kv));
+        for (int64_t t = 0; t < n_tokens; t++) {
+            for (int64_t c = 0; c < sh.n_kv; c++) {
+                const bool seen = !hole[c] && c <= sh.n_kv - n_tokens + t;
+                mask[t * sh.n_kv + c] = ggml_fp32_to_fp16(seen ? 0.0f : -INFINITY);
+            }
+        }
+        for (int n_threads : {1, 2, 3}) {
+            const std::vector<float> got = flash_attn(sh, q.data(), k, v, mask.data(), n_tokens, n_threads);
+            const size_t row = (size_t) (sh.n_head * sh.d);
+            ASSERT_EQ(got.size(), row * n_tokens);
+            for (int64_t t = 0; t < n_tokens; t++) {
+                const std::vector<float> alone = flash_attn(sh, q.data() + t * row, k, v, mask.data() + t * sh.n_kv, 1, n_threads);
+                ASSERT_EQ(alone.size(), row);
+                for (size_t i = 0; i < row; i++) ASSERT_TRUE(std::isfinite(alone[i])) << "a masked cell was multiplied";
+                const bool same = memcmp(got.data() + t * row, alone.data(), sizeof(float) * row) == 0;
+                ASSERT_TRUE(same) << "head size " << sh.d << ", " << sh.n_head << "/" << sh.n_head_kv << " heads, " << sh.n_kv
+                                  << " cells: token " << t << " of " << n_tokens << ", " << n_threads
+                                  << " threads: " << got[t * row] << " against " << alone[0] << " alone";
+            }
+        }
+    }
+}
+
+// head sizes of the kernel's paths (64: 16-lane chunks only; 80: and a part; 128: the 8-register block;
+// 256: two), grouped-query heads, blocks of 32 cells with a part left over, a cache of 600 cells
+INSTANTIATE_TEST_SUITE_P(shapes, kernels_flash_attn,
+                         ::testing::Values(fa_shape{64, 4, 4, 37}, fa_shape{80, 4, 2, 70}, fa_shape{128, 4, 4, 300},
+                                           fa_shape{128, 8, 2, 129}, fa_shape{128, 2, 2, 600},
+                                           fa_shape{256, 2, 1, 45}),
+                         [](const ::testing::TestParamInfo<fa_shape> & i) {
+                             return "d" + std::to_string(i.param.d) + "_h" + std::to_string(i.param.n_head) + "_kv" +
+                                    std::to_string(i.param.n_head_kv) + "_c" + std::to_string(i.param.n_kv);
+                         });
 
 } // namespace
