@@ -44,8 +44,13 @@ asan_dir=${ASAN_BUILD_DIR:-$root/build-asan}
 asan_pid=
 if [ "$sanitize" != 0 ]; then
     mkdir -p "$asan_dir"
+    # clang compiles it in little more than half GCC's CPU time (both at -O0 -g1: 157 against 279 s on this
+    # project's 2 cores), and the run is CPU-bound end to end; GCC where clang is not installed (a build
+    # folder keeps the compiler it was configured with)
+    asan_cc=()
+    if command -v clang >/dev/null && command -v clang++ >/dev/null; then asan_cc=(CC=clang CXX=clang++); fi
     # the test models are the plain build's (the same bytes: make-model is seeded), not made again under ASan
-    CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDITSPEC_TEST_MODELS_FROM=$build_dir/test-models" \
+    env "${asan_cc[@]}" CMAKE_ARGS="-DEDITSPEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDITSPEC_TEST_MODELS_FROM=$build_dir/test-models" \
         BUILD_DIR=$asan_dir BUILD_TARGETS=editspec_sanitized_tests \
         nice -n 19 "$root/scripts/build.sh" >"$asan_dir/build-beside.log" 2>&1 &
     asan_pid=$!
