@@ -2,7 +2,7 @@
 """Soak `editspec serve`: a mixed client population for a set time, its memory, descriptors and answers watched.
 
     python3 bench/soak.py --binary build/bin/editspec --minutes 60 [--slots 2] [--clients 8] [--out DIR]
-    python3 bench/soak.py --binary build/bin/editspec --minutes 2 --check        (CI's two-minute version)
+    python3 bench/soak.py --binary build/bin/editspec --minutes 1 --check        (CI's one-minute version)
 
 Starts `editspec serve --parallel SLOTS` with its defaults (the shipped models) and runs --clients
 clients (default twice the slots) for --minutes. Each client loops over request kinds drawn at random

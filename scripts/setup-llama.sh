@@ -26,7 +26,7 @@ BUNDLE_SHA256=5f5d1105d5df040738d87b8290e5d17e7362131cdcfdb0831618e0ea528b4a51
 LLAMA_COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-patch_files=("$root/patches/ggml-batch-invariant.patch" "$root/patches/llama-positions.patch")
+patch_files=("$root/patches/ggml-batch-invariant.patch" "$root/patches/llama-positions.patch" "$root/patches/llama-kv-regions.patch")
 for f in "${patch_files[@]}"; do
     if [ ! -f "$f" ]; then
         echo "setup-llama: error: $f is missing" >&2

@@ -4,7 +4,7 @@
 #   scripts/test.sh            the default tier (CI; under 15 minutes on 2 cores once llama.cpp is
 #                              cached): every drafter family lossless against ar on every weight type
 #                              we claim, 1 and 2 threads, adversarial drafts; the server, a hostile
-#                              client, slow clients, faults, a two-minute soak; the parsers. Then its
+#                              client, slow clients, faults, a one-minute soak; the parsers. Then its
 #                              server, input and engine tests again under ASan + UBSan
 #   scripts/test.sh --long     and the long tier (tests named *.long_*): every CanItEdit item x every
 #                              method, every weight type to the end, the training pipeline. Run it

@@ -8,10 +8,14 @@
 //     std::unique_ptr<editspec::context> c = eng->view(2);   // a context on stream 2
 //     eng->enter(2);  generate_spec(*c, ...);  eng->leave(2); // on any thread, one per view
 //
-// Design: one llama_context whose KV cache has one stream per view (kv_unified = false; each stream
-// its own cells in their own order, so a request's attention sums run over exactly the cells it would
-// have alone, and the extra cells a wider step adds are masked ones at the end: exact, as the
-// batch-invariant kernels make each row of a mat-mul independent of the rows beside it). A view is
+// Design: one llama_context whose unified KV cache gives each view a region of cells of its own
+// (regions, the default on a CPU: patches/llama-kv-regions.patch places a sequence's tokens in the
+// lowest free cells of its region, so they lie as in a cache of its own, offset by whole blocks of the
+// flash-attention kernel, which skips the blocks a row's mask drops: a request's attention sums run
+// over exactly the cells, in the blocks, it would have alone; exact, as the batch-invariant kernels
+// make each row of a mat-mul independent of the rows beside it). libllama takes a unified cache's
+// batch in one ubatch whatever its mix (split_simple): a step is one pass. Without regions (a GPU,
+// flash attention off) each view has a KV stream of its own (kv_unified = false). A view is
 // a `context` (engine.h) whose decode() hands its batch to the engine and waits: the engine thread
 // gathers the batches of every active view (one that entered and did not leave) into one batch, in
 // stream order, and decodes it; each view gets its rows' logits copied back. A step starts once every
@@ -21,11 +25,11 @@
 // chunks); a view's batch that does not fit waits for the next step.
 //
 // The decoders run unchanged on a view: they see one sequence (0), n_seq_max() == 1 (draft trees
-// are chains, as exact greedy verification wants anyway), n_ctx() = per_seq.n_ctx. libllama's
-// ubatch split puts equal token counts of consecutive streams in one ubatch (split_equal), so views
-// whose batches differ in length, or streams with an idle one between them, take more than one ubatch
-// of the step; padding (pad_ratio) evens the lengths and fills the idle streams between with throwaway
-// tokens where that costs little.
+// are chains, as exact greedy verification wants anyway), n_ctx() = per_seq.n_ctx (rounded up to 256
+// with regions). With streams, libllama's ubatch split puts equal token counts of consecutive streams
+// in one ubatch (split_equal), so views whose batches differ in length, or streams with an idle one
+// between them, take more than one ubatch of the step; padding (pad_ratio) evens the lengths and fills
+// the idle streams between with throwaway tokens where that costs little.
 //
 // Cancellation: a view's cancel flag (context::set_cancel) fails its decode at once; a step whose
 // every batch is cancelled is aborted inside llama_decode (llama_set_abort_callback).
@@ -54,14 +58,17 @@
 namespace editspec {
 
 struct step_params {
-    int32_t n_seq         = 1;     // views (requests decoding at once), a KV stream each, <= 64
+    int32_t n_seq         = 1;     // views (requests decoding at once), a KV region or stream each, <= 64
+    bool    regions       = true;  // one unified cache, a region of cells per view: every step one ubatch.
+                                   // Taken where the kernels keep it exact: flash attention on, no GPU
+                                   // (its kernels do not skip other regions' blocks); else a stream per view
     context_params per_seq;        // per view: n_ctx (tokens), n_batch (most tokens of one decode call,
                                    // a prompt's chunk), threads, flash attention
     int32_t n_step_tokens = 0;     // most tokens one step carries, 0 = n_seq * per_seq.n_batch
     double  wait_frac     = 0.25;  // how long a step waits for active views without a batch, as a
                                    // fraction of the last step's decode time (plus wait_ms)
     double  wait_ms       = 1.0;   // and a fixed part (a small draft model's passes take well under 1 ms)
-    double  pad_ratio     = -1.0;  // pad batches to the step's longest (one ubatch) while the padded
+    double  pad_ratio     = -1.0;  // streams only: pad batches to the step's longest (one ubatch) while the padded
                                    // step has at most this many times its own tokens; 0 = never;
                                    // < 0: while the padded pass costs no more than the ubatches it
                                    // replaces, by the pass cost (step_engine::set_pass_cost), 1.5 before
@@ -80,7 +87,7 @@ struct step_stats {
     double  gather_ms  = 0; // time a step waited for active views after its first batch arrived
 };
 
-// The ubatches libllama's split of a multi-stream batch makes (llama_batch_allocr::split_equal,
+// With streams (not regions): the ubatches libllama's split of a multi-stream batch makes (llama_batch_allocr::split_equal,
 // sequential): each takes a run of consecutive streams that still hold tokens, the same number from
 // each (the fewest any of them holds, at most n_ubatch in all). tokens[s]: stream s's tokens, in stream
 // order (0 = none in the step).
@@ -109,6 +116,8 @@ public:
 
     const step_params & params() const { return params_; }
     int32_t n_seq() const { return params_.n_seq; }
+    // a unified cache of a region per view (step_params::regions, where it was taken)
+    bool regions() const { return regions_; }
     step_stats stats() const;
 
     // what one pass of n tokens costs (ms, or any unit), for the padding's choice (pad_ratio < 0): the
@@ -148,10 +157,11 @@ private:
 
     const model & model_;
     step_params params_;
-    std::unique_ptr<context> ctx_;   // the shared context (kv_unified = false, n_seq streams)
+    std::unique_ptr<context> ctx_;   // the shared context (regions of one unified cache, or n_seq streams)
+    bool regions_ = false;
     std::unique_ptr<batch> merged_;  // the step's batch
     int32_t n_vocab_ = 0;
-    int32_t n_ctx_seq_ = 0;          // cells of one stream
+    int32_t n_ctx_seq_ = 0;          // cells of one region or stream
 
     std::mutex ctx_mu_;              // the llama_context: a step's decode, or one view's KV operation
 

@@ -8,8 +8,9 @@
 //   1-4   b_0 .. b_3   0 .. 3         1              0 0 0 1
 //   5-8   c_root c1-3  nC .. nC+3     2              1 1 1 1
 //
-// Rows go in stream order, each view's contiguous (libllama's sequential split takes consecutive
-// streams with equal token counts into one ubatch). Each view gets back the logits of its own rows.
+// Rows go in view order, each view's contiguous; seq is the view's region of the unified cache (one
+// ubatch whatever the lengths), or its stream (libllama's sequential split takes consecutive streams
+// with equal token counts into one ubatch). Each view gets back the logits of its own rows.
 #include "editspec/step.h"
 #include "editspec/clock.h"
 #include "editspec/log.h"
@@ -63,11 +64,17 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     if (e->params_.n_step_tokens <= 0) e->params_.n_step_tokens = p.n_seq * p.per_seq.n_batch;
     e->params_.n_step_tokens = std::max(e->params_.n_step_tokens, p.per_seq.n_batch);
     context_params cp = p.per_seq;
-    cp.n_ctx = p.per_seq.n_ctx * p.n_seq;
+    // regions where the kernels keep them exact: the CPU's flash attention skips other regions' blocks
+    e->regions_ = p.regions && p.n_seq > 1 && p.per_seq.flash_attn && !engine_has_gpu();
+    if (const char * r = getenv("EDITSPEC_STEP_REGIONS")) e->regions_ = e->regions_ && atoi(r) != 0;
+    // a region is a whole number of the attention's blocks (and libllama's 256-cell padding)
+    const int32_t n_ctx_seq = e->regions_ ? (p.per_seq.n_ctx + 255) / 256 * 256 : p.per_seq.n_ctx;
+    cp.n_ctx = n_ctx_seq * p.n_seq;
     cp.n_seq_max = p.n_seq;
-    cp.kv_unified = p.n_seq == 1; // a stream per request
+    cp.kv_unified = e->regions_ || p.n_seq == 1; // else a stream per request
     cp.n_batch = e->params_.n_step_tokens;
-    cp.n_ubatch = std::min(p.per_seq.n_ubatch, cp.n_batch);
+    // regions: the whole step in one ubatch (split_simple takes any mix up to n_ubatch)
+    cp.n_ubatch = e->regions_ ? cp.n_batch : std::min(p.per_seq.n_ubatch, cp.n_batch);
     std::string err;
     e->ctx_ = context_create(m, cp, &err);
     if (!e->ctx_) {
@@ -79,7 +86,11 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     llama_set_abort_callback(e->ctx_->get(), &step_engine::abort_cb, e.get());
     e->merged_ = std::make_unique<batch>(cp.n_batch, 1);
     e->n_vocab_ = m.facts().n_vocab;
-    e->n_ctx_seq_ = (int32_t) llama_n_ctx_seq(e->ctx_->get());
+    if (e->regions_ && !llama_memory_set_seq_regions(llama_get_memory(e->ctx_->get()), true)) {
+        return fail("step engine: the KV cache of " + std::to_string(cp.n_ctx) + " cells takes no regions of " +
+                    std::to_string(n_ctx_seq) + " (a recurrent or hybrid model?); EDITSPEC_STEP_REGIONS=0 gives each request a stream");
+    }
+    e->n_ctx_seq_ = e->regions_ ? (int32_t) llama_n_ctx(e->ctx_->get()) / p.n_seq : (int32_t) llama_n_ctx_seq(e->ctx_->get());
     if (const char * pr = getenv("EDITSPEC_STEP_PAD")) e->params_.pad_ratio = atof(pr);
     e->active_.assign((size_t) p.n_seq, 0);
     e->last_tokens_.assign((size_t) p.n_seq, 0);
@@ -104,8 +115,8 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     if (!warmed.get()) {
         return fail("step engine: the warm-up decode failed (EDITSPEC_LOG=info shows libllama's reason)");
     }
-    ES_LOG_INFO("step engine: %d requests at once, %d tokens of context each, at most %d tokens a step\n", p.n_seq,
-                (int) llama_n_ctx_seq(e->ctx_->get()), e->params_.n_step_tokens);
+    ES_LOG_INFO("step engine: %d requests at once, %d tokens of context each (%s), at most %d tokens a step\n", p.n_seq,
+                e->n_ctx_seq_, e->regions_ ? "regions of one cache" : "a stream each", e->params_.n_step_tokens);
     return e;
 }
 
@@ -125,7 +136,7 @@ std::unique_ptr<context> step_engine::view(llama_seq_id seq) {
     c->step_ = this;
     c->seq_ = seq;
     c->n_vocab_ = n_vocab_;
-    c->n_ctx_view_ = (int32_t) llama_n_ctx_seq(ctx_->get());
+    c->n_ctx_view_ = n_ctx_seq_;
     c->params_ = params_.per_seq;
     c->params_.n_ctx = c->n_ctx_view_;
     c->params_.n_seq_max = 1;
@@ -363,9 +374,11 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     // the idle streams' throwaway rows attend to their cells: no more than the step's own rows do, and
     // 512 cells a row (on a CPU the weights, read once for every row, cost more than that)
     idle_ok = idle_ok && idle_attention <= attention + (int64_t) n_longest * 512;
-    if (!idle_ok) idle.clear();
+    if (!idle_ok || regions_) idle.clear();
     const int32_t n_padded = n_longest * (int32_t) (subs.size() + idle.size());
-    bool pad = subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() && n_padded <= params_.n_ubatch_max();
+    // regions: one ubatch whatever the mix, nothing to pad
+    bool pad = !regions_ && subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() &&
+               n_padded <= params_.n_ubatch_max();
     std::shared_ptr<const std::function<double(int32_t)>> cost;
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -413,7 +426,12 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
             laid[(size_t) subs[k]->seq] = n_longest;
         }
     }
-    run_ubatches_ += step_ubatches(laid, std::min(params_.n_ubatch_max(), mb.capacity()));
+    if (regions_) {
+        const int32_t n_ubatch = (int32_t) llama_n_ubatch(ctx_->get());
+        run_ubatches_ += (mb.size() + n_ubatch - 1) / n_ubatch;
+    } else {
+        run_ubatches_ += step_ubatches(laid, std::min(params_.n_ubatch_max(), mb.capacity()));
+    }
     // a step whose every request is cancelled stops inside llama_decode (abort_cb)
     step_abort_ = all_cancelled(subs);
     const int32_t ret = step_abort_ ? 2 : llama_decode(ctx_->get(), mb.get());

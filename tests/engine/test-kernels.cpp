@@ -307,6 +307,78 @@ TEST_P(kernels_flash_attn, batched_rows_equal_rows_alone) {
     }
 }
 
+// a unified cache of regions (patches/llama-kv-regions.patch, the step engine's layout): three
+// sequences, each in a region of 256 cells of its own (free cells hold NaN), their passes' rows in one
+// batch, interleaved, against each sequence's rows over a cache of its own (its region's cells at 0):
+// the same bits, on 1-3 threads (a row skips the blocks its mask drops whole, and a region starts on
+// a block, so its cells fall into the blocks they fill alone)
+TEST(kernels_flash_attn_regions, rows_of_several_regions_equal_each_alone) {
+    const int64_t region = 256;
+    const int64_t len[3] = {100, 256, 37};  // cells each sequence holds, its pass the last n_pass of them
+    const int64_t n_pass[3] = {3, 1, 33};
+    for (const fa_shape & base : {fa_shape{128, 4, 2, 0}, fa_shape{64, 2, 2, 0}}) {
+        fa_shape sh = base;
+        sh.n_kv = 3 * region;
+        const int64_t cell = sh.n_head_kv * sh.d, row = sh.n_head * sh.d;
+        std::mt19937 rng(75);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<ggml_fp16_t> k((size_t) (sh.n_kv * cell)), v(k.size());
+        for (int64_t c = 0; c < sh.n_kv; c++) {
+            const bool used = c % region < len[c / region];
+            for (int64_t i = 0; i < cell; i++) {
+                k[(size_t) (c * cell + i)] = ggml_fp32_to_fp16(used ? nd(rng) : NAN);
+                v[(size_t) (c * cell + i)] = ggml_fp32_to_fp16(used ? nd(rng) : NAN);
+            }
+        }
+        std::vector<std::pair<int, int64_t>> rows; // (sequence, position), interleaved as a step lays them
+        for (int64_t i = 0; i < 33; i++) {
+            for (int r = 0; r < 3; r++) {
+                if (i < n_pass[r]) rows.push_back({r, len[r] - n_pass[r] + i});
+            }
+        }
+        const int64_t n_rows = (int64_t) rows.size();
+        std::vector<float> q((size_t) (n_rows * row));
+        for (float & x : q) x = nd(rng);
+        std::vector<ggml_fp16_t> mask((size_t) (n_rows * sh.n_kv));
+        for (int64_t t = 0; t < n_rows; t++) {
+            for (int64_t c = 0; c < sh.n_kv; c++) {
+                const bool seen = c / region == rows[t].first && c % region <= rows[t].second;
+                mask[(size_t) (t * sh.n_kv + c)] = ggml_fp32_to_fp16(seen ? 0.0f : -INFINITY);
+            }
+        }
+        for (int n_threads : {1, 2, 3}) {
+            const std::vector<float> got = flash_attn(sh, q.data(), k, v, mask.data(), n_rows, n_threads);
+            ASSERT_EQ(got.size(), (size_t) (n_rows * row));
+            for (int r = 0; r < 3; r++) {
+                fa_shape own = sh;
+                own.n_kv = region;
+                const std::vector<ggml_fp16_t> k_own(k.begin() + r * region * cell, k.begin() + (r + 1) * region * cell);
+                const std::vector<ggml_fp16_t> v_own(v.begin() + r * region * cell, v.begin() + (r + 1) * region * cell);
+                std::vector<float> q_own;
+                std::vector<ggml_fp16_t> m_own;
+                std::vector<int64_t> at; // the rows of the batch that are sequence r's
+                for (int64_t t = 0; t < n_rows; t++) {
+                    if (rows[t].first != r) continue;
+                    at.push_back(t);
+                    q_own.insert(q_own.end(), q.begin() + t * row, q.begin() + (t + 1) * row);
+                    for (int64_t c = 0; c < region; c++) {
+                        m_own.push_back(ggml_fp32_to_fp16(c <= rows[t].second ? 0.0f : -INFINITY));
+                    }
+                }
+                const std::vector<float> alone = flash_attn(own, q_own.data(), k_own, v_own, m_own.data(), (int64_t) at.size(), n_threads);
+                ASSERT_EQ(alone.size(), at.size() * (size_t) row);
+                for (size_t j = 0; j < at.size(); j++) {
+                    for (int64_t i = 0; i < row; i++) ASSERT_TRUE(std::isfinite(alone[j * row + i]));
+                    const bool same = memcmp(got.data() + at[j] * row, alone.data() + j * row, sizeof(float) * row) == 0;
+                    ASSERT_TRUE(same) << "head size " << sh.d << ": sequence " << r << "'s row at position " << rows[at[j]].second
+                                      << ", " << n_threads << " threads: " << got[at[j] * row] << " against "
+                                      << alone[j * row] << " in a cache of its own";
+                }
+            }
+        }
+    }
+}
+
 // head sizes of the kernel's paths (64: 16-lane chunks only; 80: and a part; 128: the 8-register block;
 // 256: two), grouped-query heads, blocks of 32 cells with a part left over, a cache of 600 cells
 INSTANTIATE_TEST_SUITE_P(shapes, kernels_flash_attn,

@@ -27,7 +27,10 @@ struct job {
 // start at staggered times, so prompt chunks mix with generating passes)
 // hosted: the engine's decodes run on another engine's thread (a draft model's engine on the
 // target's), that engine decoding a request of its own meanwhile
-void check_batched_equals_alone(const std::string & type, int32_t n_threads, uint32_t seed, bool hosted = false) {
+// regions: the engine's default layout (a region of one unified cache per view, every step one ubatch);
+// false: a KV stream per view
+void check_batched_equals_alone(const std::string & type, int32_t n_threads, uint32_t seed, bool hosted = false,
+                                bool regions = true) {
     auto m = test::load_or_fail(test::typed_model_path(type));
     ASSERT_TRUE(m);
     std::mt19937 rng(seed);
@@ -59,6 +62,7 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     sp.per_seq.n_threads = n_threads;
     sp.per_seq.n_batch = 64; // prompt chunks of 64: long prompts take several steps
     sp.n_step_tokens = 128;
+    sp.regions = regions;
     std::string err;
     std::unique_ptr<step_engine> host;
     if (hosted) {
@@ -69,6 +73,7 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     }
     auto eng = step_engine::create(*m, sp, &err, host.get());
     ASSERT_TRUE(eng) << err;
+    ASSERT_EQ(eng->regions(), regions);
     std::unique_ptr<context> host_view = host ? host->view(0) : nullptr;
     generate_result host_answer;
     std::thread host_thread;
@@ -122,7 +127,11 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     EXPECT_GT(st.steps, 0);
     // the point of the engine: steps carried several requests' batches
     EXPECT_GT(st.batches, st.steps) << "no step carried two requests";
-    EXPECT_GE(st.ubatches, st.steps);
+    if (regions) {
+        EXPECT_EQ(st.ubatches, st.steps) << "a step of regions is one ubatch";
+    } else {
+        EXPECT_GE(st.ubatches, st.steps);
+    }
 }
 
 // libllama's sequential split_equal, as step_ubatches counts it: a ubatch per run of consecutive
@@ -177,9 +186,10 @@ void run_together(step_engine & eng, std::vector<std::unique_ptr<context>> & vie
     for (std::thread & t : threads) t.join();
 }
 
-std::unique_ptr<step_engine> small_engine(const model & m, int32_t n_seq) {
+std::unique_ptr<step_engine> small_engine(const model & m, int32_t n_seq, bool regions = true) {
     step_params sp;
     sp.n_seq = n_seq;
+    sp.regions = regions;
     sp.per_seq.n_ctx = 512;
     sp.per_seq.n_threads = 1;
     std::string err;
@@ -197,13 +207,19 @@ TEST_P(step_exact, batched_answers_equal_answers_alone) {
 // the K-quants and the repacked kernels included
 INSTANTIATE_TEST_SUITE_P(types, step_exact, ::testing::Values("f32", "f16", "q8_0", "q4_0", "q4_k_m", "q6_k"));
 
+// a KV stream per view (the layout without regions: a GPU, flash attention off): the same answers
+TEST(step_engine, streams_answer_as_alone) {
+    check_batched_equals_alone("q8_0", 2, 7, false, false);
+    check_batched_equals_alone("q4_k_m", 1, 9, false, false);
+}
+
 // a guest engine (the server's draft model) decodes on its host's thread between the host's own steps:
 // both answer as alone
 TEST(step_engine, a_guest_engine_decodes_on_its_hosts_thread) {
     check_batched_equals_alone("q8_0", 2, 11, true);
 }
 
-// requests on streams 0 and 2 with stream 1 idle between them: the step fills stream 1 with throwaway
+// (streams) requests on streams 0 and 2 with stream 1 idle between them: the step fills stream 1 with throwaway
 // tokens after its own cells (removed after the pass) so the step is one ubatch, not two. Every answer
 // equals its answer alone, the idle stream's included when it goes on from its cached prompt afterwards
 TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) {
@@ -218,7 +234,7 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
     gp.n_predict = 24;
     generate_result alone[3];
     answers_alone(*m, prompts, gp, alone);
-    auto eng = small_engine(*m, 4);
+    auto eng = small_engine(*m, 4, false);
     ASSERT_TRUE(eng);
     std::vector<std::unique_ptr<context>> views;
     for (int32_t s = 0; s < 4; s++) views.push_back(eng->view(s));
@@ -249,7 +265,7 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
     EXPECT_GE(got[1].prompt_cached, (int64_t) prompts[1].size() - 1) << "stream 1's prompt was not kept";
 }
 
-// the padding's choice by the pass cost (step_params::pad_ratio < 0): where a padded pass costs no more
+// (streams) the padding's choice by the pass cost (step_params::pad_ratio < 0): where a padded pass costs no more
 // than the split's ubatches (a flat cost), every step is one ubatch; answers equal each served alone either way
 TEST(step_engine, the_pass_cost_decides_the_padding) {
     auto m = test::load_or_fail(test::typed_model_path("q8_0"));
@@ -264,7 +280,7 @@ TEST(step_engine, the_pass_cost_decides_the_padding) {
     generate_result alone[2];
     answers_alone(*m, prompts, gp, alone);
     for (const bool flat : {true, false}) {
-        auto eng = small_engine(*m, 2);
+        auto eng = small_engine(*m, 2, false);
         ASSERT_TRUE(eng);
         if (flat) {
             eng->set_pass_cost([](int32_t) { return 1.0; });
