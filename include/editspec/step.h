@@ -62,6 +62,9 @@ struct step_params {
     bool    regions       = true;  // one unified cache, a region of cells per view: every step one ubatch.
                                    // Taken where the kernels keep it exact: flash attention on, no GPU
                                    // (its kernels do not skip other regions' blocks); else a stream per view
+    int32_t regions_max_cells = 32768; // and while the cache has at most this many cells: each row's mask
+                                   // spans every region (libllama builds it, the kernel scans it), a cost
+                                   // that grows as views x their context, where a stream's spans its own
     context_params per_seq;        // per view: n_ctx (tokens), n_batch (most tokens of one decode call,
                                    // a prompt's chunk), threads, flash attention
     int32_t n_step_tokens = 0;     // most tokens one step carries, 0 = n_seq * per_seq.n_batch

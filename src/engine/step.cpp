@@ -65,10 +65,12 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     e->params_.n_step_tokens = std::max(e->params_.n_step_tokens, p.per_seq.n_batch);
     context_params cp = p.per_seq;
     // regions where the kernels keep them exact: the CPU's flash attention skips other regions' blocks
-    e->regions_ = p.regions && p.n_seq > 1 && p.per_seq.flash_attn && !engine_has_gpu();
-    if (const char * r = getenv("EDITSPEC_STEP_REGIONS")) e->regions_ = e->regions_ && atoi(r) != 0;
     // a region is a whole number of the attention's blocks (and libllama's 256-cell padding)
-    const int32_t n_ctx_seq = e->regions_ ? (p.per_seq.n_ctx + 255) / 256 * 256 : p.per_seq.n_ctx;
+    const int32_t n_ctx_region = (p.per_seq.n_ctx + 255) / 256 * 256;
+    e->regions_ = p.regions && p.n_seq > 1 && p.per_seq.flash_attn && !engine_has_gpu() &&
+                  (int64_t) n_ctx_region * p.n_seq <= p.regions_max_cells;
+    if (const char * r = getenv("EDITSPEC_STEP_REGIONS")) e->regions_ = e->regions_ && atoi(r) != 0;
+    const int32_t n_ctx_seq = e->regions_ ? n_ctx_region : p.per_seq.n_ctx;
     cp.n_ctx = n_ctx_seq * p.n_seq;
     cp.n_seq_max = p.n_seq;
     cp.kv_unified = e->regions_ || p.n_seq == 1; // else a stream per request

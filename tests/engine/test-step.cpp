@@ -207,6 +207,24 @@ TEST_P(step_exact, batched_answers_equal_answers_alone) {
 // the K-quants and the repacked kernels included
 INSTANTIATE_TEST_SUITE_P(types, step_exact, ::testing::Values("f32", "f16", "q8_0", "q4_0", "q4_k_m", "q6_k"));
 
+// regions where their masks stay small: a cache past regions_max_cells cells takes a stream per view
+TEST(step_engine, regions_only_up_to_their_cells) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    step_params sp;
+    sp.n_seq = 4;
+    sp.per_seq.n_ctx = 300; // regions of 512 cells: 2,048 in all
+    sp.per_seq.n_threads = 1;
+    std::string err;
+    for (const int32_t max_cells : {2048, 2047}) {
+        sp.regions_max_cells = max_cells;
+        auto eng = step_engine::create(*m, sp, &err);
+        ASSERT_TRUE(eng) << err;
+        EXPECT_EQ(eng->regions(), max_cells == 2048) << max_cells;
+        EXPECT_EQ(eng->view(1)->n_ctx(), 512) << max_cells; // libllama pads a stream's cells to 256 too
+    }
+}
+
 // a KV stream per view (the layout without regions: a GPU, flash attention off): the same answers
 TEST(step_engine, streams_answer_as_alone) {
     check_batched_equals_alone("q8_0", 2, 7, false, false);
