@@ -28,6 +28,7 @@
 namespace editspec {
 
 class retrieval_cache;
+class shared_head; // llama-heads.h
 
 // the papers' settings a user may change (--copy-gamma, ...; the papers' defaults): the drafters read
 // theirs, the acceptance policies theirs (request.cpp)
@@ -63,6 +64,9 @@ struct drafter_inputs {
     std::span<const datastore * const> datastores;      // the common datastores (--datastore)
     std::span<const datastore * const> repo_datastores; // the repository's (--repo-datastore)
     retrieval_cache * cache = nullptr;     // FastCoder: a cache kept across requests, null = per request
+    shared_head * head        = nullptr;   // a step engine's head (llama-heads.h) that a head row drafts through
+                                           // on a view of that engine, null = none (a head row needs a context
+                                           // of its own then)
     method_settings settings;
 };
 

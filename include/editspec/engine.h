@@ -174,6 +174,8 @@ public:
     void set_decode_hook(std::function<void(const llama_batch &)> hook) { hook_ = std::move(hook); }
     // a view of a step engine (step.h)
     bool is_view() const { return step_ != nullptr; }
+    // a view: the engine's sequence its sequence 0 is (its region or stream); 0 for an owned context
+    llama_seq_id view_seq() const { return seq_; }
     // a view: what the other requests put in the engine's last step (0, 0 for an owned context)
     struct step_load {
         int32_t tokens   = 0; // their tokens

@@ -48,7 +48,8 @@ struct method_spec {
     bool is_ar() const { return drafters.empty() && !is_auto; }
     // a drafter that cannot run without one (sd, efficientedit, copyspec); `auto` uses one when loaded
     bool uses_draft_model() const;
-    // a drafter reads the target's hidden states (a model-native head): it needs a context of its own
+    // a drafter reads the target's hidden states (a model-native head): a context of its own, or a
+    // server's head that follows its step engine (llama-heads.h)
     bool uses_head() const;
     // a drafter that drafts from the code being edited (reuse, efficientedit); `auto` when it has one
     bool uses_original() const;

@@ -85,6 +85,8 @@ struct request {
     context * draft_ctx = nullptr;          // a context on the draft model lent to the request's draft-model
                                             // drafter (drafters.h), null = it makes its own
     token_vec * draft_kept = nullptr;       // with draft_ctx: the tokens it holds from the last request
+    shared_head * head = nullptr;           // the step engine's head a head row drafts through (llama-heads.h),
+                                            // null = it makes its own (a context of its own)
     std::shared_ptr<token_constraint> constraint; // constrained decoding (constraint.h), null = none; gen.constraint is set from it
     // edits and applies: the fewest tokens their whole answer takes (request_answer_tokens), 0 = unknown
     // (a completion); a request whose prompt and answer cannot fit is refused before it decodes

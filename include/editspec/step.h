@@ -118,6 +118,9 @@ public:
     void leave(llama_seq_id seq);
 
     const step_params & params() const { return params_; }
+    // the context every view decodes in: for what reads a step's outputs beside the views (the step
+    // hook's head); its decodes and KV operations are the engine's and its views'
+    const context & shared_context() const { return *ctx_; }
     int32_t n_seq() const { return params_.n_seq; }
     // a unified cache of a region per view (step_params::regions, where it was taken)
     bool regions() const { return regions_; }
@@ -126,6 +129,18 @@ public:
     // what one pass of n tokens costs (ms, or any unit), for the padding's choice (pad_ratio < 0): the
     // request layer hands the cost model's curve here once it has it. Any thread; f must be pure
     void set_pass_cost(std::function<double(int32_t)> f);
+
+    // called with each step's batch right after its llama_decode succeeds, on the engine's thread, the
+    // context's lock held: view v's rows hold sequence id v (its region or stream), each view's rows
+    // contiguous and in order, positions as the view sent them. A head that follows every request's
+    // target states (llama-heads.h) reads them here, while the target's outputs are the step's. With a
+    // hook the engine pads no step (padding's throwaway rows would reach it). Empty = none. Any thread
+    void set_step_hook(std::function<void(const llama_batch &)> hook);
+
+    // runs f on this engine's thread, between its steps, and waits for it: work on a context that must
+    // not overlap a step (a head's context the step hook decodes), or a guest engine's decode, in the
+    // process's one OpenMP team. Not from the engine's own thread (f itself, a hook)
+    void run_on_thread(const std::function<void()> & f);
 
 private:
     friend class context;
@@ -145,8 +160,6 @@ private:
     bool decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, std::vector<float> & logits,
                 std::vector<int32_t> & rows);
     void loop();
-    // runs f on this engine's thread, between its steps, and waits for it (a guest engine's decode)
-    void run_on_thread(const std::function<void()> & f);
     // the guests' work waiting for this engine's thread (mu_ held; released while each runs)
     void run_guest_jobs(std::unique_lock<std::mutex> & lock);
     // one step over `subs` (ctx_mu_ held): false when llama_decode failed or was aborted
@@ -181,6 +194,7 @@ private:
     std::vector<int32_t> last_tokens_; // [n_seq] each stream's tokens in the last step
     int32_t run_ubatches_ = 0;       // the running step's ubatches (its decodes: one, or one per request on a retry)
     std::shared_ptr<const std::function<double(int32_t)>> pass_cost_; // set_pass_cost's (under mu_), or null
+    std::function<void(const llama_batch &)> step_hook_; // set_step_hook's (under ctx_mu_)
     bool stop_ = false;
     std::thread thread_;
     step_engine * host_ = nullptr;   // computes this engine's decodes, or null

@@ -47,6 +47,11 @@ void step_engine::set_pass_cost(std::function<double(int32_t)> f) {
     pass_cost_ = std::move(p);
 }
 
+void step_engine::set_step_hook(std::function<void(const llama_batch &)> hook) {
+    std::lock_guard<std::mutex> kv(ctx_mu_);
+    step_hook_ = std::move(hook);
+}
+
 std::unique_ptr<step_engine> step_engine::create(const model & m, const step_params & p, std::string * error,
                                                  step_engine * host) {
     auto fail = [&](const std::string & msg) -> std::unique_ptr<step_engine> {
@@ -379,7 +384,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     if (!idle_ok || regions_) idle.clear();
     const int32_t n_padded = n_longest * (int32_t) (subs.size() + idle.size());
     // regions: one ubatch whatever the mix, nothing to pad
-    bool pad = !regions_ && subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() &&
+    bool pad = !regions_ && !step_hook_ && subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() &&
                n_padded <= params_.n_ubatch_max();
     std::shared_ptr<const std::function<double(int32_t)>> cost;
     {
@@ -455,6 +460,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
         return false;
     }
     for (const auto & [q, from] : pads) llama_memory_seq_rm(mem, q, from, -1);
+    if (step_hook_) step_hook_(mb.get());
     for (size_t k = 0; k < subs.size(); k++) {
         submission & s = *subs[k];
         const llama_batch & b = *s.b;

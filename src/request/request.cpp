@@ -185,6 +185,7 @@ bool runner_generate_in(const runner & rn, context & ctx, const method_spec & ms
     in.cache = rq.cache;
     in.draft_ctx = rq.draft_ctx;
     in.draft_kept = rq.draft_kept;
+    in.head = rq.head;
     in.settings = rn.params.settings;
     std::vector<std::unique_ptr<drafter_i>> owned;
     if (!method_make_drafters(ms, in, owned, error)) {

@@ -225,6 +225,7 @@ bool generation_start(server_state & s, const std::shared_ptr<generation> & g, c
         g->req.cache = &mem.cache;
         g->req.draft_ctx = mem.draft;
         g->req.draft_kept = &mem.draft_kept;
+        g->req.head = sp->head.get();
         ctx.set_cancel(&g->cancel);
         if (mem.draft) mem.draft->set_cancel(&g->cancel);
         g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);

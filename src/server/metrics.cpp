@@ -134,6 +134,19 @@ std::string server_metrics::render_step(const step_stats & st, const char * pref
     return o;
 }
 
+std::string server_metrics::render_head(const shared_head_stats & h) {
+    std::string o;
+    metric_append(o, "editspec_head_steps_total", "counter", "target steps the head followed (one catch-up decode of every request's rows each)",
+                  (double) h.steps);
+    metric_append(o, "editspec_head_draft_calls_total", "counter", "the head's draft calls (the requests that ask at once share one)",
+                  (double) h.calls);
+    metric_append(o, "editspec_head_drafts_total", "counter", "requests' drafts the calls made (per call: / editspec_head_draft_calls_total)",
+                  (double) h.drafts);
+    metric_append(o, "editspec_head_seconds_total", "counter", "time in the head's catch-up decodes and draft calls",
+                  (h.follow_ms + h.draft_ms) / 1000.0);
+    return o;
+}
+
 std::string server_metrics::render_store(const prompt_store_stats & ps) {
     std::string o;
     metric_append(o, "editspec_prompt_store_bytes", "gauge", "past prompts' KV states held in RAM (--cache-ram)",

@@ -300,6 +300,7 @@ void add_routes(httplib::Server & svr, server_state & s) {
         const prompt_store_stats ps = s.slots->store_stats();
         res.set_content(s.mx.render() + server_metrics::render_store(ps) + (s.engine ? server_metrics::render_step(s.engine->stats()) : "") +
                             (s.draft_engine ? server_metrics::render_step(s.draft_engine->stats(), "editspec_draft_", "draft-model") : "") +
+                            (s.head ? server_metrics::render_head(s.head->stats()) : "") +
                             (s.http ? server_metrics::render_connections(s.http->counts()) : ""),
                         "text/plain; version=0.0.4");
     });

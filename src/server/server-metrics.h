@@ -4,6 +4,7 @@
 
 #include "editspec/draft.h"
 #include "editspec/generate.h"
+#include "editspec/llama-heads.h"
 #include "editspec/prompt-store.h"
 #include "editspec/step.h"
 #include "server-connections.h"
@@ -28,6 +29,7 @@ struct server_metrics {
     std::string render();
     // the prompt store's gauges and counters (it keeps its own figures)
     static std::string render_store(const prompt_store_stats & ps);
+    static std::string render_head(const shared_head_stats & h);
     // the step engine's counters: steps, tokens and requests they carried (per step: divide by steps)
     // a step engine's counters: the target's (editspec_steps_total, ...) or, with prefix "editspec_draft_" and
     // what "draft-model", the draft model's engine

@@ -2,8 +2,7 @@
 // wait for one. A slot's context is a view of the server's step engine (step.h): the slots' threads
 // draft and verify, and every slot's decode goes into the engine's one batched llama_decode per step
 // on the engine's own thread (ggml's OpenMP team belongs to the thread that calls it: teams of
-// several threads spinning at once fight over the cores; docs/results/issue53-batching). A slot
-// with a context of its own (add without an engine) decodes on its thread.
+// several threads spinning at once fight over the cores; docs/results/issue53-batching).
 //
 // A request goes to the free slot whose KV cache holds most of its prompt (pie.h: the common
 // prefix, and with KV_REUSE_PIE the spans after an edit too) when that is at least half the prompt:

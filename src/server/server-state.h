@@ -12,6 +12,7 @@
 #include "server-metrics.h"
 #include "server-sessions.h"
 #include "server-slots.h"
+#include "editspec/llama-heads.h"
 #include "editspec/server.h"
 #include "editspec/step.h"
 
@@ -35,6 +36,7 @@ struct server_state {
     method_spec with_reuse;  // with one: Reuse first, then the method's drafters
     std::unique_ptr<step_engine> engine;     // every slot's decodes, batched into one pass a step
     std::unique_ptr<step_engine> draft_engine; // with a draft model: every slot's draft-model passes, likewise
+    std::unique_ptr<shared_head> head;       // with a head row: every slot's head, following the engine's steps
     std::unique_ptr<slot_pool> slots;
     server_metrics mx;
     std::string model_id;    // the model file's name

@@ -1,10 +1,12 @@
 // `editspec serve` (server.h): its set-up (the runner, the slots on a step engine, sessions), signals
 // and server_run. The rooms: server-state.h.
 #include "server-state.h"
+#include "editspec/llama-heads.h"
 #include "editspec/log.h"
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -22,24 +24,11 @@ namespace editspec {
 
 namespace {
 
-// the slots: views of one step engine (a KV stream of --ctx-size tokens each, every active request's
-// tokens in one llama_decode a step; PIE's too: an edit's gaps go in as prompt chunks at their own
-// positions), or with a head row contexts of their own: llama.cpp's heads (MTP, EAGLE-3, DFlash) are
-// driven as llama-server drives them, a second context that follows the target's sequence 0
-// (src/draft/llama-heads.cpp)
+// the slots: views of one step engine (a KV region or stream of --ctx-size tokens each, every active
+// request's tokens in one llama_decode a step; PIE's too: an edit's gaps go in as prompt chunks at their
+// own positions). A draft model has a step engine of its own beside it, a head row (llama.cpp's MTP,
+// EAGLE-3, DFlash) one head context for every slot that follows each step (llama-heads.h)
 bool add_slots(server_state & s, const server_params & p, const runner_params & rp, std::string * error) {
-    if (s.method.uses_head()) {
-        ES_SAY("serve", "--method %s drafts with the model's own head: each slot has a context of its own and "
-                        "requests decode a pass each, not batched\n",
-               s.method.name.c_str());
-        s.slots->add(std::move(s.rn.ctx));
-        for (int32_t i = 1; i < p.n_parallel; i++) {
-            auto ctx = runner_new_context(s.rn, error);
-            if (!ctx) return false;
-            s.slots->add(std::move(ctx));
-        }
-        return true;
-    }
     s.rn.ctx.reset(); // it measured the cost model; the engine holds the slots' KV
     step_params stp;
     stp.n_seq = p.n_parallel;
@@ -68,6 +57,18 @@ bool add_slots(server_state & s, const server_params & p, const runner_params & 
             *error = "draft model '" + s.rn.draft.model->path() + "': " + *error + "; lower --parallel or --ctx-size";
             return false;
         }
+    }
+    if (s.method.uses_head()) {
+        const auto row = std::find_if(s.method.drafters.begin(), s.method.drafters.end(), [](const std::string & n) {
+            const drafter_desc * d = drafter_find(n);
+            return d && (d->needs & DRAFTER_NEEDS_HEAD);
+        });
+        drafter_inputs in;
+        in.target = s.rn.target.model.get();
+        in.head_model = s.rn.head.model.get();
+        in.settings = rp.settings;
+        s.head = shared_head_create(*row, *s.engine, in, error);
+        if (!s.head) return false;
     }
     for (int32_t i = 0; i < p.n_parallel; i++) {
         s.slots->add(s.engine->view(i), s.engine.get(), i, s.draft_engine ? s.draft_engine->view(i) : nullptr,

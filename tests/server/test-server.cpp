@@ -544,6 +544,60 @@ TEST(server, pie_requests_batch_and_answer_as_alone) {
            batches / steps, usage_together[0].dump().c_str());
 }
 
+// issue 70: a head batches (--method llama-draft-mtp on tiny-mimo2, a model with an MTP block): one
+// head context for every slot follows each step of the engine, and the drafts the requests ask for at
+// once go in one call. 4 clients, alone and at once, each get what `ar` answers, and the steps carry
+// several requests' passes, the draft calls several requests' drafts
+TEST(server, head_requests_batch_and_answer_as_ar) {
+    const std::string mimo = std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-mimo2-q8_0.gguf";
+    const char * texts[] = {"def fibonacci(n):\n    if n < 2:\n        return n\n",
+                            "import os\n\nclass Config:\n    def __init__(self, path):\n        self.path = path\n",
+                            "for (int i = 0; i < n; i++) {\n    sum += a[i] * b[i];\n}\n",
+                            "SELECT name, count(*) FROM users\nWHERE age > 30\n"};
+    std::vector<json> bodies;
+    for (int i = 0; i < 4; i++) bodies.push_back({{"prompt", texts[i]}, {"n_predict", 40 + 8 * i}});
+    const auto content = [](const json & r) { return r["content"]; };
+    std::vector<json> ar;
+    {
+        server_process s({"-m", mimo, "--parallel", "4", "--method", "ar"});
+        ASSERT_GT(s.pid, 0);
+        for (const json & b : bodies) {
+            int status = 0;
+            const json r = post(s, "/completion", b.dump(), &status);
+            ASSERT_EQ(status, 200) << r.dump();
+            ar.push_back(content(r));
+        }
+    }
+    server_process s({"-m", mimo, "--parallel", "4", "--method", "llama-draft-mtp"});
+    ASSERT_GT(s.pid, 0);
+    for (size_t i = 0; i < bodies.size(); i++) {
+        int status = 0;
+        const json r = post(s, "/completion", bodies[i].dump(), &status);
+        ASSERT_EQ(status, 200) << r.dump();
+        EXPECT_EQ(content(r), ar[i]) << "request " << i << " alone";
+    }
+    const double steps0 = metric(s, "editspec_steps_total"), batches0 = metric(s, "editspec_step_requests_total");
+    const double calls0 = metric(s, "editspec_head_draft_calls_total"), drafts0 = metric(s, "editspec_head_drafts_total");
+    EXPECT_GT(drafts0, 0.0) << "the head drafted nothing";
+    std::vector<json> together(bodies.size());
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < bodies.size(); i++) {
+        clients.emplace_back([&, i] {
+            int status = 0;
+            const json r = post(s, "/completion", bodies[i].dump(), &status);
+            together[i] = status == 200 ? content(r) : json(r.dump());
+        });
+    }
+    for (auto & t : clients) t.join();
+    for (size_t i = 0; i < bodies.size(); i++) EXPECT_EQ(together[i], ar[i]) << "request " << i << " at once";
+    const double steps = metric(s, "editspec_steps_total") - steps0, batches = metric(s, "editspec_step_requests_total") - batches0;
+    const double calls = metric(s, "editspec_head_draft_calls_total") - calls0, drafts = metric(s, "editspec_head_drafts_total") - drafts0;
+    EXPECT_GT(batches, steps * 1.5) << batches << " requests' passes in " << steps << " steps";
+    EXPECT_GT(drafts, calls) << drafts << " drafts in " << calls << " draft calls: no call drafted for two requests";
+    printf("llama-draft-mtp, 4 clients at once: %.0f requests' passes in %.0f steps (%.2f a step), %.0f drafts in %.0f head calls\n",
+           batches, steps, batches / steps, drafts, calls);
+}
+
 // two conversations interleaved on 2 slots: each next turn finds its conversation's slot, decodes only
 // its new tokens (usage.prompt_tokens_details.cached_tokens) and answers as a fresh server does
 TEST(server, chat_turns_reuse_their_conversation_cache) {
