@@ -63,6 +63,20 @@ def start_serve(binary, serve_args, log_dir):
     return proc, port, log
 
 
+def metrics(port):
+    """editspec's /metrics counters, by name"""
+    out = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.partition(" ")
+                try:
+                    out[name] = float(value)
+                except ValueError:
+                    pass
+    return out
+
+
 def fenced(code):
     # a fenced block closes on a line of its own: the code as editspec reads it from the message
     return code if code.endswith("\n") else code + "\n"
@@ -175,14 +189,26 @@ def main():
                        "--parallel", str(n), "--port", str(args.port)] + args.es_args.split()
             with open(log, "w") as lf:
                 proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+            steps = {}
             try:
                 wait_up(args.port, proc, log)
+                before = metrics(args.port) if server == "editspec" else {}
                 toks, wall, lat = run_clients(args.port, server, jobs_for(server), args)
+                if server == "editspec":
+                    # what the steps carried over the run (the warm-up requests left out)
+                    after = metrics(args.port)
+                    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+                    steps = {"requests_per_step": round(d.get("editspec_step_requests_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2),
+                             "ubatches_per_step": round(d.get("editspec_step_ubatches_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2)}
+                    if "editspec_head_draft_calls_total" in after:
+                        steps["head_drafts_per_call"] = round(d.get("editspec_head_drafts_total", 0) /
+                                                              max(1, d.get("editspec_head_draft_calls_total", 0)), 2)
             finally:
                 proc.terminate()
                 proc.wait()
             row = {"round": rnd, "server": server, "clients": n, "tokens": toks, "wall_s": round(wall, 2),
                    "tok_s": round(toks / wall, 2), "lat_mean_s": round(sum(lat) / len(lat), 2), "lat_max_s": round(max(lat), 2)}
+            row.update(steps)
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{args.mode}: {os.path.basename(args.model)}, {args.threads} threads, greedy, "
