@@ -61,7 +61,36 @@ stamp=$prefix/.editspec-complete
 
 log() { echo "setup-llama: $*" >&2; }
 
+# A second ggml-cpu for CPUs without AVX512 (most laptops and desktops: AVX2), at $prefix/lib/avx2/:
+# the patch's AVX2 paths, which this build's -march=native never compiles on an AVX512 machine. The
+# tests load it in place of the native one (LD_PRELOAD; tests/CMakeLists.txt: test-kernels-avx2), so
+# CI runs those paths too. x86-64 CPU builds whose compiler can target AVX2 only; its own stamp, so a
+# cache from before it gains it without a rebuild of the rest (one ggml-cpu: ~3 minutes on 2 cores).
+avx2_dir=$prefix/lib/avx2
+build_avx2() {
+    [ "$backend" = cpu ] && [ "$(uname -m)" = x86_64 ] || return 0
+    [ -f "$avx2_dir/.editspec-complete" ] && return 0
+    if [ ! -f "$patched_dir/ggml/CMakeLists.txt" ]; then
+        log "no patched source at $patched_dir: the AVX2 ggml-cpu is not built (test-kernels-avx2 skips)"
+        return 0
+    fi
+    log "building the AVX2 ggml-cpu (for CPUs without AVX512; the tests run its paths) with $(nproc 2>/dev/null || echo 2) jobs"
+    local b=$build_dir-avx2
+    cmake -S "$patched_dir" -B "$b" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF \
+        -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+        -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_LLAMAFILE=ON -DGGML_RPC=ON >"$b.configure.log" 2>&1 \
+        || { cat "$b.configure.log" >&2; exit 1; }
+    cmake --build "$b" -j "$(nproc 2>/dev/null || echo 2)" --target ggml-cpu >"$b.build.log" 2>&1 \
+        || { tail -50 "$b.build.log" >&2; exit 1; }
+    mkdir -p "$avx2_dir"
+    cp -P "$b"/bin/libggml-cpu.so* "$avx2_dir/"
+    touch "$avx2_dir/.editspec-complete"
+    log "installed the AVX2 ggml-cpu to $avx2_dir"
+}
+
 if [ -f "$stamp" ]; then
+    build_avx2
     log "cached llama.cpp $LLAMA_COMMIT ($variant) at $prefix"
     echo "$prefix"
     exit 0
@@ -177,4 +206,5 @@ mkdir -p "$prefix/share/editspec/vocab"
 cp "$patched_dir"/models/ggml-vocab-*.gguf "$prefix/share/editspec/vocab/"
 touch "$stamp"
 log "installed llama.cpp $LLAMA_COMMIT to $prefix"
+build_avx2
 echo "$prefix"

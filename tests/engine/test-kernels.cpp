@@ -312,6 +312,18 @@ TEST_P(kernels_flash_attn, batched_rows_equal_rows_alone) {
 // batch, interleaved, against each sequence's rows over a cache of its own (its region's cells at 0):
 // the same bits, on 1-3 threads (a row skips the blocks its mask drops whole, and a region starts on
 // a block, so its cells fall into the blocks they fill alone)
+// CI's AVX2 run (tests/CMakeLists.txt: test-kernels-avx2, the AVX2 ggml-cpu of scripts/setup-llama.sh
+// loaded in place of the native one) must run that library's paths: a preload that did not take would
+// pass every test above on the native kernels
+TEST(kernels_paths, the_avx2_library_when_asked) {
+    if (!getenv("EDITSPEC_EXPECT_AVX2")) GTEST_SKIP() << "for test-kernels-avx2 (EDITSPEC_EXPECT_AVX2=1)";
+    EXPECT_TRUE(ggml_cpu_has_avx2());
+    EXPECT_TRUE(ggml_cpu_has_fma());
+    EXPECT_FALSE(ggml_cpu_has_avx512());
+    EXPECT_FALSE(ggml_cpu_has_avx512_vnni());
+    EXPECT_FALSE(ggml_cpu_has_avx_vnni());
+}
+
 TEST(kernels_flash_attn_regions, rows_of_several_regions_equal_each_alone) {
     const int64_t region = 256;
     const int64_t len[3] = {100, 256, 37};  // cells each sequence holds, its pass the last n_pass of them

@@ -371,6 +371,70 @@ TEST(step_engine, cancelled_request_stops_and_spares_the_others) {
     EXPECT_TRUE(again.tokens.empty());
 }
 
+// a step that libllama cannot place (one request's region is full) is decoded again request by
+// request: that request's pass fails alone and leaves its cells as they were, the request beside it
+// gets the logits it gets alone, and the full one goes on where it fits
+TEST(step_engine, a_failed_step_is_retried_request_by_request) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    std::mt19937 rng(5);
+    token_vec filler, prompt_b = test::random_code_prompt(*m, rng);
+    while (filler.size() < 253) {
+        const token_vec more = test::random_code_prompt(*m, rng);
+        filler.insert(filler.end(), more.begin(), more.end());
+    }
+    filler.resize(253); // of a region of 256 cells: 3 left
+    if (prompt_b.size() > 40) prompt_b.resize(40); // one chunk
+    std::vector<float> alone;
+    {
+        context_params cp;
+        cp.n_ctx = 256;
+        cp.n_threads = 1;
+        auto own = test::context_or_fail(*m, cp);
+        batch b(64, 1);
+        ASSERT_TRUE(context_prefill(*own, b, prompt_b, 0, 0));
+        alone.assign(own->logits(b.size() - 1), own->logits(b.size() - 1) + m->facts().n_vocab);
+    }
+    step_params sp;
+    sp.n_seq = 2;
+    sp.per_seq.n_ctx = 256;
+    sp.per_seq.n_threads = 1;
+    sp.per_seq.n_batch = 64;
+    sp.wait_ms = 1000; // a step waits for both requests' batches
+    std::string err;
+    auto eng = step_engine::create(*m, sp, &err);
+    ASSERT_TRUE(eng) << err;
+    ASSERT_TRUE(eng->regions());
+    auto a = eng->view(0), b = eng->view(1);
+    batch ba(64, 1), bb(64, 1);
+    eng->enter(0);
+    ASSERT_TRUE(context_prefill(*a, ba, filler, 0, 0));
+    eng->enter(1); // the next step waits for both
+    bool ok_a = true, ok_b = false;
+    std::thread ta([&] {
+        ba.clear();
+        for (int32_t i = 0; i < 8; i++) ba.add(filler[i], 253 + i, {0}, i == 7); // 8 tokens, 3 cells free
+        ok_a = a->decode(ba);
+    });
+    std::thread tb([&] { ok_b = context_prefill(*b, bb, prompt_b, 0, 0); });
+    ta.join();
+    tb.join();
+    EXPECT_FALSE(ok_a) << "8 tokens went into 3 free cells";
+    ASSERT_TRUE(ok_b) << "the request beside the full one failed with it";
+    const float * l = b->logits(bb.size() - 1);
+    EXPECT_EQ(std::vector<float>(l, l + m->facts().n_vocab), alone) << "the retried pass differs from the request alone";
+    EXPECT_EQ(a->kv_pos_max(0), 252) << "the failed pass left cells behind";
+    EXPECT_EQ(b->kv_pos_max(0), (llama_pos) prompt_b.size() - 1);
+    const step_stats st = eng->stats();
+    EXPECT_EQ(st.ubatches, st.steps + 2) << "the failed step's decode and its two retries";
+    // the full request goes on where it fits
+    ba.clear();
+    for (int32_t i = 0; i < 3; i++) ba.add(filler[i], 253 + i, {0}, i == 2);
+    EXPECT_TRUE(a->decode(ba));
+    eng->leave(0);
+    eng->leave(1);
+}
+
 // settings that cannot work are refused with a message naming them
 TEST(step_engine, refuses_bad_settings) {
     auto m = test::load_or_fail(test::typed_model_path("q8_0"));
