@@ -60,11 +60,11 @@ done
 for i in $(seq 1 "$n"); do
     p=$((port + i))
     for _ in $(seq 1 600); do
-        curl -fs "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
+        curl -fs --max-time 5 "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
         kill -0 "$(cat "$dir/replica-$i.pid")" 2>/dev/null || { echo "replicas: replica $i exited: $(tail -3 "$dir/replica-$i.log")" >&2; exit 1; }
         sleep 0.2
     done
-    curl -fs "http://127.0.0.1:$p/health" >/dev/null || { echo "replicas: replica $i not healthy after 120 s ($dir/replica-$i.log)" >&2; exit 1; }
+    curl -fs --max-time 5 "http://127.0.0.1:$p/health" >/dev/null || { echo "replicas: replica $i not healthy after 120 s ($dir/replica-$i.log)" >&2; exit 1; }
 done
 awk -v bind="127.0.0.1:$port" -v algo="$algo" -v servers="${servers%$'\n'}" \
     '{ gsub(/@BIND@/, bind); gsub(/@BALANCE@/, algo); if ($0 == "@SERVERS@") $0 = servers; print }' \
@@ -73,10 +73,10 @@ haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.log" 2>&1 &
 echo $! >"$dir/haproxy.pid"
 pids=("$!" "${pids[@]}")
 for _ in $(seq 1 100); do
-    curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    curl -fs --max-time 5 "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
     sleep 0.1
 done
-curl -fs "http://127.0.0.1:$port/health" >/dev/null || { echo "replicas: haproxy did not come up ($dir/haproxy.log)" >&2; exit 1; }
+curl -fs --max-time 5 "http://127.0.0.1:$port/health" >/dev/null || { echo "replicas: haproxy did not come up ($dir/haproxy.log)" >&2; exit 1; }
 echo "replicas: $n replicas behind http://127.0.0.1:$port ($balance; logs and pids in $dir)"
 # a replica that dies is the balancer's to route around (health checks); the balancer ending ends all
 wait "${pids[0]}" || true

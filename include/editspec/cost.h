@@ -41,6 +41,13 @@ struct cost_model {
     // ms for a pass of n_tokens after `depth` cached tokens; at or below depth0 (or without deeper
     // curves) the same as t(n_tokens)
     double t(int32_t n_tokens, int32_t depth) const;
+    // ms for one pass holding several requests' parts (a step, step.h), each at its own depth: the
+    // weights are read once for all their tokens, t(sum of tokens), and each part's rows attend to its
+    // own cells, adding t(tokens, depth) - t(tokens) (the regions' kernel skips other requests' cells).
+    // One part: t(tokens, depth)
+    double t_step(std::span<const pass_part> parts) const;
+    // what parts' depths add to a pass over pricing them at depth0: t_step's second term
+    double t_depth_extra(std::span<const pass_part> parts) const;
 };
 
 // depth ranges, for comparing the model with measured decode time deep in a file (bench reports)

@@ -154,6 +154,13 @@ struct context_params {
 
 class step_engine; // step.h: several requests' contexts decoding in one pass
 
+// one request's share of a pass: its tokens, after `depth` tokens of its own in the cache (what its
+// rows' attention reads); a step holds one per request
+struct pass_part {
+    int32_t tokens = 0;
+    int32_t depth  = 0;
+};
+
 // A context either owns its llama_context, or is a view of a step engine's (step.h): then it has one
 // sequence, 0, which is the engine's stream for it, and decode() waits for the engine's next step.
 class context {
@@ -176,15 +183,16 @@ public:
     bool is_view() const { return step_ != nullptr; }
     // a view: the engine's sequence its sequence 0 is (its region or stream); 0 for an owned context
     llama_seq_id view_seq() const { return seq_; }
-    // a view: what the other requests put in the engine's last step (0, 0 for an owned context)
+    // a view: what the other requests put in the engine's last step (none for an owned context)
     struct step_load {
-        int32_t tokens   = 0; // their tokens
-        int32_t requests = 0; // their batches
+        int32_t tokens   = 0;           // their tokens
+        int32_t requests = 0;           // their batches
+        std::vector<pass_part> parts;   // each one's tokens and depth
     };
     step_load step_others() const;
-    // a view: hands its step engine what a pass of n tokens costs (step_engine::set_pass_cost, the
-    // padding's choice); nothing for an owned context
-    void set_step_pass_cost(std::function<double(int32_t)> f);
+    // a view: hands its step engine what a pass holding these requests' parts costs
+    // (step_engine::set_pass_cost: the padding's choice, the steps' modelled time); nothing for an owned context
+    void set_step_pass_cost(std::function<double(std::span<const pass_part>)> f);
     // logits of batch row i (that row must have had logits set): [n_vocab]
     const float * logits(int32_t i) const;
 

@@ -68,6 +68,7 @@ struct pass_shape {
     // expect from it; the sizing then maximises the whole pass's tokens per unit of its cost
     int32_t step_tokens = 0;
     float   step_yield  = 0.0f;
+    double  step_depth_ms = 0.0; // what the other requests' depths add to the pass (cost_model::t_depth_extra)
     int32_t depth       = 0; // tokens in the KV cache before the pass: the cost model's depth
 };
 
@@ -122,9 +123,13 @@ std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats &
 // fill with step_tokens tokens expecting step_yield from it, the whole pass's value:
 // (step_yield + 1 + expected accepted) / cost(step_tokens + 1 + nodes): a node pays when it adds
 // more to the pass's tokens than it adds to its cost, so drafts shrink where the pass is already
-// costly per token and grow where a wide pass (a prompt chunk beside them) makes them nearly free
+// costly per token and grow where a wide pass (a prompt chunk beside them) makes them nearly free.
+// The pass is priced as cost_model::t_step does, each request at its depth: this request's 1 + nodes
+// at `depth`, the others' tokens at the base depth plus step_depth_ms (what their depths add). Alone
+// (no others): cost.t(1 + nodes, depth)
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
-                              int32_t max_leaves, int32_t step_tokens = 0, float step_yield = 0.0f, int32_t depth = 0);
+                              int32_t max_leaves, int32_t step_tokens = 0, float step_yield = 0.0f, int32_t depth = 0,
+                              double step_depth_ms = 0.0);
 
 // drops the least likely leaves (by probs) until at most max_leaves remain
 draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves);

@@ -87,6 +87,9 @@ struct step_stats {
     int64_t aborted    = 0; // steps cut short because every request in them was cancelled
     int64_t cancelled  = 0; // view batches refused or dropped because their request was cancelled
     double  decode_ms  = 0; // time inside llama_decode
+    double  model_ms   = 0; // what the pass cost (set_pass_cost) made of the same steps, each request at its depth
+    int64_t modelled   = 0; // steps model_ms covers (those after the pass cost was set)
+    double  modelled_decode_ms = 0; // and their decode_ms
     double  gather_ms  = 0; // time a step waited for active views after its first batch arrived
 };
 
@@ -126,9 +129,10 @@ public:
     bool regions() const { return regions_; }
     step_stats stats() const;
 
-    // what one pass of n tokens costs (ms, or any unit), for the padding's choice (pad_ratio < 0): the
-    // request layer hands the cost model's curve here once it has it. Any thread; f must be pure
-    void set_pass_cost(std::function<double(int32_t)> f);
+    // what one pass holding these requests' parts costs (ms): for the padding's choice (pad_ratio < 0)
+    // and the steps' modelled time (step_stats::model_ms, against decode_ms); the request layer hands
+    // the cost model here once it has it (cost_model::t_step). Any thread; f must be pure
+    void set_pass_cost(std::function<double(std::span<const pass_part>)> f);
 
     // called with each step's batch right after its llama_decode succeeds, on the engine's thread, the
     // context's lock held: view v's rows hold sequence id v (its region or stream), each view's rows
@@ -191,9 +195,9 @@ private:
     step_stats stats_;
     int32_t last_total_ = 0, last_batches_ = 0; // the last step's tokens and batches
     double last_step_ms_ = 0.0;
-    std::vector<int32_t> last_tokens_; // [n_seq] each stream's tokens in the last step
+    std::vector<pass_part> last_parts_; // [n_seq] each stream's part of the last step (tokens 0: none)
     int32_t run_ubatches_ = 0;       // the running step's ubatches (its decodes: one, or one per request on a retry)
-    std::shared_ptr<const std::function<double(int32_t)>> pass_cost_; // set_pass_cost's (under mu_), or null
+    std::shared_ptr<const std::function<double(std::span<const pass_part>)>> pass_cost_; // set_pass_cost's (under mu_), or null
     std::function<void(const llama_batch &)> step_hook_; // set_step_hook's (under ctx_mu_)
     bool stop_ = false;
     std::thread thread_;

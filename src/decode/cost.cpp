@@ -78,6 +78,20 @@ double cost_model::t(int32_t n_tokens, int32_t depth) const {
     return t0; // not reached
 }
 
+double cost_model::t_depth_extra(std::span<const pass_part> parts) const {
+    double extra = 0.0;
+    for (const pass_part & p : parts) {
+        if (p.tokens > 0 && p.depth > depth0 && !deeper.empty()) extra += t(p.tokens, p.depth) - t(p.tokens);
+    }
+    return extra;
+}
+
+double cost_model::t_step(std::span<const pass_part> parts) const {
+    int32_t n_tokens = 0;
+    for (const pass_part & p : parts) n_tokens += p.tokens;
+    return t(std::max(1, n_tokens)) + t_depth_extra(parts);
+}
+
 cost_model cost_model_from_table(const std::vector<int32_t> & n, const std::vector<double> & rel) {
     cost_model cm;
     cm.n = n;

@@ -88,6 +88,7 @@ void step_draft(spec_loop & s) {
         const context::step_load others = s.ctx.step_others();
         shape.step_tokens = others.tokens;
         shape.step_yield = (float) others.requests;
+        if (s.sp.cost) shape.step_depth_ms = s.sp.cost->t_depth_extra(others.parts);
     }
     s.tree = tree_for_pass(s.tree, s.sp, s.stats, shape);
     for (drafter_i * d : s.drafters) {

@@ -104,7 +104,8 @@ draft_tree tree_truncate(const draft_tree & tree, int32_t n) {
 }
 
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
-                              int32_t max_leaves, int32_t step_tokens, float step_yield, int32_t depth) {
+                              int32_t max_leaves, int32_t step_tokens, float step_yield, int32_t depth,
+                              double step_depth_ms) {
     const int32_t n = tree.size();
     if (n == 0) {
         return tree;
@@ -115,15 +116,22 @@ draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> 
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
 
-    // the pass at this request's depth (a deep pass costs more per token, and its curve has another shape)
+    // the step's pass with this request's m tokens: the weights read once for every token, each
+    // request's attention at its own depth (a deep pass costs more per token, its curve has another shape)
+    const pass_part others{step_tokens, 0};
+    auto pass = [&](int32_t m) {
+        const pass_part own{m, depth};
+        const pass_part parts[2] = {own, others};
+        return cost.t_step(parts) + step_depth_ms;
+    };
     const double t1 = cost.t(1, depth);
     // no draft: one token (and the others' yield) for the pass without this request's nodes
-    double best_value = (step_yield + 1.0) / (cost.t(step_tokens + 1, depth) / t1);
+    double best_value = (step_yield + 1.0) / (pass(1) / t1);
     int32_t best_n = 0;
     double gain = step_yield + 1.0;
     for (int32_t k = 0; k < n; k++) {
         gain += probs[order[k]];
-        const double value = gain / (cost.t(step_tokens + 2 + k, depth) / t1);
+        const double value = gain / (pass(2 + k) / t1);
         if (value > best_value) {
             best_value = value;
             best_n = k + 1;
@@ -182,7 +190,7 @@ draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, co
     } else {
         ES_ASSERT(sp.cost != nullptr); // generate_spec refuses drafters without a cap or a cost model
         tree = tree_prune_by_cost(tree, tree_node_probs(tree, stats), *sp.cost, shape.max_leaves, shape.step_tokens,
-                                  shape.step_yield, shape.depth);
+                                  shape.step_yield, shape.depth, shape.step_depth_ms);
     }
     tree = tree_truncate(tree, shape.max_nodes);
     // depth-first, likeliest child first: the likeliest path occupies consecutive rows

@@ -101,7 +101,7 @@ context::~context() {
     }
 }
 
-void context::set_step_pass_cost(std::function<double(int32_t)> f) {
+void context::set_step_pass_cost(std::function<double(std::span<const pass_part>)> f) {
     if (step_) step_->set_pass_cost(std::move(f));
 }
 

@@ -41,8 +41,18 @@ int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch) {
     return (int32_t) step_ubatch_sizes(std::move(tokens), n_ubatch).size();
 }
 
-void step_engine::set_pass_cost(std::function<double(int32_t)> f) {
-    auto p = f ? std::make_shared<const std::function<double(int32_t)>>(std::move(f)) : nullptr;
+// a view's batch as a part of the step: its tokens, after its first position's cells (a prompt chunk's
+// or a pass's rows attend to those and to each other)
+static pass_part step_part_of(const llama_batch & b) {
+    pass_part p;
+    p.tokens = b.n_tokens;
+    p.depth = b.n_tokens > 0 ? b.pos[0] : 0;
+    for (int32_t i = 1; i < b.n_tokens; i++) p.depth = std::min(p.depth, b.pos[i]);
+    return p;
+}
+
+void step_engine::set_pass_cost(std::function<double(std::span<const pass_part>)> f) {
+    auto p = f ? std::make_shared<const std::function<double(std::span<const pass_part>)>>(std::move(f)) : nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     pass_cost_ = std::move(p);
 }
@@ -100,7 +110,7 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     e->n_ctx_seq_ = e->regions_ ? (int32_t) llama_n_ctx(e->ctx_->get()) / p.n_seq : (int32_t) llama_n_ctx_seq(e->ctx_->get());
     if (const char * pr = getenv("EDITSPEC_STEP_PAD")) e->params_.pad_ratio = atof(pr);
     e->active_.assign((size_t) p.n_seq, 0);
-    e->last_tokens_.assign((size_t) p.n_seq, 0);
+    e->last_parts_.assign((size_t) p.n_seq, pass_part{});
     // the warm-up decode runs on the engine's thread, as every step does: ggml's OpenMP team belongs to
     // the thread that computes, and one team in the process keeps its workers spinning between passes
     // (libgomp spins ~300k rounds while its threads fit the cores, 100 once they do not: a worker
@@ -168,9 +178,12 @@ void step_engine::leave(llama_seq_id seq) {
 context::step_load step_engine::others(llama_seq_id seq) const {
     std::lock_guard<std::mutex> lock(mu_);
     context::step_load l;
-    const int32_t own = last_tokens_[(size_t) seq];
+    const int32_t own = last_parts_[(size_t) seq].tokens;
     l.tokens = last_total_ - own;
     l.requests = last_batches_ - (own > 0 ? 1 : 0);
+    for (size_t q = 0; q < last_parts_.size(); q++) {
+        if (q != (size_t) seq && last_parts_[q].tokens > 0) l.parts.push_back(last_parts_[q]);
+    }
     return l;
 }
 
@@ -331,15 +344,22 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
     lock.lock();
     step_subs_.clear();
     last_step_ms_ = ms;
-    std::fill(last_tokens_.begin(), last_tokens_.end(), 0);
-    for (const submission * s : subs) last_tokens_[(size_t) s->seq] = s->b->n_tokens;
+    std::fill(last_parts_.begin(), last_parts_.end(), pass_part{});
+    for (const submission * s : subs) last_parts_[(size_t) s->seq] = step_part_of(*s->b);
+    stats_.decode_ms += ms;
+    if (ok && pass_cost_) { // the model's figure for the same pass (a step retried request by request is not one)
+        std::vector<pass_part> parts;
+        for (const submission * s : subs) parts.push_back(last_parts_[(size_t) s->seq]);
+        stats_.model_ms += (*pass_cost_)(parts);
+        stats_.modelled++;
+        stats_.modelled_decode_ms += ms;
+    }
     last_total_ = n_tokens;
     last_batches_ = (int32_t) subs.size();
     stats_.steps++;
     stats_.tokens += n_tokens;
     stats_.batches += (int64_t) subs.size();
     stats_.ubatches += run_ubatches_;
-    stats_.decode_ms += ms;
     if (!ok && step_abort_) stats_.aborted++;
     for (submission * s : subs) {
         s->done = true;
@@ -386,18 +406,20 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     // regions: one ubatch whatever the mix, nothing to pad
     bool pad = !regions_ && !step_hook_ && subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() &&
                n_padded <= params_.n_ubatch_max();
-    std::shared_ptr<const std::function<double(int32_t)>> cost;
+    std::shared_ptr<const std::function<double(std::span<const pass_part>)>> cost;
     {
         std::lock_guard<std::mutex> lock(mu_);
         cost = pass_cost_;
     }
+    // the padding weighs the weights' read: every part at the cost model's base depth
+    auto pass_cost = [&](int32_t n) { const pass_part p{n, 0}; return (*cost)(std::span<const pass_part>(&p, 1)); };
     if (pad && params_.pad_ratio < 0 && cost) {
         // by the pass cost: one padded pass against the ubatches the split makes of the step as it is
         std::vector<int32_t> tokens((size_t) params_.n_seq, 0);
         for (const submission * s : subs) tokens[s->seq] = s->b->n_tokens;
         double split_cost = 0.0;
-        for (int32_t n : step_ubatch_sizes(tokens, std::min(params_.n_ubatch_max(), mb.capacity()))) split_cost += (*cost)(n);
-        pad = (*cost)(n_padded) <= split_cost;
+        for (int32_t n : step_ubatch_sizes(tokens, std::min(params_.n_ubatch_max(), mb.capacity()))) split_cost += pass_cost(n);
+        pad = pass_cost(n_padded) <= split_cost;
     } else if (pad) {
         pad = (double) n_padded <= (params_.pad_ratio < 0 ? 1.5 : params_.pad_ratio) * n_real;
     }

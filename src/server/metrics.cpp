@@ -125,6 +125,12 @@ std::string server_metrics::render_step(const step_stats & st, const char * pref
                   ("ubatches libllama split the steps into, one weight read each (per step: / " + p + "steps_total)").c_str(),
                   (double) st.ubatches);
     metric_append(o, (p + "step_seconds_total").c_str(), "counter", "time inside the steps' llama_decode", st.decode_ms / 1000.0);
+    metric_append(o, (p + "step_model_seconds_total").c_str(), "counter",
+                  "the cost model's time for the same steps, each request's rows at its depth (cost_model::t_step)",
+                  st.model_ms / 1000.0);
+    metric_append(o, (p + "step_modelled_seconds_total").c_str(), "counter",
+                  ("the measured time of the steps " + p + "step_model_seconds_total covers (those after the cost model was known)").c_str(),
+                  st.modelled_decode_ms / 1000.0);
     metric_append(o, (p + "step_gather_seconds_total").c_str(), "counter", "time steps waited for active requests' batches",
                   st.gather_ms / 1000.0);
     metric_append(o, (p + "steps_aborted_total").c_str(), "counter",

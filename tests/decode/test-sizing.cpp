@@ -245,6 +245,37 @@ TEST(tree_sizing, pruning_weighs_the_whole_batched_pass) {
     EXPECT_EQ(tree_prune_by_cost(chain, p, cm, 1, 0, 0.0f).size(), alone);
 }
 
+// a step's pass (step.h) holds several requests at their own depths: the weights are read once for
+// every token, each request's rows read its own cells (issue 70 item 4)
+TEST(tree_sizing, a_step_is_priced_at_each_requests_depth) {
+    cost_model cm = cost_model_from_table({1, 2, 8}, {1.0, 1.1, 2.0});
+    cm.deeper = {{3072, {3.0, 6.0, 24.0}}};
+    const pass_part alone[1] = {{5, 3072}};
+    EXPECT_NEAR(cm.t_step(alone), cm.t(5, 3072), 1e-9); // one request: its pass
+    // 4 tokens at 3,072 beside 4 at 100: t(8) for the weights, plus the deep request's attention
+    const pass_part step[2] = {{4, 3072}, {4, 100}};
+    EXPECT_NEAR(cm.t_depth_extra(step), cm.t(4, 3072) - cm.t(4), 1e-9);
+    EXPECT_NEAR(cm.t_step(step), cm.t(8) + cm.t(4, 3072) - cm.t(4), 1e-9);
+    EXPECT_LT(cm.t_step(step), cm.t(8, 3072)); // not every row at the deepest request's depth
+    const cost_model flat = cost_model_from_table({1, 2, 8}, {1.0, 1.1, 2.0});
+    EXPECT_NEAR(flat.t_step(step), flat.t(8), 1e-9); // no deeper curves: depth costs nothing
+
+    // a shallow request beside three deep ones of one token each: the step is costly whatever it adds,
+    // so its drafts grow against the same step priced with the others shallow (1 node there, 3 here)
+    draft_tree chain;
+    chain.add_path(-1, std::vector<llama_token>{1, 2, 3, 4, 5, 6}, DRAFT_SOURCE_LOOKUP, 100);
+    const std::vector<float> p = tree_node_probs(chain, fixed_rate(0.55f));
+    const pass_part deep_others[3] = {{1, 3072}, {1, 3072}, {1, 3072}};
+    const double extra = cm.t_depth_extra(deep_others);
+    EXPECT_NEAR(extra, 3 * (cm.t(1, 3072) - cm.t(1)), 1e-9);
+    const int32_t shallow = tree_prune_by_cost(chain, p, cm, 1, 3, 3.0f, 0, 0.0).size();
+    const int32_t deep = tree_prune_by_cost(chain, p, cm, 1, 3, 3.0f, 0, extra).size();
+    EXPECT_EQ(shallow, 1);
+    EXPECT_GE(deep, 3);
+    // alone, the pricing is the request's own pass at its depth, as before steps knew depth
+    EXPECT_EQ(tree_prune_by_cost(chain, p, cm, 1, 0, 0.0f, 3072, 0.0).size(), 0);
+}
+
 TEST(tree_sizing, leaves_depth_order_and_truncation) {
     const draft_tree t = sample_tree();
     std::vector<float> p = tree_node_probs(t, fixed_rate(0.8f));

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -300,10 +302,19 @@ TEST(step_engine, the_pass_cost_decides_the_padding) {
     for (const bool flat : {true, false}) {
         auto eng = small_engine(*m, 2, false);
         ASSERT_TRUE(eng);
+        // the deepest part any step's pass cost was asked about (the engine's own thread calls it)
+        auto deepest = std::make_shared<std::atomic<int32_t>>(0);
         if (flat) {
-            eng->set_pass_cost([](int32_t) { return 1.0; });
+            eng->set_pass_cost([deepest](std::span<const pass_part> parts) {
+                for (const pass_part & p : parts) deepest->store(std::max(deepest->load(), p.depth));
+                return 1.0;
+            });
         } else {
-            eng->set_pass_cost([](int32_t n) { return (double) n * n; }); // padding never pays
+            eng->set_pass_cost([deepest](std::span<const pass_part> parts) { // padding never pays
+                double n = 0;
+                for (const pass_part & p : parts) n += p.tokens, deepest->store(std::max(deepest->load(), p.depth));
+                return n * n;
+            });
         }
         std::vector<std::unique_ptr<context>> views;
         for (int32_t s = 0; s < 2; s++) views.push_back(eng->view(s));
@@ -314,9 +325,15 @@ TEST(step_engine, the_pass_cost_decides_the_padding) {
         const step_stats st = eng->stats();
         if (flat) {
             EXPECT_EQ(st.ubatches, st.steps) << st.batches << " batches";
+            EXPECT_NEAR(st.model_ms, (double) st.steps, 1e-9); // the model's figure for every step
         } else {
             EXPECT_GE(st.ubatches, st.steps);
         }
+        EXPECT_EQ(st.modelled, st.steps);
+        EXPECT_NEAR(st.modelled_decode_ms, st.decode_ms, 1e-6);
+        // each request's part at its own depth: the last passes of the 120-token prompt's request
+        // attend to its prompt and answer
+        EXPECT_GE(deepest->load(), (int32_t) prompts[0].size() + gp.n_predict - 2);
     }
 }
 
