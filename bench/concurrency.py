@@ -4,6 +4,10 @@
     bench/concurrency.py --model ds13.gguf --clients 1,2,4,8 --mode plain
     bench/concurrency.py --model models/editspec-target.gguf --clients 4 --mode edit --spec-type ngram-simple
     bench/concurrency.py --model ds13.gguf --clients 1,8,32 --es build-cuda/bin/editspec --peers P/bin --peer-args "-ngl 99"
+    bench/concurrency.py --model ds13.gguf --clients 16 --rounds 3 --base-es /tmp/editspec-before --base-es-args "--method ar"
+
+With --base-es the peer is another editspec binary (an A/B of two builds or two settings: the same
+requests, editspec's kind, both servers' /metrics), in the table's first column.
 
 Modes (both servers get the same prompts, greedy, in the same run, alternating per client count):
   plain  each client sends --requests greedy POST /completion requests of --n-predict tokens, every
@@ -141,12 +145,17 @@ def main():
     ap.add_argument("--peers", default="", help="llama.cpp's bin folder (default: scripts/setup-peers.sh)")
     ap.add_argument("--es-args", default="", help="more editspec serve options")
     ap.add_argument("--peer-args", default="", help="more llama-server options (on a GPU: -ngl 99)")
+    ap.add_argument("--base-es", default="", help="the peer is this editspec binary instead of llama-server")
+    ap.add_argument("--base-es-args", default="", help="more serve options for --base-es (default: --es-args)")
+    ap.add_argument("--base-es-env", default="", help="KEY=VALUE,... in --base-es's environment only")
+    ap.add_argument("--es-env", default="", help="KEY=VALUE,... in the editspec server's environment only")
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat the whole run, the servers' order swapped each round; the table gives medians (this "
                          "machine's speed drifts by 15-40%% within minutes: use 3 or more for a ratio you quote)")
     ap.add_argument("--json", default="", help="write the rows here too")
     args = ap.parse_args()
-    peers = args.peers or subprocess.run([os.path.join(root, "scripts/setup-peers.sh")], check=True,
+    peer = "editspec-base" if args.base_es else "llama-server"
+    peers = args.peers or args.base_es or subprocess.run([os.path.join(root, "scripts/setup-peers.sh")], check=True,
                                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
     items = sorted((json.loads(l) for l in open(args.dataset)), key=lambda d: len(d["code_before"]))
     spec = args.spec_type or ("ngram-simple" if args.mode == "edit" else "")
@@ -164,7 +173,7 @@ def main():
                         prompt = "".join(d["code_before"].splitlines(True)[: args.prompt_lines])
                         js.append(("completion", {"prompt": prompt, "n_predict": args.n_predict, "temperature": 0,
                                                   "top_k": 1, "cache_prompt": False}))
-                    elif server == "editspec":
+                    elif server != "llama-server":
                         code = d["code_before"]
                         js.append(("chat", {"messages": [{"role": "user", "content": d["instruction_descriptive"] + "\n\n```\n" + fenced(code) + "```"}],
                                             "prediction": {"type": "content", "content": code},
@@ -176,8 +185,9 @@ def main():
                 out.append(js)
             return out
 
-        for server in ["llama-server", "editspec"] if rnd % 2 == 0 else ["editspec", "llama-server"]:
+        for server in [peer, "editspec"] if rnd % 2 == 0 else ["editspec", peer]:
             log = os.path.join(log_dir, f"concurrency-{server}-{n}.log")
+            env = dict(os.environ)
             if server == "llama-server":
                 cmd = [os.path.join(peers, "llama-server"), "-m", args.model, "-t", str(args.threads), "-c", str(n * args.ctx),
                        "-np", str(n), "--host", "127.0.0.1", "--port", str(args.port)]  # its defaults: flash attention auto (on)
@@ -185,16 +195,21 @@ def main():
                     cmd += ["--spec-type", spec]
                 cmd += args.peer_args.split()
             else:
-                cmd = [args.es, "serve", "-m", args.model, "-t", str(args.threads), "--ctx-size", str(args.ctx),
-                       "--parallel", str(n), "--port", str(args.port)] + args.es_args.split()
+                base = server == "editspec-base"
+                cmd = [args.base_es if base else args.es, "serve", "-m", args.model, "-t", str(args.threads), "--ctx-size",
+                       str(args.ctx), "--parallel", str(n), "--port", str(args.port)]
+                cmd += ((args.base_es_args or args.es_args) if base else args.es_args).split()
+                for kv in filter(None, (args.base_es_env if base else args.es_env).split(",")):
+                    k, _, v = kv.partition("=")
+                    env[k] = v
             with open(log, "w") as lf:
-                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env)
             steps = {}
             try:
                 wait_up(args.port, proc, log)
-                before = metrics(args.port) if server == "editspec" else {}
+                before = metrics(args.port) if server != "llama-server" else {}
                 toks, wall, lat = run_clients(args.port, server, jobs_for(server), args)
-                if server == "editspec":
+                if server != "llama-server":
                     # what the steps carried over the run (the warm-up requests left out)
                     after = metrics(args.port)
                     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
@@ -218,7 +233,7 @@ def main():
     print(f"\n{args.mode}: {os.path.basename(args.model)}, {args.threads} threads, greedy, "
           f"{args.requests} requests per client, {args.rounds} round(s), medians"
           + (f", llama-server --spec-type {spec}" if spec else ""))
-    print("| clients | llama-server tok/s | editspec tok/s | ratio (median of rounds; each round's) | latency mean llama-server | editspec |")
+    print(f"| clients | {peer} tok/s | editspec tok/s | ratio (median of rounds; each round's) | latency mean {peer} | editspec |")
     print("| ---: | ---: | ---: | --- | --- | --- |")
 
     def med(v):
@@ -226,7 +241,7 @@ def main():
         return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
     for n in sorted({r["clients"] for r in rows}):
-        a = [r for r in rows if r["clients"] == n and r["server"] == "llama-server"]
+        a = [r for r in rows if r["clients"] == n and r["server"] == peer]
         b = [r for r in rows if r["clients"] == n and r["server"] == "editspec"]
         ratios = [y["tok_s"] / x["tok_s"] for x, y in zip(a, b)]
         print(f"| {n} | {med([r['tok_s'] for r in a]):.2f} | {med([r['tok_s'] for r in b]):.2f} | "

@@ -190,9 +190,6 @@ public:
         std::vector<pass_part> parts;   // each one's tokens and depth
     };
     step_load step_others() const;
-    // a view: hands its step engine what a pass holding these requests' parts costs
-    // (step_engine::set_pass_cost: the padding's choice, the steps' modelled time); nothing for an owned context
-    void set_step_pass_cost(std::function<double(std::span<const pass_part>)> f);
     // logits of batch row i (that row must have had logits set): [n_vocab]
     const float * logits(int32_t i) const;
 

@@ -130,8 +130,8 @@ public:
     step_stats stats() const;
 
     // what one pass holding these requests' parts costs (ms): for the padding's choice (pad_ratio < 0)
-    // and the steps' modelled time (step_stats::model_ms, against decode_ms); the request layer hands
-    // the cost model here once it has it (cost_model::t_step). Any thread; f must be pure
+    // and the steps' modelled time (step_stats::model_ms, against decode_ms); the server hands
+    // the cost model here when it makes the engine (cost_model::t_step). Any thread; f must be pure
     void set_pass_cost(std::function<double(std::span<const pass_part>)> f);
 
     // called with each step's batch right after its llama_decode succeeds, on the engine's thread, the

@@ -101,10 +101,6 @@ context::~context() {
     }
 }
 
-void context::set_step_pass_cost(std::function<double(std::span<const pass_part>)> f) {
-    if (step_) step_->set_pass_cost(std::move(f));
-}
-
 context::step_load context::step_others() const {
     return step_ ? step_->others(seq_) : step_load{};
 }

@@ -63,9 +63,6 @@ std::unique_ptr<context> runner_new_context(const runner & rn, std::string * err
 bool runner_cost(runner & rn, std::string * error) {
     if (!rn.cost.empty()) return true;
     if (!cost_model_get(*rn.ctx, rn.cost, error)) return false;
-    // a server's step engine pads a step to one ubatch where that pass costs less than the split, and
-    // reports the model's figure for its steps beside their measured time
-    rn.ctx->set_step_pass_cost([cost = rn.cost](std::span<const pass_part> parts) { return cost.t_step(parts); });
     if (rn.draft.model) {
         context_params cp;
         cp.n_ctx = rn.params.n_ctx;

@@ -41,6 +41,9 @@ bool add_slots(server_state & s, const server_params & p, const runner_params & 
         *error += "; lower --parallel or --ctx-size";
         return false;
     }
+    // the engine pads a step (streams) where one pass costs less than the split, and sets the cost
+    // model's figure for each step beside its measured time (/metrics)
+    s.engine->set_pass_cost([cost = s.rn.cost](std::span<const pass_part> parts) { return cost.t_step(parts); });
     if (s.rn.draft.model) {
         // the draft model's passes batch too: a stream per slot in one context (a context per request
         // decoded each request's draft passes alone, each on its own thread and OpenMP team);
@@ -56,6 +59,9 @@ bool add_slots(server_state & s, const server_params & p, const runner_params & 
         if (!s.draft_engine) {
             *error = "draft model '" + s.rn.draft.model->path() + "': " + *error + "; lower --parallel or --ctx-size";
             return false;
+        }
+        if (!s.rn.draft_cost.empty()) {
+            s.draft_engine->set_pass_cost([cost = s.rn.draft_cost](std::span<const pass_part> parts) { return cost.t_step(parts); });
         }
     }
     if (s.method.uses_head()) {
