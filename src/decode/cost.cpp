@@ -21,7 +21,7 @@ namespace editspec {
 
 // a curve's time for n_tokens: linear between its points, the last segment's slope past the last
 // (throughput has levelled off)
-static double curve_t(const std::vector<int32_t> & n, const std::vector<double> & ms, int32_t n_tokens) {
+static double curve_t(std::span<const int32_t> n, std::span<const double> ms, int32_t n_tokens) {
     if (n_tokens <= n.front()) {
         return ms.front();
     }
@@ -49,8 +49,7 @@ double cost_model::t(int32_t n_tokens) const {
 static double deep_t(const cost_model & cm, const cost_depth_curve & c, int32_t n_tokens) {
     const size_t k = c.ms.size();
     if (k == cm.n.size() || n_tokens <= cm.n[k - 1]) {
-        const std::vector<int32_t> n(cm.n.begin(), cm.n.begin() + (std::ptrdiff_t) k);
-        return curve_t(n, c.ms, n_tokens);
+        return curve_t(std::span<const int32_t>(cm.n).first(k), c.ms, n_tokens); // (no copy: sizing calls this per node)
     }
     return curve_t(cm.n, cm.ms, n_tokens) * c.ms[k - 1] / cm.ms[k - 1];
 }

@@ -102,7 +102,14 @@ bool open_state(const server_params & p, server_state & s) {
         return false;
     }
     ES_SAY("serve", "fetching the cost model (measured once per model file and thread count)\n");
-    if (!runner_cost(s.rn, &error)) {
+    // on a thread of its own: its passes (a measurement, or the check of a cached curve) make an OpenMP
+    // team for the thread that computes them, and a team on this thread beside the step engine's would
+    // outnumber the cores for the server's life: libgomp's workers then sleep between passes, and waking
+    // them cost 30% of the shipped model's requests (perf: the kernel's context switches 11% of the time).
+    // libgomp frees a thread's team when the thread ends
+    bool costed = false;
+    std::thread([&] { costed = runner_cost(s.rn, &error); }).join();
+    if (!costed) {
         ES_SAY("serve", "error: %s\n", error.c_str());
         return false;
     }

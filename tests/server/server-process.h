@@ -38,7 +38,9 @@ struct server_process {
             port = 20000 + (int) (rng() % 20000);
             // the shipped target unless extra names a model
             const bool own_model = std::find(extra.begin(), extra.end(), "-m") != extra.end();
-            std::vector<std::string> args = {EDITSPEC_BIN, "serve", "-t", "1", "--port", std::to_string(port)};
+            const bool own_threads = std::find(extra.begin(), extra.end(), "-t") != extra.end(); // else 1
+            std::vector<std::string> args = {EDITSPEC_BIN, "serve", "--port", std::to_string(port)};
+            if (!own_threads) args.insert(args.end(), {"-t", "1"});
             if (!own_model) args.insert(args.end(), {"-m", k_target});
             args.insert(args.end(), extra.begin(), extra.end());
             std::vector<char *> argv;

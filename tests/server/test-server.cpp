@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -350,6 +351,33 @@ TEST(server, apply_view_follows_the_request_and_the_cache) {
 }
 
 // 8 clients x 50 requests on 2 slots: no error, every answer is the one its prompt gets alone
+// The cost model's passes (measured at the first start, or a cached curve checked) run on a thread of
+// their own: ggml's OpenMP team belongs to the thread that computes, and a second team beside the step
+// engine's outnumbered the cores for the server's life (its workers slept between passes: requests 30%
+// slower). With 2 threads the server has one OpenMP worker more than with 1: the engine's, not two
+TEST(server, the_cost_model_leaves_one_openmp_team) {
+    auto n_threads = [](pid_t pid) {
+        int n = 0;
+        for ([[maybe_unused]] const auto & e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) n++;
+        return n;
+    };
+    int threads[2] = {};
+    for (const int t : {1, 2}) {
+        const std::string cache = ::testing::TempDir() + "editspec-omp-" + std::to_string(getpid()) + "-" + std::to_string(t);
+        std::filesystem::remove_all(cache);
+        setenv("EDITSPEC_CACHE", cache.c_str(), 1); // measured at this start
+        server_process srv({"-m", std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-q8_0.gguf", "-t", std::to_string(t), "--parallel", "2", "--ctx-size", "512"});
+        unsetenv("EDITSPEC_CACHE");
+        ASSERT_GT(srv.pid, 0);
+        int status = 0;
+        post(srv, "/completion", json{{"prompt", "def add(a, b):"}, {"n_predict", 4}}.dump(), &status);
+        ASSERT_EQ(status, 200);
+        threads[t - 1] = n_threads(srv.pid);
+        std::filesystem::remove_all(cache);
+    }
+    EXPECT_EQ(threads[1] - threads[0], 1) << threads[0] << " threads with -t 1, " << threads[1] << " with -t 2";
+}
+
 TEST(server, load_8_clients_50_requests) {
     if (!have_shipped()) GTEST_SKIP() << "no shipped model";
     server_process s({"--parallel", "2"});
