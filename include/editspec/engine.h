@@ -179,6 +179,11 @@ public:
     // model-native head, llama-draft-mtp, reads the target's hidden states of each batch it sees,
     // prompt chunks included); empty = none. Not for a view
     void set_decode_hook(std::function<void(const llama_batch &)> hook) { hook_ = std::move(hook); }
+    // an owned context: its llama_decode calls run through `run`, which calls its argument and returns
+    // when it is done (a step engine's run_on_thread: ggml's OpenMP team belongs to the thread that
+    // computes, and a second team beside the engine's outnumbers the cores, so every team's workers sleep
+    // between passes); empty = on the caller's thread. Not for a view
+    void set_compute(std::function<void(const std::function<void()> &)> run) { compute_ = std::move(run); }
     // a view of a step engine (step.h)
     bool is_view() const { return step_ != nullptr; }
     // a view: the engine's sequence its sequence 0 is (its region or stream); 0 for an owned context
@@ -244,6 +249,7 @@ private:
     std::vector<uint8_t> stale_; // cached_.size() marks
     const std::atomic<bool> * cancel_ = nullptr;
     std::function<void(const llama_batch &)> hook_;
+    std::function<void(const std::function<void()> &)> compute_;
 
     step_engine * step_ = nullptr;   // a view of this engine, on stream seq_
     llama_seq_id seq_ = 0;

@@ -405,25 +405,6 @@ bool cost_model_save(const context & ctx, const cost_model & cm) {
     return true;
 }
 
-// a cached curve whose 1-token pass is over this many times one timed now is measured again
-constexpr double COST_STALE_RATIO = 1.5;
-
-// the fastest of a few 1-token passes after a short prefix (ms), or 0 when they failed; leaves the cache empty
-static double cost_probe_t1(context & ctx) {
-    const int32_t n_prefix = std::min(32, ctx.n_ctx() / 2);
-    const int32_t n_vocab = ctx.owner().facts().n_vocab;
-    const int32_t base = std::min(1000, n_vocab / 4);
-    auto tok = [&](int32_t i) { return (llama_token) (base + (i * 7919) % std::max(1, n_vocab - base)); };
-    ctx.kv_clear();
-    batch b(n_prefix, 1);
-    token_vec prefix;
-    for (int32_t i = 0; i < n_prefix; i++) prefix.push_back(tok(i));
-    std::vector<double> best;
-    const bool ok = context_prefill(ctx, b, prefix, 0, 0) && time_sizes(ctx, b, {1}, n_prefix, 6, 6, true, tok, best, nullptr);
-    ctx.kv_clear();
-    return ok ? best[0] : 0.0;
-}
-
 bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
     const std::string path = cache_path(ctx);
     const std::vector<int32_t> depths = cost_model_depths(256, 256, ctx.n_ctx());
@@ -435,17 +416,8 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
             // a curve cached by a shallower context is measured again once a context can go deeper
             // (the cache is per model file, not per context size): at most once per depth
             if (cost_model_from_json(ss.str(), out) && out.deeper.size() >= depths.size()) {
-                // a curve measured while the machine was busy (a build or tests beside it) is too slow,
-                // and its shape off, for every request sized by it after (the shipped target's cached
-                // 1-token pass was once 7.8 ms against 2.3): its 1-token pass against a few timed now
-                // (the fastest: a busy machine now only makes them slower, never the cache wrong)
-                const double now = cost_probe_t1(ctx);
-                if (!(now > 0.0 && out.t(1) > COST_STALE_RATIO * now)) {
-                    ES_LOG_INFO("cost model: cached %s\n", path.c_str());
-                    return true;
-                }
-                ES_LOG_WARN("cost model: %s's 1-token pass is %.2f ms, %.2f ms now: measuring again (the cache was "
-                            "measured while the machine was busy)\n", path.c_str(), out.t(1), now);
+                ES_LOG_INFO("cost model: cached %s\n", path.c_str());
+                return true;
             } else if (out.deeper.size() < depths.size()) {
                 ES_LOG_INFO("cost model: %s holds %zu depths, this context can measure %zu\n", path.c_str(),
                             out.deeper.size(), depths.size());

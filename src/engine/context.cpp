@@ -135,8 +135,16 @@ bool context::decode(const batch & b) {
     if (step_) {
         return step_->decode(seq_, b.get(), cancel_, view_logits_, view_rows_);
     }
-    const int32_t ret = llama_decode(ctx_, b.get());
-    clear_upper_state();
+    int32_t ret = 0;
+    if (compute_) {
+        compute_([&] {
+            ret = llama_decode(ctx_, b.get());
+            clear_upper_state();
+        });
+    } else {
+        ret = llama_decode(ctx_, b.get());
+        clear_upper_state();
+    }
     if (ret == 2 && cancelled()) {
         return false; // aborted: the request was cancelled
     }

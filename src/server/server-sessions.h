@@ -16,6 +16,7 @@
 #include "editspec/request.h"
 #include "editspec/server.h"
 #include "editspec/session.h"
+#include "editspec/step.h"
 #include "server-slots.h"
 
 #include <future>
@@ -31,6 +32,8 @@ struct session_store_params {
     int32_t max_sessions = 4;  // each holds a context of the server's --ctx-size
     double  idle_s = 600.0;    // a session idle this long may be evicted by a new one
     int32_t drift_max = -1;    // default drift control (session.h)
+    step_engine * compute = nullptr; // whose thread computes the sessions' passes (context::set_compute:
+                               // one OpenMP team in the process); null = the sessions' worker thread
 };
 
 constexpr int32_t SESSION_COMPLETE_MAX = 256; // tokens one /complete may decode

@@ -122,6 +122,7 @@ bool open_state(const server_params & p, server_state & s) {
     session_store_params ssp;
     ssp.max_sessions = p.max_sessions;
     ssp.idle_s = p.session_idle_s;
+    ssp.compute = s.engine.get();
     s.sessions = std::make_unique<session_store>(s.rn, ssp);
     s.model_id = std::filesystem::path(p.runner.model_path).filename().string();
     return true;

@@ -1,6 +1,7 @@
 // /v1/sessions: document sessions (session.h) over HTTP. Each session owns a context (its KV cache
-// follows the document's edits); all their decoding runs on one worker thread (ggml's thread team
-// belongs to the thread that calls it, as the slots' do). Bounded in number, idle time and waiting
+// follows the document's edits); their requests run on one worker thread, and their passes on the
+// step engine's thread between its steps (ggml's thread team belongs to the thread that computes: one
+// team in the process, as the slots' and the draft model's). Bounded in number, idle time and waiting
 // work: a new session evicts the one idle longest when the idle limit has passed, else it is refused
 // (429); past SESSION_QUEUE_MAX requests waiting for the worker, 503.
 #include "server-sessions.h"
@@ -168,6 +169,9 @@ int session_store::create(const std::string & body, json & out) {
         impl::entry e;
         e.ctx = runner_new_context(d_->rn, &error);
         if (!e.ctx) return fail(out, 500, "cannot create the session's context: " + error);
+        if (step_engine * eng = d_->params.compute) {
+            e.ctx->set_compute([eng](const std::function<void()> & f) { eng->run_on_thread(f); });
+        }
         e.doc = std::make_unique<doc_session>(*e.ctx, rq.params);
         if (!e.doc->open(rq.text, &error)) return fail(out, 400, error, "text");
         e.last_used = clock_type::now();

@@ -290,35 +290,3 @@ TEST(cli_cost, curves_deeper_in_a_file) {
     }
     EXPECT_EQ(rows, 4) << out;
 }
-
-// a cached curve measured while the machine was busy (figures far slower than a pass now) is measured
-// again when it is fetched; one measured on a quieter machine than now is kept
-TEST(cli_cost, a_curve_cached_while_busy_is_measured_again) {
-    temp_dir cache;
-    const std::string env = "EDITSPEC_LOG=info EDITSPEC_CACHE=" + cache.path.string() + " ";
-    const std::string get = env + std::string(EDITSPEC_BIN) + " cost -m " + EDITSPEC_TEST_MODEL_Q8 + " -t 1 2>&1";
-    std::string out;
-    ASSERT_EQ(editspec::test::run_command(get, &out), 0) << out;
-    fs::path file;
-    for (const auto & e : fs::directory_iterator(cache.path / "cost")) file = e.path();
-    ASSERT_FALSE(file.empty()) << out;
-    auto read = [&] { std::ifstream f(file); return nlohmann::json::parse(f); };
-    auto scaled = [&](double k) {
-        nlohmann::json j = read();
-        for (auto & v : j["ms"]) v = v.get<double>() * k;
-        for (auto & c : j["deeper"]) for (auto & v : c["ms"]) v = v.get<double>() * k;
-        std::ofstream(file) << j.dump();
-        return j["ms"][0].get<double>();
-    };
-    const double t1 = read()["ms"][0].get<double>();
-    // ten times slower than measured: measured again, near the first figure
-    scaled(10.0);
-    ASSERT_EQ(editspec::test::run_command(get, &out), 0) << out;
-    EXPECT_NE(out.find("measuring again"), std::string::npos) << out;
-    EXPECT_LT(read()["ms"][0].get<double>(), 3.0 * t1) << out;
-    // faster than now (a quiet machine's figures): kept as they are
-    const double fast = scaled(0.5);
-    ASSERT_EQ(editspec::test::run_command(get, &out), 0) << out;
-    EXPECT_EQ(out.find("measuring again"), std::string::npos) << out;
-    EXPECT_DOUBLE_EQ(read()["ms"][0].get<double>(), fast);
-}

@@ -354,8 +354,9 @@ TEST(server, apply_view_follows_the_request_and_the_cache) {
 // The cost model's passes (measured at the first start, or a cached curve checked) run on a thread of
 // their own: ggml's OpenMP team belongs to the thread that computes, and a second team beside the step
 // engine's outnumbered the cores for the server's life (its workers slept between passes: requests 30%
-// slower). With 2 threads the server has one OpenMP worker more than with 1: the engine's, not two
-TEST(server, the_cost_model_leaves_one_openmp_team) {
+// slower). With 2 threads the server has one OpenMP worker more than with 1: the engine's, not two; a
+// document session's passes add none
+TEST(server, the_cost_model_and_sessions_leave_one_openmp_team) {
     auto n_threads = [](pid_t pid) {
         int n = 0;
         for ([[maybe_unused]] const auto & e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) n++;
@@ -373,6 +374,12 @@ TEST(server, the_cost_model_leaves_one_openmp_team) {
         post(srv, "/completion", json{{"prompt", "def add(a, b):"}, {"n_predict", 4}}.dump(), &status);
         ASSERT_EQ(status, 200);
         threads[t - 1] = n_threads(srv.pid);
+        // a document session's passes run on the engine's thread too (context::set_compute): no team more
+        const json c = post(srv, "/v1/sessions", json{{"text", "def add(a, b):\n    return a + b\n"}}.dump(), &status);
+        ASSERT_EQ(status, 200) << c.dump();
+        post(srv, "/v1/sessions/" + c["id"].get<std::string>() + "/complete", json{{"max_tokens", 4}}.dump(), &status);
+        ASSERT_EQ(status, 200);
+        EXPECT_EQ(n_threads(srv.pid), threads[t - 1]) << "threads after a session's passes, -t " << t;
         std::filesystem::remove_all(cache);
     }
     EXPECT_EQ(threads[1] - threads[0], 1) << threads[0] << " threads with -t 1, " << threads[1] << " with -t 2";
