@@ -272,6 +272,12 @@ int32_t engine_gpu_layers();
 // a GPU of this machine (CUDA). llama_supports_gpu_offload() says yes for any build with the RPC
 // backend (include/editspec/rpc.h), whose workers are CPUs running our exact kernels.
 bool engine_has_gpu();
+
+// names the calling thread (at most 15 characters; as `top -H` and /proc/PID/task/TID/comm show it); the
+// threads it starts, ggml's OpenMP workers among them, start with its name
+void thread_name_set(const char * name);
+// the calling thread's name ("" where the platform has none)
+std::string thread_name_get();
 // layers can leave this process: a GPU or RPC workers (--rpc)
 bool engine_offloads();
 

@@ -8,6 +8,7 @@
 #include "gguf.h"
 
 #include <cerrno>
+#include <pthread.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,22 @@ void engine_set_gpu_layers(int32_t n) {
 
 int32_t engine_gpu_layers() {
     return g_gpu_layers;
+}
+
+void thread_name_set(const char * name) {
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), name);
+#else
+    (void) name;
+#endif
+}
+
+std::string thread_name_get() {
+#ifdef __linux__
+    char name[16] = {};
+    if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0) return name;
+#endif
+    return "";
 }
 
 bool engine_has_gpu() {

@@ -122,9 +122,13 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
         bool ok = false;
         host->run_on_thread([&] { ok = context_warm_up(*e->ctx_); });
         warm.set_value(ok);
-        e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
+        e->thread_ = std::thread([eng = e.get()] {
+            thread_name_set("es-step");
+            eng->loop();
+        });
     } else {
         e->thread_ = std::thread([eng = e.get(), &warm] {
+            thread_name_set("es-step"); // its OpenMP workers too: they start from it
             warm.set_value(context_warm_up(*eng->ctx_));
             eng->loop();
         });

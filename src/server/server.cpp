@@ -108,7 +108,10 @@ bool open_state(const server_params & p, server_state & s) {
     // them cost 30% of the shipped model's requests (perf: the kernel's context switches 11% of the time).
     // libgomp frees a thread's team when the thread ends
     bool costed = false;
-    std::thread([&] { costed = runner_cost(s.rn, &error); }).join();
+    std::thread([&] {
+        thread_name_set("es-cost");
+        costed = runner_cost(s.rn, &error);
+    }).join();
     if (!costed) {
         ES_SAY("serve", "error: %s\n", error.c_str());
         return false;
@@ -174,6 +177,10 @@ void signals_watch() {
 
 int server_run(const server_params & p) {
     signals_watch();
+    // named while it sets up: a pass computed on it would leave OpenMP workers of this name for the
+    // server's life (test-server counts them: none); its own name back before it serves
+    const std::string name = thread_name_get();
+    thread_name_set("editspec-setup");
 #ifdef __GLIBC__
     // a fixed mmap threshold: glibc raises it to each large block freed, and then the per-request
     // buffers (logits, prompt states, sessions' contexts) come from arenas that never shrink: RSS
@@ -214,6 +221,7 @@ int server_run(const server_params & p) {
     ES_SAY("serve", "listening on http://%s:%d (%d slot%s, queue %d, method %s; with a prediction %s)\n",
             p.host.c_str(), p.port, p.n_parallel, p.n_parallel == 1 ? "" : "s", p.max_queue, s.method.name.c_str(),
             s.with_reuse.name.c_str());
+    thread_name_set(name.empty() ? "editspec" : name.c_str());
     const bool ok = svr.listen_after_bind();
     s.stopping = true;
     s.slots->stop();

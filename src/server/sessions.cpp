@@ -76,6 +76,7 @@ struct session_store::impl {
 
     impl(const runner & r, const session_store_params & p) : rn(r), params(p) {
         worker = std::thread([this] {
+            thread_name_set("es-sessions");
             while (true) {
                 std::function<void()> j;
                 {

@@ -19,6 +19,7 @@ void slot_pool::add(std::unique_ptr<context> ctx, step_engine * engine, llama_se
 void slot_pool::start() {
     for (size_t i = 0; i < slots_.size(); i++) {
         threads_.emplace_back([this, i] {
+            thread_name_set("es-slot");
             while (true) {
                 std::function<void()> j;
                 {
