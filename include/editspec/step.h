@@ -34,6 +34,12 @@
 // Cancellation: a view's cancel flag (context::set_cancel) fails its decode at once; a step whose
 // every batch is cancelled is aborted inside llama_decode (llama_set_abort_callback).
 //
+// Jobs (spawn): a request's whole job can run as a fiber (fiber.h) on the engine's own thread, where a
+// view's decode parks the fiber until its step is done. The engine's loop then owns every request: it
+// runs each runnable job's host work (draft, verify, keep, commit) between steps, and a step starts as
+// soon as every job has parked, with no thread per request and no wake-ups across threads. The server's
+// slots run so; a view decoded from a thread of its own (tests, a session) waits on a condition variable.
+//
 // Threading: enter/leave/view/decode from any thread; one thread per view at a time. Every KV
 // operation of a view takes the engine's context lock, so it never runs during a step's decode.
 // Every decode of the engine (its warm-up, a lone request's pass) runs on the engine's thread: ggml's
@@ -43,6 +49,7 @@
 #pragma once
 
 #include "editspec/engine.h"
+#include "editspec/fiber.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -143,8 +150,18 @@ public:
 
     // runs f on this engine's thread, between its steps, and waits for it: work on a context that must
     // not overlap a step (a head's context the step hook decodes), or a guest engine's decode, in the
-    // process's one OpenMP team. Not from the engine's own thread (f itself, a hook)
+    // process's one OpenMP team. On the engine's own thread (a job's fiber, a hook) f runs at once:
+    // nothing else runs there meanwhile
     void run_on_thread(const std::function<void()> & f);
+
+    // runs job as a fiber on this engine's thread (see Jobs above) and returns at once; the engine's
+    // destructor waits for every job to end. An exception job lets out is logged and dropped: catch
+    // what the caller must hear of. Not on an engine with a host (its jobs belong to the host's)
+    void spawn(std::function<void()> job);
+    // from a job on this engine's thread: the engine's other runnable jobs run first (to their next
+    // decode, or to where they yield too), then this one goes on. A job waiting for the others of its step
+    // (a head's draft call that would draft them all at once) yields where a thread would wait
+    void yield();
 
 private:
     friend class context;
@@ -157,6 +174,8 @@ private:
         bool done = false;
         bool ok = false;
         std::condition_variable cv; // done (under mu_): the view's thread waits here, not on cv_
+        fiber * job = nullptr;          // or the job's fiber parks until done
+        step_engine * sched = nullptr;  // the engine whose thread runs that fiber (this one or the host)
     };
 
     step_engine(const model & m) : model_(m) {}
@@ -174,6 +193,13 @@ private:
     // what the last step held beside stream seq's own batch
     context::step_load others(llama_seq_id seq) const;
     static bool all_cancelled(const std::vector<submission *> & subs);
+    // s is done (mu_ held): its thread or its fiber goes on
+    void finish(submission * s);
+    // f may run again (from any thread)
+    void wake(fiber * f);
+    void wake_locked(fiber * f); // mu_ held
+    // every runnable job runs until it parks or ends (mu_ held; released while each runs)
+    void run_jobs(std::unique_lock<std::mutex> & lock);
 
     const model & model_;
     step_params params_;
@@ -208,6 +234,9 @@ private:
     };
     std::deque<guest_job *> guest_jobs_;  // waiting for this engine's thread
     std::condition_variable guest_cv_;    // a guest job is done
+    std::vector<std::unique_ptr<fiber>> jobs_; // spawn()'s, running or parked
+    std::vector<fiber *> runnable_;       // of those, the ones to resume, in order
+    std::thread::id thread_id_;           // the engine's thread (run_on_thread runs at once from it)
 };
 
 } // namespace editspec

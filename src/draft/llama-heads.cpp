@@ -283,12 +283,19 @@ private:
         std::vector<llama_seq_id> ids;
         {
             std::unique_lock<std::mutex> lock(mu_);
-            if (engine_ && n_calls_ > 0) {
+            auto none_due = [&] { return std::none_of(seqs_.begin(), seqs_.end(), [](const seq_state & st) { return st.due; }); };
+            if (engine_ && fiber::current()) {
+                // requests' jobs on the engine's thread (the server's): those of the step run to their
+                // draft calls, or past them, before this call drafts for all that asked
+                if (!none_due()) {
+                    lock.unlock();
+                    engine_->yield();
+                    lock.lock();
+                }
+            } else if (engine_ && n_calls_ > 0) {
                 const double wait_ms = std::min(1.0, 0.5 * t_draft_ms_ / (double) n_calls_);
                 const auto deadline = clock_type::now() + std::chrono::microseconds((int64_t) (wait_ms * 1000.0));
-                cv_.wait_until(lock, deadline, [&] {
-                    return std::none_of(seqs_.begin(), seqs_.end(), [](const seq_state & st) { return st.due; });
-                });
+                cv_.wait_until(lock, deadline, none_due);
             }
             apply_keeps();
             for (size_t s = 0; s < seqs_.size(); s++) {

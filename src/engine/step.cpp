@@ -23,6 +23,9 @@
 
 namespace editspec {
 
+// the engine whose loop runs on this thread (its jobs' fibers park for steps of any engine)
+static thread_local step_engine * t_engine = nullptr;
+
 std::vector<int32_t> step_ubatch_sizes(std::vector<int32_t> tokens, int32_t n_ubatch) {
     std::vector<int32_t> sizes;
     for (size_t first = 0;;) {
@@ -126,9 +129,11 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
             thread_name_set("es-step");
             eng->loop();
         });
+        e->thread_id_ = e->thread_.get_id();
     } else {
         e->thread_ = std::thread([eng = e.get(), &warm] {
             thread_name_set("es-step"); // its OpenMP workers too: they start from it
+            eng->thread_id_ = std::this_thread::get_id();
             warm.set_value(context_warm_up(*eng->ctx_));
             eng->loop();
         });
@@ -223,15 +228,95 @@ bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::ato
     s.cancel = cancel;
     s.logits = &logits;
     s.rows = &rows;
+    s.job = fiber::current();
+    s.sched = t_engine;
+    ES_ASSERT((!s.job || s.sched) && "a view decoded from a fiber no step engine runs");
     std::unique_lock<std::mutex> lock(mu_);
     // every pass goes to the engine's thread, a lone request's too: one thread computes (see create())
     queue_.push_back(&s);
     cv_.notify_all(); // the engine's thread is the one waiting on cv_
-    s.cv.wait(lock, [&] { return s.done; });
+    if (!s.job) {
+        s.cv.wait(lock, [&] { return s.done; });
+        return s.ok;
+    }
+    // a job: its engine's loop goes on with the others and the step, and resumes it once s is done
+    while (!s.done) {
+        lock.unlock();
+        fiber::park();
+        lock.lock();
+    }
     return s.ok;
 }
 
+void step_engine::finish(submission * s) {
+    s->done = true;
+    if (!s->job) {
+        s->cv.notify_one(); // its view's thread alone: one wake-up a request, not one per request per batch
+    } else if (s->sched == this) {
+        wake_locked(s->job);
+    } else {
+        s->sched->wake(s->job); // a guest engine's step resumes a job of its host's (lock order: guest, host)
+    }
+}
+
+void step_engine::wake_locked(fiber * f) {
+    if (std::find(runnable_.begin(), runnable_.end(), f) == runnable_.end()) runnable_.push_back(f);
+    cv_.notify_all();
+}
+
+void step_engine::wake(fiber * f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_locked(f);
+}
+
+void step_engine::spawn(std::function<void()> job) {
+    ES_ASSERT(!host_ && "a guest engine's jobs are its host's");
+    auto f = std::make_unique<fiber>(std::move(job));
+    std::lock_guard<std::mutex> lock(mu_);
+    runnable_.push_back(f.get());
+    jobs_.push_back(std::move(f));
+    cv_.notify_all();
+}
+
+void step_engine::yield() {
+    fiber * f = fiber::current();
+    ES_ASSERT(f && t_engine == this && "step_engine::yield() from a job of another thread");
+    wake(f); // behind the runnable ones
+    fiber::park();
+}
+
+void step_engine::run_jobs(std::unique_lock<std::mutex> & lock) {
+    while (!runnable_.empty()) {
+        fiber * f = runnable_.front();
+        runnable_.erase(runnable_.begin());
+        lock.unlock();
+        try {
+            f->resume();
+        } catch (const std::exception & e) {
+            ES_LOG_ERROR("step engine: a job ended with an exception: %s\n", e.what());
+        } catch (...) {
+            ES_LOG_ERROR("step engine: a job ended with an exception\n");
+        }
+        lock.lock();
+        if (f->finished()) {
+            std::erase(runnable_, f);
+            std::unique_ptr<fiber> done;
+            for (auto & j : jobs_) {
+                if (j.get() == f) done = std::move(j);
+            }
+            std::erase(jobs_, nullptr);
+            lock.unlock();
+            done.reset(); // its stack unmapped outside the lock
+            lock.lock();
+        }
+    }
+}
+
 void step_engine::run_on_thread(const std::function<void()> & f) {
+    if (std::this_thread::get_id() == thread_id_) {
+        f(); // a job's fiber or a hook: between steps, or inside one, on this very thread
+        return;
+    }
     guest_job j;
     j.f = &f;
     std::unique_lock<std::mutex> lock(mu_);
@@ -254,11 +339,15 @@ void step_engine::run_guest_jobs(std::unique_lock<std::mutex> & lock) {
 }
 
 void step_engine::loop() {
+    t_engine = this;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-        cv_.wait(lock, [&] { return stop_ || !guest_jobs_.empty() || (!queue_.empty() && !stepping_); });
+        cv_.wait(lock, [&] {
+            return (stop_ && jobs_.empty()) || !guest_jobs_.empty() || !runnable_.empty() || (!queue_.empty() && !stepping_);
+        });
         run_guest_jobs(lock);
-        if (stop_ && queue_.empty()) return;
+        run_jobs(lock); // each job's host work, up to its next decode (or its end)
+        if (stop_ && queue_.empty() && jobs_.empty()) return;
         if (queue_.empty() || stepping_) continue;
         // gather: every active view's batch, or as many as came within the wait
         const auto t_first = clock_type::now();
@@ -273,22 +362,25 @@ void step_engine::loop() {
             }
             return true;
         };
-        // a guest's decode (a draft model's pass) runs while the step gathers
+        // a guest's decode (a draft model's pass) runs while the step gathers, and the jobs it resumes
+        // go on to their next pass
         const auto deadline = t_first + std::chrono::microseconds((int64_t) (wait_ms * 1000.0));
-        while (!cv_.wait_until(lock, deadline, [&] { return all_in() || !guest_jobs_.empty(); }) || !all_in()) {
-            if (guest_jobs_.empty()) break; // the deadline passed
+        while (!cv_.wait_until(lock, deadline, [&] { return all_in() || !guest_jobs_.empty() || !runnable_.empty(); }) ||
+               !all_in()) {
+            if (guest_jobs_.empty() && runnable_.empty()) break; // the deadline passed
             run_guest_jobs(lock);
+            run_jobs(lock);
         }
         run_guest_jobs(lock);
+        run_jobs(lock);
         stats_.gather_ms += ms_since(t_first);
 
         // cancelled batches are answered at once; of the others the smallest go first (generating
         // requests' passes, then prompt chunks) up to the step's token budget (the first always fits)
         for (auto it = queue_.begin(); it != queue_.end();) {
             if ((*it)->cancel && (*it)->cancel->load()) {
-                (*it)->done = true;
-                (*it)->cv.notify_one();
                 (*it)->ok = false;
+                finish(*it);
                 stats_.cancelled++;
                 it = queue_.erase(it);
             } else {
@@ -365,10 +457,7 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
     stats_.batches += (int64_t) subs.size();
     stats_.ubatches += run_ubatches_;
     if (!ok && step_abort_) stats_.aborted++;
-    for (submission * s : subs) {
-        s->done = true;
-        s->cv.notify_one(); // its view's thread alone: one wake-up a request, not one per request per batch
-    }
+    for (submission * s : subs) finish(s);
     stepping_ = false;
     cv_.notify_all();
 }

@@ -1,8 +1,10 @@
-// Slots of `editspec serve`: one context and one thread each, and a bounded FIFO of requests that
-// wait for one. A slot's context is a view of the server's step engine (step.h): the slots' threads
-// draft and verify, and every slot's decode goes into the engine's one batched llama_decode per step
-// on the engine's own thread (ggml's OpenMP team belongs to the thread that calls it: teams of
-// several threads spinning at once fight over the cores; docs/results/issue53-batching).
+// Slots of `editspec serve`: one context each, and a bounded FIFO of requests that wait for one. A
+// slot's context is a view of the server's step engine (step.h), and its request's job runs as a fiber
+// on the engine's thread (step_engine::spawn): one loop owns every running request, runs each one's
+// drafting and verification between steps and every slot's decode in its one batched llama_decode per
+// step (one thread computes: ggml's OpenMP team belongs to the thread that calls it, and teams of
+// several threads spinning at once fight over the cores; docs/results/issue53-batching). A slot
+// without an engine runs its jobs on a thread of its own.
 //
 // A request goes to the free slot whose KV cache holds most of its prompt (pie.h: the common
 // prefix, and with KV_REUSE_PIE the spans after an edit too) when that is at least half the prompt:
@@ -102,6 +104,7 @@ private:
         std::unique_ptr<context> draft;  // a view of draft_engine on stream seq, or null
         step_engine * draft_engine = nullptr;
         llama_seq_id seq = 0;
+        bool job_on_engine = false;    // its jobs run on engine's thread (step_engine::spawn), not on its own
         std::function<void()> pending; // set by submit(), taken by the slot's thread
         bool busy = false;             // a job is assigned and not finished
         uint64_t last_used = 0;        // submit() order

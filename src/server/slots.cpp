@@ -1,6 +1,9 @@
 // Slots and their FIFO (server-slots.h).
 #include "server-slots.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace editspec {
 
 void slot_pool::add(std::unique_ptr<context> ctx, step_engine * engine, llama_seq_id seq, std::unique_ptr<context> draft,
@@ -11,13 +14,20 @@ void slot_pool::add(std::unique_ptr<context> ctx, step_engine * engine, llama_se
     s.seq = seq;
     s.draft = std::move(draft);
     s.draft_engine = draft_engine;
+    s.job_on_engine = engine != nullptr;
     s.memory = std::make_unique<slot_memory>();
     s.memory->draft = s.draft.get();
     slots_.push_back(std::move(s));
 }
 
 void slot_pool::start() {
+    // EDITSPEC_SLOT_THREADS=1: a thread per slot, whose decodes wait for the engine's steps (the layout
+    // before jobs ran on the engine's thread; for A/B runs)
+    if (const char * t = getenv("EDITSPEC_SLOT_THREADS"); t && atoi(t) != 0) {
+        for (slot & sl : slots_) sl.job_on_engine = false;
+    }
     for (size_t i = 0; i < slots_.size(); i++) {
+        if (slots_[i].job_on_engine) continue; // its jobs run as fibers on the engine's thread
         threads_.emplace_back([this, i] {
             thread_name_set("es-slot");
             while (true) {
@@ -107,8 +117,8 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
             }
             cv_.notify_all();
         };
-        sl.pending = [this, ctx, mem, engine, draft_engine, seq, promise, release, j = std::move(j),
-                      p = token_vec(prompt.begin(), prompt.end())] {
+        std::function<void()> run = [this, ctx, mem, engine, draft_engine, seq, promise, release, j = std::move(j),
+                                     p = token_vec(prompt.begin(), prompt.end())] {
             struct in_step { // the engine's steps wait for this slot while its job runs
                 step_engine * e;
                 llama_seq_id seq;
@@ -138,6 +148,14 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
             release();
             promise->set_value();
         };
+        if (sl.job_on_engine) {
+            // the engine's loop owns the request: its job runs on the engine's thread (step.h, Jobs)
+            lock.unlock();
+            engine->spawn(std::move(run));
+            cv_.notify_all(); // the next ticket's turn
+            return SLOT_OK;
+        }
+        sl.pending = std::move(run);
     }
     cv_.notify_all();
     return SLOT_OK;
@@ -153,9 +171,14 @@ void slot_pool::close() {
 
 void slot_pool::stop() {
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         closed_ = true;
         stopping_ = true;
+        cv_.notify_all();
+        // the jobs on engines' threads end on their own (each frees its slot)
+        cv_.wait(lock, [&] {
+            return std::none_of(slots_.begin(), slots_.end(), [](const slot & sl) { return sl.job_on_engine && sl.busy; });
+        });
     }
     cv_.notify_all();
     for (std::thread & t : threads_) {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <random>
 #include <thread>
@@ -31,8 +32,11 @@ struct job {
 // target's), that engine decoding a request of its own meanwhile
 // regions: the engine's default layout (a region of one unified cache per view, every step one ubatch);
 // false: a KV stream per view
+// as_jobs: each stream's share runs as a job on the engine's thread (step_engine::spawn; hosted: on the
+// host's, decoding on the guest's views, as the server's requests use the draft model's engine), not on
+// a thread of its own
 void check_batched_equals_alone(const std::string & type, int32_t n_threads, uint32_t seed, bool hosted = false,
-                                bool regions = true) {
+                                bool regions = true, bool as_jobs = false) {
     auto m = test::load_or_fail(test::typed_model_path(type));
     ASSERT_TRUE(m);
     std::mt19937 rng(seed);
@@ -94,13 +98,11 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     EXPECT_EQ(views[0]->n_seq_max(), 1);
 
     // each stream runs its share of the jobs, greedy then speculative, one after another
-    std::vector<std::thread> threads;
-    for (int32_t s = 0; s < n_seq; s++) {
-        threads.emplace_back([&, s] {
+    auto run_stream = [&](int32_t s) {
             std::mt19937 r(seed + 100 + s);
             for (size_t k = s; k < jobs.size(); k += n_seq) {
                 job & j = jobs[k];
-                std::this_thread::sleep_for(std::chrono::milliseconds(r() % 20));
+                if (!as_jobs) std::this_thread::sleep_for(std::chrono::milliseconds(r() % 20));
                 eng->enter(s);
                 generate_params gp;
                 gp.n_predict = j.n_predict;
@@ -112,7 +114,27 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
                 j.spec = generate_spec(*views[s], j.prompt, gp, spp, ds);
                 eng->leave(s);
             }
-        });
+    };
+    std::vector<std::thread> threads;
+    if (!as_jobs) {
+        for (int32_t s = 0; s < n_seq; s++) threads.emplace_back([&, s] { run_stream(s); });
+    } else {
+        step_engine * owner = host ? host.get() : eng.get();
+        std::atomic<int32_t> running{n_seq};
+        std::promise<void> all_done;
+        std::mt19937 r(seed);
+        for (int32_t s = 0; s < n_seq; s++) {
+            owner->spawn([&, s] {
+                // work that must not overlap a step runs at once from a job: it is on the engine's thread
+                std::thread::id ran_on;
+                owner->run_on_thread([&] { ran_on = std::this_thread::get_id(); });
+                EXPECT_EQ(ran_on, std::this_thread::get_id());
+                run_stream(s);
+                if (--running == 0) all_done.set_value();
+            });
+            std::this_thread::sleep_for(std::chrono::milliseconds(r() % 20)); // staggered: prompts meet passes
+        }
+        all_done.get_future().wait();
     }
     for (auto & t : threads) t.join();
     if (host_thread.joinable()) host_thread.join();
@@ -237,6 +259,41 @@ TEST(step_engine, streams_answer_as_alone) {
 // both answer as alone
 TEST(step_engine, a_guest_engine_decodes_on_its_hosts_thread) {
     check_batched_equals_alone("q8_0", 2, 11, true);
+}
+
+// each request's job on the engine's thread (the server's slots): parked at each decode, resumed when
+// its step is done; the answers as alone, 1 and 2 threads, regions and streams
+TEST(step_engine, jobs_on_the_engines_thread_answer_as_alone) {
+    check_batched_equals_alone("q8_0", 2, 13, false, true, true);
+    check_batched_equals_alone("q4_k_m", 1, 15, false, false, true);
+}
+
+// jobs on the host's thread decoding on a guest engine's views (the server's draft model): the guest's
+// steps run on the host's thread between the host's own, and resume the host's jobs
+TEST(step_engine, jobs_of_the_host_decode_on_a_guest_engine) {
+    check_batched_equals_alone("q8_0", 2, 17, true, true, true);
+}
+
+// a fiber runs to each park and on from it on the thread that resumes it; what it throws comes out of
+// the resume() it ends in
+TEST(fiber, parks_resumes_and_rethrows) {
+    std::vector<int> seen;
+    fiber f([&] {
+        seen.push_back(1);
+        EXPECT_EQ(fiber::current(), &f);
+        fiber::park();
+        seen.push_back(2);
+    });
+    EXPECT_EQ(fiber::current(), nullptr);
+    f.resume();
+    EXPECT_EQ(seen, std::vector<int>({1}));
+    EXPECT_FALSE(f.finished());
+    f.resume();
+    EXPECT_EQ(seen, std::vector<int>({1, 2}));
+    EXPECT_TRUE(f.finished());
+    fiber g([] { throw std::runtime_error("from the fiber"); });
+    EXPECT_THROW(g.resume(), std::runtime_error);
+    EXPECT_TRUE(g.finished());
 }
 
 // (streams) requests on streams 0 and 2 with stream 1 idle between them: the step fills stream 1 with throwaway
