@@ -4,7 +4,7 @@
 // its slots.
 //
 //     prompt_store store(8192ull << 20);          // bytes
-//     store.prepare(ctx, prompt, pc);             // before the request's prefill, on the slot's thread
+//     store.prepare(ctx, prompt, pc);             // before the request's prefill, in the slot's job
 //     context_prefill_cached(ctx, b, ...);        // then reuses what ctx holds, as pie.h says
 //
 // prepare() first keeps ctx's cached prompt in the store when the request would lose at least
@@ -13,7 +13,7 @@
 // stale marks. A loaded state is the same bytes the slot held, in the same cell order, so lossless
 // reuse stays exact (tested). States are evicted least recently used past the byte budget.
 //
-// Lower layer: engine only. Thread-safe: one store serves every slot's thread.
+// Lower layer: engine only. Thread-safe: one store serves every slot's job.
 #pragma once
 
 #include "editspec/engine.h"

@@ -37,8 +37,11 @@
 // Jobs (spawn): a request's whole job can run as a fiber (fiber.h) on the engine's own thread, where a
 // view's decode parks the fiber until its step is done. The engine's loop then owns every request: it
 // runs each runnable job's host work (draft, verify, keep, commit) between steps, and a step starts as
-// soon as every job has parked, with no thread per request and no wake-ups across threads. The server's
-// slots run so; a view decoded from a thread of its own (tests, a session) waits on a condition variable.
+// soon as every job has parked, with no thread per request and no wake-ups across threads. A guest
+// engine's batches from the host's jobs (the draft model's passes) are stepped by the host's loop, on
+// its thread, once no job can run: every job that drafts this round has asked, and the target's step
+// follows once all have come back to it. The server's slots run so; a view decoded from a thread of its
+// own (tests, a session) waits on a condition variable, and a guest's thread steps those.
 //
 // Threading: enter/leave/view/decode from any thread; one thread per view at a time. Every KV
 // operation of a view takes the engine's context lock, so it never runs during a step's decode.
@@ -200,6 +203,18 @@ private:
     void wake_locked(fiber * f); // mu_ held
     // every runnable job runs until it parks or ends (mu_ held; released while each runs)
     void run_jobs(std::unique_lock<std::mutex> & lock);
+    // the guests' work, the jobs, and the guests' steps for the jobs' batches, until no job can run (mu_ held)
+    void run_ready(std::unique_lock<std::mutex> & lock);
+    // once no job of this host can run: each guest's step of what the jobs asked, decoded here; true
+    // when one ran (mu_ held, released meanwhile)
+    bool run_guest_steps(std::unique_lock<std::mutex> & lock);
+    // a guest's step, on its host's thread (mu_ not held): false when nothing waited
+    bool step_for_host();
+    // the waiting batches the next step takes (mu_ held): cancelled ones answered, the smallest first up
+    // to n_step_tokens, in stream order; false when none
+    bool take_step(std::vector<submission *> & subs, int32_t & n_tokens);
+    // a batch waits for this engine's thread to step it (mu_ held)
+    bool has_batch() const;
 
     const model & model_;
     step_params params_;
@@ -237,6 +252,8 @@ private:
     std::vector<std::unique_ptr<fiber>> jobs_; // spawn()'s, running or parked
     std::vector<fiber *> runnable_;       // of those, the ones to resume, in order
     std::thread::id thread_id_;           // the engine's thread (run_on_thread runs at once from it)
+    std::mutex guests_mu_;                // guests_ (taken before a guest's mu_)
+    std::vector<step_engine *> guests_;   // engines whose decodes this one computes (create()'s host)
 };
 
 } // namespace editspec

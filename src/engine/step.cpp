@@ -119,6 +119,10 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     // (libgomp spins ~300k rounds while its threads fit the cores, 100 once they do not: a worker
     // asleep between passes costs a futex wake-up per pass)
     e->host_ = host;
+    if (host) {
+        std::lock_guard<std::mutex> g(host->guests_mu_);
+        host->guests_.push_back(e.get());
+    }
     std::promise<bool> warm;
     std::future<bool> warmed = warm.get_future();
     if (host) {
@@ -147,6 +151,10 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
 }
 
 step_engine::~step_engine() {
+    if (host_) {
+        std::lock_guard<std::mutex> g(host_->guests_mu_);
+        std::erase(host_->guests_, this);
+    }
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
@@ -234,8 +242,8 @@ bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::ato
     std::unique_lock<std::mutex> lock(mu_);
     // every pass goes to the engine's thread, a lone request's too: one thread computes (see create())
     queue_.push_back(&s);
-    cv_.notify_all(); // the engine's thread is the one waiting on cv_
     if (!s.job) {
+        cv_.notify_all(); // the engine's thread is the one waiting on cv_ (a job's is the one running it)
         s.cv.wait(lock, [&] { return s.done; });
         return s.ok;
     }
@@ -338,17 +346,78 @@ void step_engine::run_guest_jobs(std::unique_lock<std::mutex> & lock) {
     guest_cv_.notify_all();
 }
 
+bool step_engine::has_batch() const {
+    if (stepping_) return false;
+    // a guest leaves its host's jobs' batches to the host (run_guest_steps)
+    return std::any_of(queue_.begin(), queue_.end(), [&](const submission * s) { return !host_ || !s->job; });
+}
+
+void step_engine::run_ready(std::unique_lock<std::mutex> & lock) {
+    do {
+        run_guest_jobs(lock);
+        run_jobs(lock); // each job's host work, up to its next decode (or its end)
+    } while (run_guest_steps(lock));
+}
+
+bool step_engine::run_guest_steps(std::unique_lock<std::mutex> & lock) {
+    if (!runnable_.empty()) return false;
+    lock.unlock(); // lock order: guests_mu_, a guest's mu_, then this one's
+    bool any = false;
+    {
+        std::lock_guard<std::mutex> g(guests_mu_);
+        for (step_engine * guest : guests_) any = guest->step_for_host() || any;
+    }
+    lock.lock();
+    return any;
+}
+
+bool step_engine::step_for_host() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stepping_ || queue_.empty()) return false;
+    // every job of the host has run to its next decode: all that will ask this step have asked
+    std::vector<submission *> subs;
+    int32_t n_tokens = 0;
+    if (!take_step(subs, n_tokens)) return false;
+    step(lock, subs, n_tokens);
+    return true;
+}
+
+bool step_engine::take_step(std::vector<submission *> & subs, int32_t & n_tokens) {
+    // cancelled batches are answered at once; of the others the smallest go first (generating
+    // requests' passes, then prompt chunks) up to the step's token budget (the first always fits)
+    for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->cancel && (*it)->cancel->load()) {
+            (*it)->ok = false;
+            finish(*it);
+            stats_.cancelled++;
+            it = queue_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    std::vector<submission *> order(queue_.begin(), queue_.end());
+    std::stable_sort(order.begin(), order.end(),
+                     [](const submission * a, const submission * b) { return a->b->n_tokens < b->b->n_tokens; });
+    subs.clear();
+    n_tokens = 0;
+    for (submission * s : order) {
+        if (!subs.empty() && n_tokens + s->b->n_tokens > params_.n_step_tokens) continue;
+        n_tokens += s->b->n_tokens;
+        subs.push_back(s);
+    }
+    std::erase_if(queue_, [&](const submission * s) { return std::find(subs.begin(), subs.end(), s) != subs.end(); });
+    std::sort(subs.begin(), subs.end(), [](const submission * a, const submission * b) { return a->seq < b->seq; });
+    return !subs.empty();
+}
+
 void step_engine::loop() {
     t_engine = this;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-        cv_.wait(lock, [&] {
-            return (stop_ && jobs_.empty()) || !guest_jobs_.empty() || !runnable_.empty() || (!queue_.empty() && !stepping_);
-        });
-        run_guest_jobs(lock);
-        run_jobs(lock); // each job's host work, up to its next decode (or its end)
+        cv_.wait(lock, [&] { return (stop_ && jobs_.empty()) || !guest_jobs_.empty() || !runnable_.empty() || has_batch(); });
+        run_ready(lock);
         if (stop_ && queue_.empty() && jobs_.empty()) return;
-        if (queue_.empty() || stepping_) continue;
+        if (!has_batch()) continue;
         // gather: every active view's batch, or as many as came within the wait
         const auto t_first = clock_type::now();
         const double wait_ms = params_.wait_ms + params_.wait_frac * last_step_ms_;
@@ -368,41 +437,18 @@ void step_engine::loop() {
         while (!cv_.wait_until(lock, deadline, [&] { return all_in() || !guest_jobs_.empty() || !runnable_.empty(); }) ||
                !all_in()) {
             if (guest_jobs_.empty() && runnable_.empty()) break; // the deadline passed
-            run_guest_jobs(lock);
-            run_jobs(lock);
+            run_ready(lock);
         }
-        run_guest_jobs(lock);
-        run_jobs(lock);
+        run_ready(lock);
         stats_.gather_ms += ms_since(t_first);
+        if (stepping_) continue; // (a guest's: its host stepped it meanwhile)
 
-        // cancelled batches are answered at once; of the others the smallest go first (generating
-        // requests' passes, then prompt chunks) up to the step's token budget (the first always fits)
-        for (auto it = queue_.begin(); it != queue_.end();) {
-            if ((*it)->cancel && (*it)->cancel->load()) {
-                (*it)->ok = false;
-                finish(*it);
-                stats_.cancelled++;
-                it = queue_.erase(it);
-            } else {
-                ++it;
-            }
-        }
-        std::vector<submission *> order(queue_.begin(), queue_.end());
-        std::stable_sort(order.begin(), order.end(),
-                         [](const submission * a, const submission * b) { return a->b->n_tokens < b->b->n_tokens; });
         std::vector<submission *> subs;
         int32_t n_tokens = 0;
-        for (submission * s : order) {
-            if (!subs.empty() && n_tokens + s->b->n_tokens > params_.n_step_tokens) continue;
-            n_tokens += s->b->n_tokens;
-            subs.push_back(s);
-        }
-        std::erase_if(queue_, [&](const submission * s) { return std::find(subs.begin(), subs.end(), s) != subs.end(); });
-        if (subs.empty()) {
+        if (!take_step(subs, n_tokens)) {
             cv_.notify_all();
             continue;
         }
-        std::sort(subs.begin(), subs.end(), [](const submission * a, const submission * b) { return a->seq < b->seq; });
         step(lock, subs, n_tokens);
     }
 }

@@ -50,7 +50,7 @@ struct server_state {
 // ----------------------------------------------------------------------------
 // one generation
 
-// text from the slot's thread to the HTTP thread that streams it: the slot never waits for a client
+// text from the slot's job to the HTTP thread that streams it: the slot never waits for a client
 struct text_channel {
     std::mutex mu;
     std::condition_variable cv;
