@@ -219,6 +219,10 @@ def main():
                         # the cost model's time for the steps against their measured time (each request at its depth)
                         steps["step_model_over_measured"] = round(d.get("editspec_step_model_seconds_total", 0) /
                                                                   d["editspec_step_modelled_seconds_total"], 2)
+                    busy = d.get("editspec_step_seconds_total", 0) + d.get("editspec_step_jobs_seconds_total", 0)
+                    if busy > 0:
+                        # the requests' host work on the engine's thread, as a share of its busy time
+                        steps["host_share"] = round(d.get("editspec_step_jobs_seconds_total", 0) / busy, 3)
                     if "editspec_head_draft_calls_total" in after:
                         steps["head_drafts_per_call"] = round(d.get("editspec_head_drafts_total", 0) /
                                                               max(1, d.get("editspec_head_draft_calls_total", 0)), 2)

@@ -101,6 +101,8 @@ struct step_stats {
     int64_t modelled   = 0; // steps model_ms covers (those after the pass cost was set)
     double  modelled_decode_ms = 0; // and their decode_ms
     double  gather_ms  = 0; // time a step waited for active views after its first batch arrived
+    double  jobs_ms    = 0; // time the engine's thread ran its jobs (spawn) between steps: the requests'
+                            // host work (drafting, verifying, output; a head's draft calls inside them)
 };
 
 // With streams (not regions): the ubatches libllama's split of a multi-stream batch makes (llama_batch_allocr::split_equal,

@@ -298,6 +298,7 @@ void step_engine::run_jobs(std::unique_lock<std::mutex> & lock) {
         fiber * f = runnable_.front();
         runnable_.erase(runnable_.begin());
         lock.unlock();
+        const auto t0 = clock_type::now();
         try {
             f->resume();
         } catch (const std::exception & e) {
@@ -305,7 +306,9 @@ void step_engine::run_jobs(std::unique_lock<std::mutex> & lock) {
         } catch (...) {
             ES_LOG_ERROR("step engine: a job ended with an exception\n");
         }
+        const double ms = ms_since(t0);
         lock.lock();
+        stats_.jobs_ms += ms;
         if (f->finished()) {
             std::erase(runnable_, f);
             std::unique_ptr<fiber> done;

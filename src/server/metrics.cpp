@@ -133,6 +133,9 @@ std::string server_metrics::render_step(const step_stats & st, const char * pref
                   st.modelled_decode_ms / 1000.0);
     metric_append(o, (p + "step_gather_seconds_total").c_str(), "counter", "time steps waited for active requests' batches",
                   st.gather_ms / 1000.0);
+    metric_append(o, (p + "step_jobs_seconds_total").c_str(), "counter",
+                  "time the engine's thread ran the requests' own work between steps (drafting, verifying, output)",
+                  st.jobs_ms / 1000.0);
     metric_append(o, (p + "steps_aborted_total").c_str(), "counter",
                   "steps cut short because every request in them was cancelled", (double) st.aborted);
     metric_append(o, (p + "step_cancelled_total").c_str(), "counter", "request batches dropped because their client left",
