@@ -111,6 +111,9 @@ struct drafter_i {
     // after sizing, before the target's pass: `sent` is what the target verifies (every drafter's
     // nodes the sizing kept). A drafter whose proposals cost real time backs off here (draft_backoff).
     virtual void sized(const draft_tree & sent) {}
+    // begin() reads the target's states of every prompt token (a head that follows the target's
+    // passes): the decoder then decodes the whole prompt before begin(), not its end in the first pass
+    virtual bool follows_target() const { return false; }
 };
 
 // Two drafters as one: a cheap first one and a costly second one that drafts where the first has
@@ -137,6 +140,7 @@ public:
         first_->sized(sent);
         second_->sized(sent);
     }
+    bool follows_target() const override { return first_->follows_target() || second_->follows_target(); }
 
 protected:
     std::unique_ptr<First> first_;

@@ -136,8 +136,14 @@ private:
 bool generate_check_prompt(const context & ctx, std::span<const llama_token> prompt, generate_result & r,
                            const token_constraint * constraint = nullptr, const sampling_params & sampling = {});
 
-// decodes all but the last prompt token (which the first pass decodes, as the root of its draft)
-// through the prompt cache, and counts the tokens it reused in r; false with r.error set
+// decodes the prompt through the prompt cache but for its last *n_tail tokens, which the first pass
+// decodes with its draft (their last is the draft's root): one llama_decode fewer a request than a
+// prefill of the whole prompt before it. *n_tail is at least 1 and at most tail_max, and never reaches
+// into what the cache holds (those are not decoded again). Counts the tokens it reused in r; false
+// with r.error set
+bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
+                      generate_result & r, int32_t tail_max, int32_t * n_tail);
+// the same with the last token alone left
 bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
                       generate_result & r);
 

@@ -83,10 +83,11 @@ void step_draft(spec_loop & s) {
     shape.max_leaves = std::max(1, s.ctx.n_seq_max() - 1);
     shape.chain_only = s.chain_only;
     shape.depth = s.n_past;
+    shape.step_tokens = (int32_t) s.pending.size() - 1; // the root's own pass carries those (a prompt's end, at first)
     if (s.ctx.is_view()) {
         // the step beside this request, as the last one was (step.h): each other request yields a token
         const context::step_load others = s.ctx.step_others();
-        shape.step_tokens = others.tokens;
+        shape.step_tokens += others.tokens;
         shape.step_yield = (float) others.requests;
         if (s.sp.cost) shape.step_depth_ms = s.sp.cost->t_depth_extra(others.parts);
     }
@@ -220,18 +221,24 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     accept_stats local_stats;
     // a pass holds the pending tokens (at most a previous tree's depth + 1) and the tree
     const int32_t tree_cap = std::min(sp.draft_max > 0 ? sp.draft_max : sp.tree_max, (ctx.n_batch() - 1) / 2);
+    // the first pass holds the prompt's uncached end as its pending tokens, the tree after them
+    // (a head drafter reads the whole prompt's states at begin(): the prompt goes in before it)
+    const bool whole_prompt_first = std::any_of(drafters.begin(), drafters.end(), [](const drafter_i * d) { return d->follows_target(); });
+    const int32_t tail_max = whole_prompt_first ? 1 : std::max(1, ctx.n_batch() - tree_cap - 1);
     spec_loop s(ctx, gp, sp, drafters, r, sp.stats ? *sp.stats : local_stats,
-                std::max<int32_t>(2 * tree_cap + 1, std::min<int32_t>(ctx.n_batch(), (int32_t) prompt.size())));
+                std::max<int32_t>(2 * tree_cap + 1, std::min<int32_t>(ctx.n_batch(), (int32_t) prompt.size() + tree_cap)));
     s.tree_cap = tree_cap;
     // Exact greedy verification checks one chain: a node off the tree's first chain attends across
     // the masked cells of earlier siblings, which shifts the order of the attention sums, so its
     // logits can differ in the last bits from decoding its path alone (docs/exactness.md).
     s.chain_only = !verify_policy_is_lossy(sp.verify.policy);
 
-    // prefill all but the last prompt token, which is the first pass's root: the first output token
-    // is drafted like any other (generate_ar also decodes it in its first pass)
+    // prefill all but the prompt's uncached end, which the first pass decodes before its tree: its last
+    // token is the first pass's root, so the first output token is drafted like any other (generate_ar
+    // leaves the same end to its first pass)
     const auto t0 = clock_type::now();
-    if (!generate_prefill(ctx, s.b, prompt, gp.prompt_cache, r)) {
+    int32_t n_tail = 1;
+    if (!generate_prefill(ctx, s.b, prompt, gp.prompt_cache, r, tail_max, &n_tail)) {
         return r;
     }
     for (drafter_i * d : drafters) {
@@ -241,8 +248,8 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
 
     s.history.assign(prompt.begin(), prompt.end());
     s.n_prompt = prompt.size();
-    s.n_past = (llama_pos) prompt.size() - 1;
-    s.pending = {prompt.back()};
+    s.n_past = (llama_pos) prompt.size() - n_tail;
+    s.pending.assign(prompt.end() - n_tail, prompt.end());
     rng_state rng(gp.sampling.seed);
     output_sink sink(ctx.owner(), gp, r);
     const bool debug = log_get_level() <= LOG_LEVEL_DEBUG;

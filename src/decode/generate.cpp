@@ -184,8 +184,20 @@ bool generate_check_prompt(const context & ctx, std::span<const llama_token> pro
 
 bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
                       generate_result & r) {
+    int32_t n_tail = 0;
+    return generate_prefill(ctx, b, prompt, pc, r, 1, &n_tail);
+}
+
+bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
+                      generate_result & r, int32_t tail_max, int32_t * n_tail) {
+    // the tail: the end of the prompt the cache does not hold (after its prefix or its last kept span)
+    const std::span<const llama_token> but_last = prompt.first(prompt.size() - 1);
+    const prompt_reuse_plan plan = prompt_reuse_plan_make(ctx.cached_prompt(), ctx.cached_stale(), but_last, prompt_cache_for(ctx, pc));
+    int32_t reused_end = plan.n_prefix;
+    for (const prompt_reuse_block & blk : plan.blocks) reused_end = std::max(reused_end, blk.to + blk.n);
+    *n_tail = 1 + std::clamp<int32_t>((int32_t) but_last.size() - reused_end, 0, std::max(0, tail_max - 1));
     prefill_stats pst;
-    const bool prefilled = context_prefill_cached(ctx, b, prompt.first(prompt.size() - 1), pc, &pst);
+    const bool prefilled = context_prefill_cached(ctx, b, prompt.first(prompt.size() - (size_t) *n_tail), pc, &pst);
     r.prompt_cached = pst.cached + pst.shifted;
     r.prompt_shifted = pst.shifted;
     r.prompt_stale = pst.stale;
@@ -207,10 +219,11 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
     const int32_t n_vocab = m.facts().n_vocab;
     batch b(std::min<int32_t>(ctx.n_batch(), std::max<size_t>(prompt.size(), 1)), 1);
 
-    // the prompt but its last token is prefill; every pass after it yields one token (the
-    // speculative decoder does the same, so both count and time the same passes)
+    // the prompt is prefill but for its uncached end, which the first pass decodes; every pass yields
+    // one token (the speculative decoder leaves the same end, so both count and time the same passes)
     auto t0 = clock_type::now();
-    if (!generate_prefill(ctx, b, prompt, p.prompt_cache, r)) {
+    int32_t n_tail = 1;
+    if (!generate_prefill(ctx, b, prompt, p.prompt_cache, r, ctx.n_batch(), &n_tail)) {
         return r;
     }
     r.prompt_ms = ms_since(t0);
@@ -218,18 +231,18 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
     rng_state rng(p.sampling.seed);
     output_sink sink(m, p, r);
     auto t1 = clock_type::now();
-    llama_token last = prompt.back();
-    llama_pos pos = (llama_pos) prompt.size() - 1;
+    token_vec pending(prompt.end() - n_tail, prompt.end()); // the next pass's tokens
+    llama_pos pos = (llama_pos) prompt.size() - n_tail;
     if (p.n_predict == 0) {
         r.stop = STOP_REASON_MAX_TOKENS;
     }
     while (r.stop == STOP_REASON_NONE) {
-        if (pos >= ctx.n_ctx()) {
+        if (pos + (llama_pos) pending.size() - 1 >= ctx.n_ctx()) {
             r.stop = STOP_REASON_CONTEXT;
             break;
         }
         b.clear();
-        b.add(last, pos, {0}, true);
+        for (size_t i = 0; i < pending.size(); i++) b.add(pending[i], pos + (llama_pos) i, {0}, i + 1 == pending.size());
         const auto tdec = clock_type::now();
         if (!ctx.decode(b)) {
             if (ctx.cancelled()) {
@@ -242,9 +255,10 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         }
         r.decode_ms += ms_since(tdec);
         r.target_passes++;
-        pos++;
-        const llama_token t = p.constraint ? constrained_argmax(ctx.logits(0), n_vocab, *p.constraint, r.tokens)
-                                           : sampling_sample(ctx.logits(0), n_vocab, p.sampling, rng.coin());
+        pos += (llama_pos) pending.size();
+        const float * logits = ctx.logits((int32_t) pending.size() - 1);
+        const llama_token t = p.constraint ? constrained_argmax(logits, n_vocab, *p.constraint, r.tokens)
+                                           : sampling_sample(logits, n_vocab, p.sampling, rng.coin());
         if (t < 0) {
             r.stop = STOP_REASON_ERROR;
             r.error = "the constraint allows no token after " + std::to_string(r.tokens.size()) + " tokens";
@@ -253,7 +267,7 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         if (!sink.push(t)) {
             break;
         }
-        last = t;
+        pending.assign(1, t);
     }
     sink.finish();
     r.gen_ms = ms_since(t1);

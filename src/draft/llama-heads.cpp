@@ -417,6 +417,7 @@ public:
 
     const char * name() const override { return head_.row(); }
     uint8_t source() const override { return DRAFT_SOURCE_MODEL; }
+    bool follows_target() const override { return true; } // llama.cpp's begin() wants the prompt's states
 
     void begin(std::span<const llama_token> prompt) override {
         const size_t n = prompt.empty() ? 0 : prompt.size() - 1;

@@ -97,6 +97,7 @@ struct recording_drafter : drafter_i {
     uint8_t source() const override { return inner.source(); }
     void begin(std::span<const llama_token> prompt) override { inner.begin(prompt); }
     void accept(std::span<const llama_token> a) override { inner.accept(a); }
+    bool follows_target() const override { return inner.follows_target(); }
     // (not told what was sent: a head whose drafts the sizing dropped would back off and skip passes,
     // and every pass's draft is what these tests compare)
     // the inner drafter proposes its whole draft (--head-max tokens) into a tree of its own, which
