@@ -7,7 +7,8 @@
 #   --replicas N   replicas (default 2), on ports P+1 .. P+N
 #   --port P       the balancer's port (default 8080); clients talk to http://127.0.0.1:P
 #   --balance      key (default): consistent hashing on the cache key; roundrobin: for comparison
-#   --dir DIR      the generated haproxy.cfg, each process's log and pid file (default: a temporary folder)
+#   --dir DIR      the generated haproxy.cfg, each process's log and pid file (default: a temporary
+#                  folder, removed when the replicas stop)
 #   SERVE-ARGS     given to every `editspec serve` (e.g. -m model.gguf -t 1)
 # The balancer's address is printed when every replica is healthy. Needs haproxy (Debian: haproxy;
 # scripts/test.sh installs it). EDITSPEC_BIN overrides the editspec binary.
@@ -15,7 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${EDITSPEC_BIN:-$here/../build/bin/editspec}
 n=2 port=8080 balance=key dir=""
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --replicas) n=$2; shift 2 ;;
@@ -36,7 +37,8 @@ esac
 [[ $port =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ $((port + n)) -le 65535 ] || { echo "replicas: --port $port out of range" >&2; exit 2; }
 command -v haproxy >/dev/null || { echo "replicas: haproxy is not installed (scripts/deb-install.sh haproxy)" >&2; exit 2; }
 [ -x "$bin" ] || { echo "replicas: $bin is not built (scripts/build.sh)" >&2; exit 2; }
-[ -n "$dir" ] || dir=$(mktemp -d /tmp/editspec-replicas.XXXXXX)
+own_dir=""
+[ -n "$dir" ] || { dir=$(mktemp -d /tmp/editspec-replicas.XXXXXX); own_dir=$dir; }
 mkdir -p "$dir"
 
 pids=()
@@ -45,6 +47,7 @@ stop() {
     # the balancer first (no new requests), then each replica drains (SIGTERM)
     for p in "${pids[@]+"${pids[@]}"}"; do kill -TERM "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    [ -z "$own_dir" ] || rm -rf "$own_dir"
 }
 trap stop EXIT
 trap 'exit 0' INT TERM

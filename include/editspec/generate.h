@@ -143,8 +143,5 @@ bool generate_check_prompt(const context & ctx, std::span<const llama_token> pro
 // with r.error set
 bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
                       generate_result & r, int32_t tail_max, int32_t * n_tail);
-// the same with the last token alone left
-bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
-                      generate_result & r);
 
 } // namespace editspec

@@ -183,12 +183,6 @@ bool generate_check_prompt(const context & ctx, std::span<const llama_token> pro
 }
 
 bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
-                      generate_result & r) {
-    int32_t n_tail = 0;
-    return generate_prefill(ctx, b, prompt, pc, r, 1, &n_tail);
-}
-
-bool generate_prefill(context & ctx, batch & b, std::span<const llama_token> prompt, const prompt_cache_params & pc,
                       generate_result & r, int32_t tail_max, int32_t * n_tail) {
     // the tail: the end of the prompt the cache does not hold (after its prefix or its last kept span)
     const std::span<const llama_token> but_last = prompt.first(prompt.size() - 1);
