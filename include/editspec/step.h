@@ -163,6 +163,9 @@ public:
     // destructor waits for every job to end. An exception job lets out is logged and dropped: catch
     // what the caller must hear of. Not on an engine with a host (its jobs belong to the host's)
     void spawn(std::function<void()> job);
+    // waits until every job spawned so far has ended and its captures are gone (what owns the state a
+    // job touches waits here before it goes). Not from the engine's thread
+    void wait_jobs();
     // from a job on this engine's thread: the engine's other runnable jobs run first (to their next
     // decode, or to where they yield too), then this one goes on. A job waiting for the others of its step
     // (a head's draft call that would draft them all at once) yields where a thread would wait
@@ -253,6 +256,7 @@ private:
     std::condition_variable guest_cv_;    // a guest job is done
     std::vector<std::unique_ptr<fiber>> jobs_; // spawn()'s, running or parked
     std::vector<fiber *> runnable_;       // of those, the ones to resume, in order
+    std::condition_variable jobs_cv_;     // a job ended
     std::thread::id thread_id_;           // the engine's thread (run_on_thread runs at once from it)
     std::mutex guests_mu_;                // guests_ (taken before a guest's mu_)
     std::vector<step_engine *> guests_;   // engines whose decodes this one computes (create()'s host)

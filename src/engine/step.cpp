@@ -286,6 +286,12 @@ void step_engine::spawn(std::function<void()> job) {
     cv_.notify_all();
 }
 
+void step_engine::wait_jobs() {
+    ES_ASSERT(std::this_thread::get_id() != thread_id_ && "step_engine::wait_jobs() from the engine's thread");
+    std::unique_lock<std::mutex> lock(mu_);
+    jobs_cv_.wait(lock, [&] { return jobs_.empty(); });
+}
+
 void step_engine::yield() {
     fiber * f = fiber::current();
     ES_ASSERT(f && t_engine == this && "step_engine::yield() from a job of another thread");
@@ -319,6 +325,7 @@ void step_engine::run_jobs(std::unique_lock<std::mutex> & lock) {
             lock.unlock();
             done.reset(); // its stack unmapped outside the lock
             lock.lock();
+            jobs_cv_.notify_all();
         }
     }
 }

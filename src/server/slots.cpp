@@ -181,6 +181,11 @@ void slot_pool::stop() {
         });
     }
     cv_.notify_all();
+    // and past their slot's release (its notify, the engine's leave, the job's captures): this pool and
+    // its views may go once their fibers are done
+    for (slot & sl : slots_) {
+        if (sl.job_on_engine) sl.engine->wait_jobs();
+    }
     for (std::thread & t : threads_) {
         if (t.joinable()) t.join();
     }

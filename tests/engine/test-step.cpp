@@ -394,6 +394,45 @@ TEST(step_engine, the_pass_cost_decides_the_padding) {
     }
 }
 
+// a cold prompt that fits one batch takes no pass of its own: its end goes into the first pass with the
+// draft (generate_prefill's tail), so greedy decoding of n tokens costs n llama_decode calls (as
+// llama-server's prompt pass yields the first token) and a speculative request one per pass; each
+// answer equal to the request alone
+TEST(step_engine, a_request_of_n_tokens_is_n_steps) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    token_vec prompts[1];
+    random_prompts(*m, 21, prompts);
+    prompts[0].resize(std::min<size_t>(prompts[0].size(), 60));
+    generate_params gp;
+    gp.n_predict = 10;
+    generate_result alone[1];
+    answers_alone(*m, prompts, gp, alone);
+    ASSERT_EQ(alone[0].tokens.size(), 10u) << "(an end of generation would shorten the count)";
+    for (const bool spec : {false, true}) {
+        auto eng = small_engine(*m, 1);
+        ASSERT_TRUE(eng);
+        auto view = eng->view(0);
+        const int64_t warm = eng->stats().steps;
+        eng->enter(0);
+        generate_result r;
+        if (spec) {
+            test::noisy_reference_drafter d(alone[0].tokens, 5, m->facts().n_vocab);
+            drafter_i * ds[] = {&d};
+            spec_params spp;
+            spp.draft_max = 4;
+            r = generate_spec(*view, prompts[0], gp, spp, ds);
+        } else {
+            r = generate_ar(*view, prompts[0], gp);
+        }
+        eng->leave(0);
+        EXPECT_EQ(r.tokens, alone[0].tokens) << spec;
+        // every step a pass that yields tokens: none for the prompt alone
+        EXPECT_EQ(eng->stats().steps - warm, r.target_passes) << (spec ? "generate_spec" : "generate_ar") << ": a prompt pass of its own";
+        if (!spec) EXPECT_EQ(r.target_passes, 10);
+    }
+}
+
 // a cancelled request stops at once (before any pass once cancelled), and the request beside it
 // still answers as it would alone
 TEST(step_engine, cancelled_request_stops_and_spares_the_others) {
