@@ -7,6 +7,7 @@
 //     auto eng = editspec::step_engine::create(model, sp, &err);
 //     std::unique_ptr<editspec::context> c = eng->view(2);   // a context on stream 2
 //     eng->enter(2);  generate_spec(*c, ...);  eng->leave(2); // on any thread, one per view
+//     eng->spawn([&] { eng->enter(3); generate_ar(*c3, ...); eng->leave(3); }); // or as a job on its thread
 //
 // Design: one llama_context whose unified KV cache gives each view a region of cells of its own
 // (regions, the default on a CPU: patches/llama-kv-regions.patch places a sequence's tokens in the
