@@ -214,7 +214,8 @@ def main():
                     after = metrics(args.port)
                     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
                     steps = {"requests_per_step": round(d.get("editspec_step_requests_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2),
-                             "ubatches_per_step": round(d.get("editspec_step_ubatches_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2)}
+                             "ubatches_per_step": round(d.get("editspec_step_ubatches_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2),
+                             "tokens_per_step": round(d.get("editspec_step_tokens_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2)}
                     if d.get("editspec_step_modelled_seconds_total", 0) > 0:
                         # the cost model's time for the steps against their measured time (each request at its depth)
                         steps["step_model_over_measured"] = round(d.get("editspec_step_model_seconds_total", 0) /
