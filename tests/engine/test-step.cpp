@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <thread>
@@ -187,10 +188,16 @@ generate_result generate_alone(const model & m, const token_vec & prompt, const 
     return generate_ar(*own, prompt, gp);
 }
 
-// N random code prompts for m, from a seed
-template <size_t N> void random_prompts(const model & m, uint32_t seed, token_vec (&prompts)[N]) {
+// N random code prompts for m, from a seed; prompt k cut to at most max_tokens[k] tokens where given
+template <size_t N>
+void random_prompts(const model & m, uint32_t seed, token_vec (&prompts)[N], std::initializer_list<size_t> max_tokens = {}) {
     std::mt19937 rng(seed);
     for (token_vec & p : prompts) p = test::random_code_prompt(m, rng);
+    size_t k = 0;
+    for (size_t n : max_tokens) {
+        if (k < N) prompts[k].resize(std::min(prompts[k].size(), n));
+        k++;
+    }
 }
 
 // each prompt's answer served alone
@@ -348,10 +355,8 @@ TEST(step_engine, the_pass_cost_decides_the_padding) {
     auto m = test::load_or_fail(test::typed_model_path("q8_0"));
     ASSERT_TRUE(m);
     token_vec prompts[2];
-    random_prompts(*m, 5, prompts);
     // unequal lengths: a step holding both prompts, or one prompt beside the other's generation, splits
-    prompts[0].resize(std::min<size_t>(prompts[0].size(), 120));
-    prompts[1].resize(std::min<size_t>(prompts[1].size(), 40));
+    random_prompts(*m, 5, prompts, {120, 40});
     generate_params gp;
     gp.n_predict = 12;
     generate_result alone[2];
@@ -402,8 +407,7 @@ TEST(step_engine, a_request_of_n_tokens_is_n_steps) {
     auto m = test::load_or_fail(test::typed_model_path("q8_0"));
     ASSERT_TRUE(m);
     token_vec prompts[1];
-    random_prompts(*m, 21, prompts);
-    prompts[0].resize(std::min<size_t>(prompts[0].size(), 60));
+    random_prompts(*m, 21, prompts, {60}); // one batch
     generate_params gp;
     gp.n_predict = 10;
     generate_result alone[1];
