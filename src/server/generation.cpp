@@ -1,4 +1,4 @@
-// One generation of `editspec serve` (server-state.h): a request parsed, tokenized and checked, queued
+// One request of `editspec serve` (server-state.h): parsed, tokenized and checked, queued
 // on a slot or a session, waited for while its client is watched.
 #include "server-state.h"
 #include "editspec/clock.h"
@@ -38,10 +38,42 @@ api_error make_error(int status, const std::string & message, const char * type)
     return err;
 }
 
-std::function<bool()> watch_client() {
-    const int fd = connection_socket();
-    if (fd < 0) return nullptr;
-    return [fd] { return connection_closed(fd); };
+bool served_request::write(std::string_view text) {
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (reader_gone) return false;
+        if (!streamed) return true;
+        pending.append(text);
+    }
+    cv.notify_all();
+    return true;
+}
+
+void served_request::finish(slot_status o, std::exception_ptr f) {
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        finished = true;
+        outcome = o;
+        failure = std::move(f);
+    }
+    cv.notify_all();
+}
+
+void served_request::leave() {
+    cancel = true;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        reader_gone = true;
+    }
+    cv.notify_all();
+}
+
+bool served_request::next(std::string & text) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return finished || !pending.empty(); });
+    text.swap(pending);
+    pending.clear();
+    return finished;
 }
 
 // the field that holds an apply's file on its endpoint
@@ -51,7 +83,7 @@ static const char * apply_code_field(const api_request & rq) {
 
 // An apply whose merged file cannot fit the context or the tokens it may generate is refused before
 // it decodes (400, OpenAI's context_length_exceeded), naming the sizes: a merge is whole or an error.
-static bool apply_room_check(const server_state & s, generation & g, api_error & err) {
+static bool apply_room_check(const server_state & s, served_request & g, api_error & err) {
     const model & m = *s.rn.target.model;
     const int32_t n_ctx = s.params.runner.n_ctx;
     // the file's tokens: the prediction's where it is the file (the usual case), else its own
@@ -84,7 +116,7 @@ static bool apply_room_check(const server_state & s, generation & g, api_error &
 // An apply cut short (stop_reason_whole) is not the file: an error in place of a merge, naming what
 // cut it (the file's room, the client's max_tokens or time limit, the server's --max-tokens, a client
 // that left, a server that stops)
-static api_error apply_incomplete_error(const server_state & s, const generation & g) {
+static api_error apply_incomplete_error(const server_state & s, const served_request & g) {
     const generate_result & r = g.r;
     const int32_t n_ctx = s.params.runner.n_ctx;
     const int32_t room = n_ctx - 1 - (int32_t) g.req.prompt.size();
@@ -120,7 +152,7 @@ static api_error apply_incomplete_error(const server_state & s, const generation
     }
 }
 
-bool generation_prepare(server_state & s, api_endpoint ep, const std::string & body, generation & g, api_error & err) {
+bool generation_prepare(server_state & s, api_endpoint ep, const std::string & body, served_request & g, api_error & err) {
     if (!api_parse(ep, body, g.rq, err)) return false;
     const model & m = *s.rn.target.model;
     const int32_t n_ctx = s.params.runner.n_ctx;
@@ -169,42 +201,32 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
 }
 
 // a generation the server's stop ended before its own end (server_run exits 3)
-static void count_cut(server_state & s, const generation & g) {
+static void count_cut(server_state & s, const served_request & g) {
     if (s.stopping.load() && (g.r.stop == STOP_REASON_CALLBACK || (!g.ok && g.cancel.load()))) s.cut_by_stop++;
 }
 
-bool generation_start(server_state & s, const std::shared_ptr<generation> & g, const std::shared_ptr<text_channel> & ch, api_error & err) {
+bool generation_start(server_state & s, const std::shared_ptr<served_request> & g, api_error & err) {
     server_state * sp = &s;
-    g->req.gen.on_text = [sp, ch](std::string_view text) {
-        if (sp->stopping.load()) return false;
-        if (ch) {
-            {
-                std::lock_guard<std::mutex> lock(ch->mu);
-                if (ch->reader_gone) return false;
-                ch->pending.append(text);
-            }
-            ch->cv.notify_all();
-        }
-        return true;
+    g->req.gen.on_text = [sp, g = g.get()](std::string_view text) { return !sp->stopping.load() && g->write(text); };
+    // the client's connection, watched while the request is queued or decodes: a client that leaves
+    // cancels it at once (server-watcher.h). The callback holds the request; the slots outlive the watcher
+    g->watch = s.watcher->watch(connection_socket(), [sp, g] {
+        g->leave();
+        if (sp->slots) sp->slots->drop_cancelled();
+    });
+    // the job's end (or the queue's): the client is no longer watched, the reader wakes. The watcher's
+    // handle goes first: the connection may close and its socket number be reused once the reader knows
+    auto done = [sp, g](slot_status outcome, std::exception_ptr failure) {
+        sp->watcher->unwatch(g->watch);
+        if (outcome == SLOT_CANCELLED) sp->mx.client_left(true);
+        else if (outcome == SLOT_OK && g->cancel.load() && !sp->stopping.load()) sp->mx.client_left(false);
+        g->finish(outcome, std::move(failure));
     };
-    struct finish_on_exit { // the channel hears the end when the job is done with, run or not
-        std::shared_ptr<text_channel> ch;
-        ~finish_on_exit() {
-            if (!ch) return;
-            {
-                std::lock_guard<std::mutex> lock(ch->mu);
-                ch->finished = true;
-            }
-            ch->cv.notify_all();
-        }
-    };
-    auto fin = std::make_shared<finish_on_exit>(); // (a temporary's destructor would finish the channel now)
-    fin->ch = ch;
     if (!g->rq.session.empty()) {
         // on the session's context, from the document's KV (server-sessions.h)
         json out;
-        const int status = s.sessions->submit(g->rq.session, [sp, g, fin](context & ctx, slot_memory & mem,
-                                                                          const prompt_cache_params & reuse) {
+        const int status = s.sessions->submit(g->rq.session, [sp, g](context & ctx, slot_memory & mem,
+                                                                     const prompt_cache_params & reuse) {
             g->req.stats = &mem.stats;
             g->req.cache = &mem.cache;
             g->req.gen.prompt_cache = reuse;
@@ -212,15 +234,17 @@ bool generation_start(server_state & s, const std::shared_ptr<generation> & g, c
             g->ok = runner_generate_in(sp->rn, ctx, *g->ms, g->req, g->r, &g->error);
             ctx.set_cancel(nullptr);
             count_cut(*sp, *g);
-        }, g->done, out);
+        }, [done](std::exception_ptr failure) { done(SLOT_OK, std::move(failure)); }, out);
         if (status != 200) {
+            s.watcher->unwatch(g->watch);
             err = make_error(status, out["error"]["message"].get<std::string>());
             return false;
         }
         return true;
     }
     const auto t_queue = clock_type::now();
-    const slot_status st = s.slots->submit(g->req.prompt, [sp, g, fin](context & ctx, slot_memory & mem) {
+    const slot_status st = s.slots->submit(g->req.prompt, [sp, g, t_queue](context & ctx, slot_memory & mem) {
+        sp->mx.queue_wait(ms_since(t_queue) / 1000.0);
         g->req.stats = &mem.stats;
         g->req.cache = &mem.cache;
         g->req.draft_ctx = mem.draft;
@@ -232,31 +256,34 @@ bool generation_start(server_state & s, const std::shared_ptr<generation> & g, c
         ctx.set_cancel(nullptr);
         if (mem.draft) mem.draft->set_cancel(nullptr);
         count_cut(*sp, *g);
-    }, g->done, [sp, g] { return sp->stopping.load() || (g->gone && g->gone()); });
-    s.mx.queue_wait(ms_since(t_queue) / 1000.0);
-    if (st == SLOT_CANCELLED) {
-        err = make_error(499, "the client closed the connection while the request waited", "invalid_request_error");
-        return false;
-    }
+    }, done, &g->cancel);
+    if (st == SLOT_OK) return true;
+    s.watcher->unwatch(g->watch);
     if (st == SLOT_QUEUE_FULL) {
         err = make_error(503, "every slot is busy and " + std::to_string(s.params.max_queue) +
                                   " requests wait already (--queue); retry shortly", "server_error");
         return false;
     }
-    if (st == SLOT_STOPPING) {
+    err = make_error(503, "the server is stopping", "server_error");
+    return false;
+}
+
+bool generation_finish(server_state & s, served_request & g, api_error & err) {
+    // the job's end: a client that leaves (or a stopping server) cancels the job through the watcher, and
+    // it stops within one step
+    std::string ignored;
+    while (!g.next(ignored)) {
+    }
+    if (g.outcome == SLOT_CANCELLED) {
+        err = make_error(499, "the client closed the connection while the request waited", "invalid_request_error");
+        return false;
+    }
+    if (g.outcome == SLOT_STOPPING) {
         err = make_error(503, "the server is stopping", "server_error");
         return false;
     }
-    return true;
-}
-
-bool generation_finish(server_state & s, generation & g, api_error & err) {
     try {
-        // a client that leaves (or a stopping server) cancels the job: it stops within one step
-        while (g.done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
-            if (s.stopping.load() || (g.gone && g.gone())) g.cancel = true;
-        }
-        g.done.get();
+        if (g.failure) std::rethrow_exception(g.failure);
     } catch (const session_gone & e) {
         err = make_error(404, e.what());
         err.param = "session";

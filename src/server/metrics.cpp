@@ -101,7 +101,16 @@ std::string server_metrics::render() {
              "editspec_queue_wait_seconds_sum %.6f\neditspec_queue_wait_seconds_count %lld\n",
              queue_wait_sum, (long long) queue_wait_n);
     o += buf;
+    o += "# HELP editspec_clients_left_total requests whose client closed the connection before the answer: "
+         "dropped from the queue, or cancelled while they decoded\n# TYPE editspec_clients_left_total counter\n";
+    o += "editspec_clients_left_total{state=\"queued\"} " + std::to_string(left_queued) + "\n";
+    o += "editspec_clients_left_total{state=\"running\"} " + std::to_string(left_running) + "\n";
     return o;
+}
+
+void server_metrics::client_left(bool queued) {
+    std::lock_guard<std::mutex> lock(mu);
+    (queued ? left_queued : left_running)++;
 }
 
 void server_metrics::queue_wait(double seconds) {

@@ -7,7 +7,7 @@ namespace editspec {
 
 using json = nlohmann::json;
 
-json usage_json(const generation & g) {
+json usage_json(const served_request & g) {
     const source_stats & reuse = g.r.by_source[DRAFT_SOURCE_REUSE];
     json u = {{"prompt_tokens", g.r.prompt_tokens},
               // cached: kept in place (exact); shifted: kept from an earlier request at another
@@ -42,7 +42,7 @@ json timings_json(const generate_result & r) {
             {"policy", r.policy}};     // and the acceptance policy that verified them
 }
 
-json response_json(server_state & s, const generation & g, const std::string & id) {
+json response_json(server_state & s, const served_request & g, const std::string & id) {
     const generate_result & r = g.r;
     const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
     switch (g.rq.endpoint) {
@@ -113,7 +113,7 @@ json response_json(server_state & s, const generation & g, const std::string & i
     return out;
 }
 
-json stream_chunk(server_state & s, const generation & g, const std::string & id, const std::string & text,
+json stream_chunk(server_state & s, const served_request & g, const std::string & id, const std::string & text,
                   const char * finish) {
     const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
     const json fin = finish ? json(finish) : json(nullptr);

@@ -16,19 +16,18 @@ namespace {
 
 // llama.cpp's n_cmpl: the completions of one prompt, one after another on the slots (completion i
 // samples with seed + i; greedy ones are equal), answered as an array with each one's index
-void send_completions(server_state & s, api_endpoint ep, const std::string & body, const std::shared_ptr<generation> & first,
+void send_completions(server_state & s, api_endpoint ep, const std::string & body, const std::shared_ptr<served_request> & first,
                       const std::string & id, httplib::Response & res) {
     json out = json::array();
     api_error err;
     for (int32_t i = 0; i < first->rq.n_cmpl; i++) {
         auto g = first;
         if (i > 0) {
-            g = std::make_shared<generation>();
+            g = std::make_shared<served_request>();
             if (!generation_prepare(s, ep, body, *g, err)) break; // parsed once already: only a changed server could refuse
-            g->gone = first->gone;
             g->req.gen.sampling.seed += (uint32_t) i;
         }
-        if (!generation_start(s, g, nullptr, err) || !generation_finish(s, *g, err)) break;
+        if (!generation_start(s, g, err) || !generation_finish(s, *g, err)) break;
         json one = response_json(s, *g, id);
         one["index"] = i;
         out.push_back(std::move(one));
@@ -41,13 +40,12 @@ void send_completions(server_state & s, api_endpoint ep, const std::string & bod
 }
 
 void handle_generate(server_state & s, api_endpoint ep, const httplib::Request & req, httplib::Response & res) {
-    auto g = std::make_shared<generation>();
+    auto g = std::make_shared<served_request>();
     api_error err;
     if (!generation_prepare(s, ep, req.body, *g, err)) {
         send_error(res, err);
         return;
     }
-    g->gone = watch_client();
     const std::string id = make_id(s, ep == API_CHAT ? "chatcmpl-" : ep == API_APPLY || ep == API_CODE_APPLY ? "apply-" : "cmpl-");
     if (g->rq.cache_key.empty()) {
         g->rq.cache_key = req.get_header_value("X-Session-Id");
@@ -63,22 +61,21 @@ void handle_generate(server_state & s, api_endpoint ep, const httplib::Request &
         return;
     }
     if (!g->rq.stream) {
-        if (!generation_start(s, g, nullptr, err) || !generation_finish(s, *g, err)) {
+        if (!generation_start(s, g, err) || !generation_finish(s, *g, err)) {
             send_error(res, err);
             return;
         }
         send_json(res, 200, response_json(s, *g, id));
         return;
     }
-    // streaming: the slot writes text into a channel and this thread sends it, so a slow reader never
-    // holds a slot; a client that goes away stops the generation at its next token. Started before
-    // the status line is sent, so a full queue is still a 503.
-    auto ch = std::make_shared<text_channel>();
-    if (!generation_start(s, g, ch, err)) {
+    // streaming: the slot writes text into the request's channel and this thread sends it, so a slow
+    // reader never holds a slot. Started before the status line is sent, so a full queue is still a 503.
+    g->streamed = true;
+    if (!generation_start(s, g, err)) {
         send_error(res, err);
         return;
     }
-    stream_response(s, g, ch, id, res);
+    stream_response(s, g, id, res);
 }
 
 bool authorized(const server_state & s, const httplib::Request & req) {

@@ -37,6 +37,8 @@ struct server_metrics {
     static std::string render_connections(const connection_counts & c);
     // the time one request waited for a slot
     void queue_wait(double seconds);
+    // a request whose client left: while it waited for a slot (dropped) or while it decoded (cancelled)
+    void client_left(bool queued);
 
 private:
     std::mutex mu;
@@ -48,6 +50,7 @@ private:
     int64_t latency_n = 0;
     double queue_wait_sum = 0.0;
     int64_t queue_wait_n = 0;
+    int64_t left_queued = 0, left_running = 0;
 };
 
 // the route a path belongs to, as metrics label it ("/v1/sessions/{id}/edits", "other")

@@ -19,7 +19,8 @@
 #include "editspec/step.h"
 #include "server-slots.h"
 
-#include <future>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -75,10 +76,11 @@ public:
 
     // Queues a request on session `id`: on the sessions' worker, the document's KV is lent to the job
     // (ctx, the session's memory, how the prompt may reuse the document) and taken back after it.
-    // 200: queued, `done` becomes ready when it ran, holding its exception if any (session_gone when
-    // the session was closed or evicted meanwhile, or is KV_REUSE_CONFLICT); else 503 with out.
+    // 200: queued, `done` is called once when it ran, on the worker, with its exception if any
+    // (session_gone when the session was closed or evicted meanwhile, or is KV_REUSE_CONFLICT); else 503
+    // with out, done never called. The store runs every queued job before it goes.
     using job = std::function<void(context &, slot_memory &, const prompt_cache_params &)>;
-    int submit(const std::string & id, job j, std::future<void> & done, nlohmann::json & out);
+    int submit(const std::string & id, job j, std::function<void(std::exception_ptr)> done, nlohmann::json & out);
 
 private:
     struct impl;

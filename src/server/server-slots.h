@@ -18,10 +18,12 @@
 //
 //     slot_pool pool(32, prompt_cache_params{}, 8192ull << 20);
 //     pool.add(engine->view(0), engine.get(), 0);  pool.start();   // (+ a draft engine's view of stream 0)
-//     std::future<void> done;
-//     if (pool.submit(prompt, [&](context & c, slot_memory & m) { ... }, done) == SLOT_OK) done.get(); // rethrows the job's exception
+//     auto done = [&](slot_status st, std::exception_ptr e) { ... };  // once: ran (e: what it threw), or dropped
+//     if (pool.submit(prompt, [&](context & c, slot_memory & m) { ... }, done, &cancel) != SLOT_OK) { ... refused }
 //     pool.stop();
 //
+// The pool owns the queue: submit returns at once (the request's HTTP thread then waits on the request
+// itself, server-state.h), and a slot coming free starts the next request from the thread that freed it.
 // Thread-safe: submit from any number of threads.
 #pragma once
 
@@ -32,12 +34,13 @@
 #include "editspec/sizing.h"
 #include "editspec/step.h"
 
+#include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <deque>
 #include <span>
 #include <thread>
 #include <vector>
@@ -50,6 +53,11 @@ enum slot_status {
     SLOT_STOPPING,   // the server is stopping: answer 503
     SLOT_CANCELLED,  // the request's client went away while it waited: nothing to answer
 };
+
+// a queued request's end: SLOT_OK once its job ran (`failure`: what it threw, or null), SLOT_CANCELLED
+// when its cancel flag dropped it from the queue, SLOT_STOPPING when close() did. Called once, on the
+// thread that ended it (the engine's, a slot's, the watcher's, or close()'s), with no lock of the pool held
+using slot_done = std::function<void(slot_status outcome, std::exception_ptr failure)>;
 
 // what a slot keeps across requests beside its KV cache (cleared with it)
 struct slot_memory {
@@ -76,13 +84,16 @@ public:
              std::unique_ptr<context> draft = nullptr, step_engine * draft_engine = nullptr);
     void start();
 
-    // waits its turn for the free slot that suits the prompt best and hands j to it. SLOT_OK: `done`
-    // becomes ready when j returns, holding j's exception if it threw (the slot's cache is then
-    // cleared: half-written state is never reused). Returns at once with SLOT_QUEUE_FULL or, once
-    // close() was called, SLOT_STOPPING (waiting requests too); SLOT_CANCELLED once gone() says the
-    // client left while the request waited (asked every 100 ms; null = never)
-    slot_status submit(std::span<const llama_token> prompt, job j, std::future<void> & done,
-                       const std::function<bool()> & gone = nullptr);
+    // queues j for the free slot that suits the prompt best, in the order requests came. SLOT_OK: queued
+    // (perhaps started already), and `done` will be called once (above): when j returned or threw (the
+    // slot's cache is then cleared: half-written state is never reused), or when the request was dropped
+    // from the queue, because *cancel became true (see drop_cancelled) or close() was called. Else
+    // refused at once, done never called: SLOT_QUEUE_FULL, or SLOT_STOPPING once close() was called.
+    // *cancel must live until done is called.
+    slot_status submit(std::span<const llama_token> prompt, job j, slot_done done, const std::atomic<bool> * cancel = nullptr);
+    // drops every queued request whose cancel flag is set (a client left; its done hears SLOT_CANCELLED)
+    // and lets the next ones start. A running job is left to its own flag.
+    void drop_cancelled();
 
     // refuses new and waiting requests; running jobs go on
     void close();
@@ -105,12 +116,24 @@ private:
         step_engine * draft_engine = nullptr;
         llama_seq_id seq = 0;
         bool job_on_engine = false;    // its jobs run on engine's thread (step_engine::spawn), not on its own
-        std::function<void()> pending; // set by submit(), taken by the slot's thread
+        std::function<void()> pending; // set by dispatch(), taken by the slot's thread
         bool busy = false;             // a job is assigned and not finished
         uint64_t last_used = 0;        // submit() order
     };
 
+    struct waiting {
+        token_vec prompt;
+        job j;
+        slot_done done;
+        const std::atomic<bool> * cancel;
+    };
+
     int32_t pick(std::span<const llama_token> prompt) const; // mu_ held; -1 = none free
+    // mu_ held: starts queued requests while the first can have a slot, drops cancelled ones; what must
+    // run once mu_ is let go (spawns, dropped requests' done) goes to `after`
+    void dispatch(std::vector<std::function<void()>> & after);
+    std::function<void()> start_on(size_t i, waiting w); // mu_ held: slot i runs w (what runs it, for `after`)
+    void release(size_t i); // a job is done with slot i: the next requests start
 
     const size_t max_waiting_;
     const prompt_cache_params pc_;
@@ -120,8 +143,7 @@ private:
     std::vector<slot> slots_;
     std::vector<std::thread> threads_;
     uint64_t n_runs_ = 0;
-    uint64_t next_ticket_ = 0, serving_ = 0; // FIFO: the ticket whose turn it is
-    std::set<uint64_t> abandoned_;           // tickets whose clients left before their turn
+    std::deque<waiting> queue_; // in the order they came
     bool closed_ = false, stopping_ = false;
 };
 

@@ -161,6 +161,7 @@ void signals_watch() {
         ES_SAY("serve", "%s: stopping (a second signal exits at once)\n", strsignal(sig));
         s->stopping = true;
         s->slots->close();
+        s->watcher->cancel_all(); // every running request stops within a step
         svr->stop();
         std::thread([] {
             std::this_thread::sleep_for(std::chrono::seconds(SHUTDOWN_GRACE_S));

@@ -223,15 +223,13 @@ int session_store::complete(const std::string & id, const std::string & body, js
     });
 }
 
-int session_store::submit(const std::string & id, job j, std::future<void> & done, json & out) {
-    auto promise = std::make_shared<std::promise<void>>();
-    done = promise->get_future();
+int session_store::submit(const std::string & id, job j, std::function<void(std::exception_ptr)> done, json & out) {
     impl & d = *d_;
     {
         std::lock_guard<std::mutex> lock(d.mu);
         if (d.stopping) return fail(out, 503, "the server is stopping");
         if (d.jobs.size() >= SESSION_QUEUE_MAX) return fail(out, 503, "too many session requests are waiting; retry shortly");
-        d.jobs.push_back([&d, id, j = std::move(j), promise] {
+        d.jobs.push_back([&d, id, j = std::move(j), done = std::move(done)] {
             try {
                 auto it = d.sessions.find(id);
                 if (it == d.sessions.end()) throw session_gone("no session '" + id + "' (closed, or evicted after idling)");
@@ -250,10 +248,11 @@ int session_store::submit(const std::string & id, job j, std::future<void> & don
                 }
                 if (!e.doc->take_back(nullptr)) d.sessions.erase(it); // a decode failure closed it
                 if (failed) std::rethrow_exception(failed);
-                promise->set_value();
             } catch (...) {
-                promise->set_exception(std::current_exception());
+                done(std::current_exception());
+                return;
             }
+            done(nullptr);
         });
     }
     d.cv.notify_all();

@@ -76,49 +76,66 @@ int32_t slot_pool::cached_tokens(std::span<const llama_token> prompt) {
     return best;
 }
 
-slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::future<void> & done,
-                              const std::function<bool()> & gone) {
-    auto promise = std::make_shared<std::promise<void>>();
-    done = promise->get_future();
+slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, slot_done done, const std::atomic<bool> * cancel) {
+    std::vector<std::function<void()>> after;
     {
-        std::unique_lock<std::mutex> lock(mu_);
+        std::lock_guard<std::mutex> lock(mu_);
         if (closed_) return SLOT_STOPPING;
-        if (next_ticket_ - serving_ - abandoned_.size() >= max_waiting_ + slots_.size()) return SLOT_QUEUE_FULL;
-        const uint64_t ticket = next_ticket_++;
-        int32_t i = -1;
-        auto ready = [&] { return closed_ || (ticket == serving_ && (i = pick(prompt)) >= 0); };
-        while (!cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
-            if (gone && gone()) {
-                // its turn passes to the next ticket when it comes
-                abandoned_.insert(ticket);
-                while (abandoned_.erase(serving_)) serving_++;
-                lock.unlock();
-                cv_.notify_all();
-                return SLOT_CANCELLED;
+        size_t busy = 0;
+        for (const slot & sl : slots_) busy += sl.busy ? 1 : 0;
+        if (queue_.size() + busy >= max_waiting_ + slots_.size()) return SLOT_QUEUE_FULL;
+        queue_.push_back(waiting{token_vec(prompt.begin(), prompt.end()), std::move(j), std::move(done), cancel});
+        dispatch(after);
+    }
+    for (auto & f : after) f();
+    return SLOT_OK;
+}
+
+void slot_pool::drop_cancelled() {
+    std::vector<std::function<void()>> after;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = queue_.begin(); it != queue_.end();) {
+            if (it->cancel && it->cancel->load()) {
+                after.push_back([d = std::move(it->done)] { d(SLOT_CANCELLED, nullptr); });
+                it = queue_.erase(it);
+            } else {
+                ++it;
             }
         }
-        if (closed_) return SLOT_STOPPING;
-        serving_++;
-        while (abandoned_.erase(serving_)) serving_++;
-        slot & sl = slots_[i];
-        sl.busy = true;
-        sl.last_used = ++n_runs_;
-        context * ctx = sl.ctx.get();
-        slot_memory * mem = sl.memory.get();
-        step_engine * engine = sl.engine;
-        step_engine * draft_engine = sl.draft_engine;
-        const llama_seq_id seq = sl.seq;
-        // the slot is free again before its request hears it is done: a request sent right after the
-        // answer sees this slot's cached prompt (--apply-view cached), not a busy slot
-        auto release = [this, i] {
-            {
-                std::lock_guard<std::mutex> lock(mu_);
-                slots_[(size_t) i].busy = false;
-            }
-            cv_.notify_all();
-        };
-        std::function<void()> run = [this, ctx, mem, engine, draft_engine, seq, promise, release, j = std::move(j),
-                                     p = token_vec(prompt.begin(), prompt.end())] {
+        dispatch(after);
+    }
+    for (auto & f : after) f();
+}
+
+void slot_pool::dispatch(std::vector<std::function<void()>> & after) {
+    while (!queue_.empty() && !closed_) {
+        waiting & w = queue_.front();
+        if (w.cancel && w.cancel->load()) {
+            after.push_back([d = std::move(w.done)] { d(SLOT_CANCELLED, nullptr); });
+            queue_.pop_front();
+            continue;
+        }
+        const int32_t i = pick(w.prompt);
+        if (i < 0) return; // first come, first served: the next wait behind it
+        waiting taken = std::move(w);
+        queue_.pop_front();
+        if (auto run = start_on((size_t) i, std::move(taken))) after.push_back(std::move(run));
+    }
+}
+
+std::function<void()> slot_pool::start_on(size_t i, waiting w) {
+    slot & sl = slots_[i];
+    sl.busy = true;
+    sl.last_used = ++n_runs_;
+    context * ctx = sl.ctx.get();
+    slot_memory * mem = sl.memory.get();
+    step_engine * engine = sl.engine;
+    step_engine * draft_engine = sl.draft_engine;
+    const llama_seq_id seq = sl.seq;
+    std::function<void()> run = [this, i, ctx, mem, engine, draft_engine, seq, w = std::move(w)] {
+        std::exception_ptr failure;
+        {
             struct in_step { // the engine's steps wait for this slot while its job runs
                 step_engine * e;
                 llama_seq_id seq;
@@ -127,52 +144,61 @@ slot_status slot_pool::submit(std::span<const llama_token> prompt, job j, std::f
             } entered(engine, seq), entered_draft(draft_engine, seq);
             try {
                 if (mem->cache.n_tokens() > slot_memory::CACHE_TOKENS_MAX) mem->cache.clear();
-                store_.prepare(*ctx, p, pc_);
-                j(*ctx, *mem);
-                ctx->set_cancel(nullptr);
-                if (mem->draft) mem->draft->set_cancel(nullptr);
+                store_.prepare(*ctx, w.prompt, pc_);
+                w.j(*ctx, *mem);
             } catch (...) {
-                ctx->set_cancel(nullptr);
-                if (mem->draft) {
-                    mem->draft->set_cancel(nullptr);
-                    mem->draft->kv_clear();
-                }
+                failure = std::current_exception();
+            }
+            ctx->set_cancel(nullptr);
+            if (mem->draft) mem->draft->set_cancel(nullptr);
+            if (failure) {
+                if (mem->draft) mem->draft->kv_clear();
                 ctx->kv_clear();
                 context * draft = mem->draft;
                 *mem = slot_memory();
                 mem->draft = draft;
-                release();
-                promise->set_exception(std::current_exception());
-                return;
             }
-            release();
-            promise->set_value();
-        };
-        if (sl.job_on_engine) {
-            // the engine's loop owns the request: its job runs on the engine's thread (step.h, Jobs)
-            lock.unlock();
-            engine->spawn(std::move(run));
-            cv_.notify_all(); // the next ticket's turn
-            return SLOT_OK;
         }
-        sl.pending = std::move(run);
+        // the slot is free again before its request hears it is done: a request sent right after the
+        // answer sees this slot's cached prompt (--apply-view cached), not a busy slot
+        release(i);
+        w.done(SLOT_OK, failure);
+    };
+    if (sl.job_on_engine) {
+        // the engine's loop owns the request: its job runs on the engine's thread (step.h, Jobs)
+        return [engine, run = std::move(run)]() mutable { engine->spawn(std::move(run)); };
     }
+    sl.pending = std::move(run);
     cv_.notify_all();
-    return SLOT_OK;
+    return nullptr;
+}
+
+void slot_pool::release(size_t i) {
+    std::vector<std::function<void()>> after;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        slots_[i].busy = false;
+        dispatch(after);
+    }
+    cv_.notify_all(); // stop() waits for the jobs to free their slots
+    for (auto & f : after) f();
 }
 
 void slot_pool::close() {
+    std::deque<waiting> dropped;
     {
         std::lock_guard<std::mutex> lock(mu_);
         closed_ = true;
+        dropped.swap(queue_);
     }
     cv_.notify_all();
+    for (waiting & w : dropped) w.done(SLOT_STOPPING, nullptr);
 }
 
 void slot_pool::stop() {
+    close();
     {
         std::unique_lock<std::mutex> lock(mu_);
-        closed_ = true;
         stopping_ = true;
         cv_.notify_all();
         // the jobs on engines' threads end on their own (each frees its slot)

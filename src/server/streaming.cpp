@@ -1,44 +1,31 @@
-// Streaming for `editspec serve` (server-state.h): the slot writes text into a channel and the
-// connection's thread sends it as server-sent events, so a slow reader never holds a slot; a client
-// that goes away stops the generation at its next token.
+// Streaming for `editspec serve` (server-state.h): the slot writes text into its request's channel and
+// the connection's thread sends it as server-sent events, so a slow reader never holds a slot; a client
+// that goes away stops the generation at once (the client watcher) or at its next token (a failed write).
 #include "server-state.h"
 
-#include <chrono>
 #include <mutex>
 
 namespace editspec {
 
 using json = nlohmann::json;
 
-void stream_response(server_state & s, const std::shared_ptr<generation> & g, const std::shared_ptr<text_channel> & ch,
-                     const std::string & id, httplib::Response & res) {
+void stream_response(server_state & s, const std::shared_ptr<served_request> & g, const std::string & id,
+                     httplib::Response & res) {
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [&s, g, ch, id](size_t, httplib::DataSink & sink) {
+    res.set_chunked_content_provider("text/event-stream", [&s, g, id](size_t, httplib::DataSink & sink) {
         auto write = [&](const json & j) {
             const std::string ev = sse(j);
             return sink.is_writable() && sink.write(ev.data(), ev.size());
         };
         auto leave = [&] {
-            std::lock_guard<std::mutex> lock(ch->mu);
-            ch->reader_gone = true;
+            g->leave(); // the job stops at its next token
             return false;
         };
         try {
             while (true) {
+                // the text as it comes; a client that leaves (the watcher) or a stop ends the job, and so this wait
                 std::string text;
-                bool finished = false;
-                {
-                    std::unique_lock<std::mutex> lock(ch->mu);
-                    // a reader that leaves during a long prefill stops it too (not only at the next token)
-                    while (!ch->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return ch->finished || !ch->pending.empty(); })) {
-                        if (s.stopping.load() || (g->gone && g->gone())) {
-                            g->cancel = true;
-                            ch->reader_gone = true;
-                        }
-                    }
-                    text.swap(ch->pending);
-                    finished = ch->finished;
-                }
+                const bool finished = g->next(text);
                 if (!text.empty() && !write(stream_chunk(s, *g, id, text, nullptr))) return leave();
                 if (finished) break;
             }

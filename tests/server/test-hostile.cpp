@@ -429,6 +429,63 @@ TEST(hostile, a_client_that_leaves_frees_the_slot) {
     EXPECT_LT(waited, 2.0) << "requests waited " << waited << " s for a slot in all";
 }
 
+// Clients that leave while their request waits for the slot or while it decodes, not streamed: the
+// server's one client watcher sees each close at once (no timer), drops a queued request from the queue
+// and cancels a running one; /metrics counts both, and the next request is served at once.
+TEST(hostile, clients_that_leave_queued_or_decoding_are_dropped_at_once) {
+    server_process s({"--parallel", "1", "--queue", "4", "--method", "ar", "--ctx-size", "2048"});
+    ASSERT_GT(s.pid, 0);
+    auto metric = [&](const std::string & key) -> double {
+        auto c = s.client();
+        auto m = c.Get("/metrics");
+        if (!m) return -1.0;
+        const size_t at = m->body.find("\n" + key + " ");
+        return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + key.size() + 2));
+    };
+    // waits up to `limit` s for a metric to reach `want`; the seconds it took, or -1
+    auto reaches = [&](const std::string & key, double want, double limit) -> double {
+        const auto t0 = clock_type::now();
+        while (seconds_since(t0) < limit) {
+            if (metric(key) >= want) return seconds_since(t0);
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return -1.0;
+    };
+    const std::string queued = "editspec_clients_left_total{state=\"queued\"}";
+    const std::string running = "editspec_clients_left_total{state=\"running\"}";
+    const std::string started = "editspec_queue_wait_seconds_count";
+    ASSERT_EQ(metric(queued), 0.0);
+    const json endless = {{"prompt", k_endless}, {"n_predict", 1500}};
+
+    // A holds the slot (non-streamed); B waits behind it, then leaves: dropped from the queue while A runs
+    const int a = connect_to(s.port);
+    ASSERT_TRUE(send_all(a, raw_post("/completion", endless.dump())));
+    ASSERT_GE(reaches(started, 1, 30.0), 0.0) << "A never started";
+    const int b = connect_to(s.port);
+    ASSERT_TRUE(send_all(b, raw_post("/completion", endless.dump())));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    close(b);
+    const double dropped_s = reaches(queued, 1, 10.0);
+    EXPECT_GE(dropped_s, 0.0) << "the queued request whose client left was not dropped";
+    EXPECT_LT(dropped_s, 2.0) << "seconds to drop a queued request whose client left";
+    EXPECT_EQ(metric(started), 1.0) << "B's job ran";
+
+    // A leaves while it decodes: cancelled, and the next request has the slot at once
+    close(a);
+    const double cancelled_s = reaches(running, 1, 10.0);
+    EXPECT_GE(cancelled_s, 0.0) << "the running request whose client left was not cancelled";
+    EXPECT_LT(cancelled_s, 2.0) << "seconds to cancel a running request whose client left";
+    int status = 0;
+    const auto t0 = clock_type::now();
+    const json r = test::post(s, "/completion", R"({"prompt": "def add(a, b):\n", "n_predict": 8})", &status);
+    const double next_s = seconds_since(t0);
+    ASSERT_EQ(status, 200) << r.dump();
+    EXPECT_LT(next_s, 2.5) << "the next request waited for the abandoned ones";
+    EXPECT_EQ(metric(started), 2.0) << "only A and the last request ran";
+    RecordProperty("queued_client_dropped_ms", std::to_string((int) (dropped_s * 1000)));
+    RecordProperty("running_client_cancelled_ms", std::to_string((int) (cancelled_s * 1000)));
+}
+
 // A port in use: exit 1 with a message, not an abort
 TEST(hostile, a_port_in_use_exits_1) {
     server_process s({});
