@@ -274,7 +274,32 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
         out.deeper.push_back(std::move(c));
     }
     ctx.kv_clear();
+    out.probe_ms = std::max(0.0, cost_model_probe(ctx));
     return true;
+}
+
+double cost_model_probe(context & ctx, int32_t reps) {
+    const int32_t n_vocab = ctx.owner().facts().n_vocab;
+    const llama_token t0 = (llama_token) std::min(1000, n_vocab / 4), t1 = (llama_token) std::min(1001, n_vocab / 4 + 1);
+    batch b(1, 1);
+    ctx.kv_clear();
+    b.add(t0, 0, {0}, true);
+    double best = 0.0;
+    if (!ctx.decode(b)) return -1.0;
+    for (int32_t r = 0; r <= reps; r++) { // round 0 warms up
+        b.clear();
+        b.add(t1, 1, {0}, true);
+        const auto start = clock_type::now();
+        if (!ctx.decode(b)) {
+            ctx.kv_clear();
+            return -1.0;
+        }
+        const double ms = ms_since(start);
+        ctx.kv_rm(0, 1, -1);
+        if (r > 0 && (best == 0.0 || ms < best)) best = ms;
+    }
+    ctx.kv_clear();
+    return best;
 }
 
 std::string cost_model_to_json(const cost_model & cm) {
@@ -282,6 +307,7 @@ std::string cost_model_to_json(const cost_model & cm) {
     nlohmann::json deeper = nlohmann::json::array();
     for (const cost_depth_curve & c : cm.deeper) deeper.push_back({{"depth", c.depth}, {"ms", c.ms}});
     j["deeper"] = deeper;
+    if (cm.probe_ms > 0) j["probe_ms"] = cm.probe_ms;
     return j.dump();
 }
 
@@ -304,6 +330,11 @@ bool cost_model_from_json(const std::string & text, cost_model & out) {
     }
     for (size_t i = 0; i < cm.n.size(); i++) {
         if (cm.ms[i] <= 0 || (i > 0 && cm.n[i] <= cm.n[i - 1])) return false;
+    }
+    // the probe: optional (0: a curve from before it, or from elsewhere, is never checked)
+    if (j.contains("probe_ms")) {
+        if (!j["probe_ms"].is_number() || j["probe_ms"].get<double>() < 0) return false;
+        cm.probe_ms = j["probe_ms"].get<double>();
     }
     // depth curves: optional (a file of one curve costs every depth alike), each over the same sizes
     if (j.contains("depth0")) {
@@ -408,6 +439,7 @@ bool cost_model_save(const context & ctx, const cost_model & cm) {
 bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
     const std::string path = cache_path(ctx);
     const std::vector<int32_t> depths = cost_model_depths(256, 256, ctx.n_ctx());
+    cost_model cached; // a curve the probe found stale
     {
         std::ifstream f(path);
         if (f) {
@@ -416,8 +448,18 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
             // a curve cached by a shallower context is measured again once a context can go deeper
             // (the cache is per model file, not per context size): at most once per depth
             if (cost_model_from_json(ss.str(), out) && out.deeper.size() >= depths.size()) {
-                ES_LOG_INFO("cost model: cached %s\n", path.c_str());
-                return true;
+                if (out.probe_ms <= 0) {
+                    ES_LOG_INFO("cost model: cached %s\n", path.c_str());
+                    return true;
+                }
+                const double now = cost_model_probe(ctx);
+                if (now <= 0 || out.probe_ms <= COST_PROBE_STALE * now) {
+                    ES_LOG_INFO("cost model: cached %s (probe %.3f ms, now %.3f ms)\n", path.c_str(), out.probe_ms, now);
+                    return true;
+                }
+                ES_LOG_INFO("cost model: %s was measured on a busier machine (probe %.3f ms, now %.3f ms): measuring again\n",
+                            path.c_str(), out.probe_ms, now);
+                cached = out;
             } else if (out.deeper.size() < depths.size()) {
                 ES_LOG_INFO("cost model: %s holds %zu depths, this context can measure %zu\n", path.c_str(),
                             out.deeper.size(), depths.size());
@@ -434,6 +476,13 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
     }
     if (!cost_model_measure(ctx, out, 256, 5, error, 256, true, depths)) {
         return false;
+    }
+    // busy again while it measured: the faster curve stays (each measurement again needs a probe
+    // COST_PROBE_STALE times faster than the last kept, so a machine that swings measures a few times at most)
+    if (!cached.empty() && cached.probe_ms <= out.probe_ms) {
+        ES_LOG_INFO("cost model: the new curve's probe (%.3f ms) is no faster: keeping the cached one\n", out.probe_ms);
+        out = cached;
+        return true;
     }
     cost_model_save(ctx, out);
     return true;

@@ -1,10 +1,17 @@
-// Autoregressive generation: determinism, stop conditions, streaming, bad input.
+// Autoregressive generation: determinism, stop conditions, streaming, bad input; the cost model's cache.
 #include "common/test-util.h"
+#include "editspec/cost.h"
 #include "editspec/decoder.h"
 #include "editspec/generate.h"
 #include "editspec/lookup.h"
 
 #include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 using namespace editspec;
 
@@ -208,4 +215,49 @@ TEST(prompt_cache, reused_prefix_gives_the_fresh_output) {
         EXPECT_EQ(spec.prompt_cached, (int32_t) common);
         EXPECT_EQ(spec.tokens, fresh.tokens) << path;
     }
+}
+
+// A cost curve cached while the machine was busy (a first start beside other work) says every pass is
+// slower than it is; its probe, stored with it and timed again at each fetch, tells: a curve whose probe
+// is far slower than the probe now is measured again and replaced, one whose probe agrees stays, and a
+// curve from before the probe is taken as it is
+TEST_F(generate_fixture, a_cost_curve_cached_on_a_busier_machine_is_measured_again) {
+    const std::string dir = ::testing::TempDir() + "editspec-probe-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir);
+    setenv("EDITSPEC_CACHE", dir.c_str(), 1);
+    cost_model first;
+    std::string err;
+    ASSERT_TRUE(cost_model_get(*ctx, first, &err)) << err;
+    ASSERT_GT(first.probe_ms, 0.0);
+    std::vector<std::filesystem::path> files;
+    for (const auto & e : std::filesystem::directory_iterator(dir + "/cost")) files.push_back(e.path());
+    ASSERT_EQ(files.size(), 1u);
+    // the cached curve, every pass 100x slower than measured, with the probe given
+    auto cache = [&](double probe_ms) {
+        cost_model c = first;
+        for (double & v : c.ms) v *= 100.0;
+        c.probe_ms = probe_ms;
+        std::ofstream(files[0]) << cost_model_to_json(c);
+    };
+    auto fetched = [&] {
+        cost_model c;
+        EXPECT_TRUE(cost_model_get(*ctx, c, &err)) << err;
+        return c;
+    };
+    cache(1e-6); // its probe as fast as any now: it stays
+    EXPECT_DOUBLE_EQ(fetched().ms[0], first.ms[0] * 100.0);
+    cache(0.0); // no probe (a curve from before it): taken as it is
+    EXPECT_DOUBLE_EQ(fetched().ms[0], first.ms[0] * 100.0);
+    cache(1e6); // its probe 1,000 s: measured beside other work, measured again and replaced
+    const cost_model again = fetched();
+    EXPECT_LT(again.ms[0], first.ms[0] * 10.0);
+    EXPECT_LT(again.probe_ms, 1e3);
+    std::ifstream f(files[0]);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    cost_model saved;
+    ASSERT_TRUE(cost_model_from_json(ss.str(), saved));
+    EXPECT_DOUBLE_EQ(saved.probe_ms, again.probe_ms);
+    unsetenv("EDITSPEC_CACHE");
+    std::filesystem::remove_all(dir);
 }
