@@ -152,8 +152,6 @@ struct context_params {
     ggml_type type_v   = GGML_TYPE_F16;
 };
 
-class step_engine; // step.h: several requests' contexts decoding in one pass
-
 // one request's share of a pass: its tokens, after `depth` tokens of its own in the cache (what its
 // rows' attention reads); a step holds one per request
 struct pass_part {
@@ -161,8 +159,33 @@ struct pass_part {
     int32_t depth  = 0;
 };
 
-// A context either owns its llama_context, or is a view of a step engine's (step.h): then it has one
-// sequence, 0, which is the engine's stream for it, and decode() waits for the engine's next step.
+// what the other requests put in a step beside a view's own batch
+struct step_load {
+    int32_t tokens   = 0;           // their tokens
+    int32_t requests = 0;           // their batches
+    std::vector<pass_part> parts;   // each one's tokens and depth
+};
+
+// What a view decodes through: a scheduler above this layer (step.h's step_engine, in the schedule
+// layer) that batches several requests' passes into one llama_decode of a context it owns. The engine
+// layer wraps libllama only; serving policy sits above it (src/layers.txt).
+class view_host {
+public:
+    // waits for the step that carries b, view `seq`'s rows; false when it failed or was cancelled.
+    // logits: [rows with logits, n_vocab] of b; rows: b's row -> row of logits, -1 = none
+    virtual bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel,
+                             std::vector<float> & logits, std::vector<int32_t> & rows) = 0;
+    // what the last step held beside view seq's own batch
+    virtual step_load view_others(llama_seq_id seq) const = 0;
+    // held by a view's KV operation: the shared context's cells never change during a step's decode
+    virtual std::mutex & view_kv_mutex() const = 0;
+
+protected:
+    ~view_host() = default;
+};
+
+// A context either owns its llama_context, or is a view of a host's (context_view, view_host): then it
+// has one sequence, 0, which is the host's region or stream for it, and decode() waits for the host's step.
 class context {
 public:
     ~context();
@@ -184,16 +207,11 @@ public:
     // computes, and a second team beside the engine's outnumbers the cores, so every team's workers sleep
     // between passes); empty = on the caller's thread. Not for a view
     void set_compute(std::function<void(const std::function<void()> &)> run) { compute_ = std::move(run); }
-    // a view of a step engine (step.h)
+    // a view of a host's context (context_view)
     bool is_view() const { return step_ != nullptr; }
     // a view: the engine's sequence its sequence 0 is (its region or stream); 0 for an owned context
     llama_seq_id view_seq() const { return seq_; }
-    // a view: what the other requests put in the engine's last step (none for an owned context)
-    struct step_load {
-        int32_t tokens   = 0;           // their tokens
-        int32_t requests = 0;           // their batches
-        std::vector<pass_part> parts;   // each one's tokens and depth
-    };
+    // a view: what the other requests put in the host's last step (none for an owned context)
     step_load step_others() const;
     // logits of batch row i (that row must have had logits set): [n_vocab]
     const float * logits(int32_t i) const;
@@ -238,7 +256,8 @@ private:
     // a view's KV operations wait for the engine's step; an owned context needs no lock
     std::unique_lock<std::mutex> lock_kv() const;
     friend std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error);
-    friend class step_engine;
+    friend std::unique_ptr<context> context_view(context & shared, view_host & host, llama_seq_id seq, int32_t n_ctx,
+                                                 const context_params & per_view);
     explicit context(const model & m) : model_(m) {}
 
     const model & model_;
@@ -251,7 +270,7 @@ private:
     std::function<void(const llama_batch &)> hook_;
     std::function<void(const std::function<void()> &)> compute_;
 
-    step_engine * step_ = nullptr;   // a view of this engine, on stream seq_
+    view_host * step_ = nullptr;     // a view of this host's context, on its sequence seq_
     llama_seq_id seq_ = 0;
     int32_t n_ctx_view_ = 0;         // the stream's cells
     std::vector<float> view_logits_; // [rows with logits in the last decode, n_vocab]
@@ -260,6 +279,11 @@ private:
 
 // null on failure with *error set
 std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error);
+
+// a view of `shared` (a context host owns) on its sequence seq, whose decodes and KV locking go
+// through host: n_ctx cells (the sequence's region or stream), per_view's batch and threads
+std::unique_ptr<context> context_view(context & shared, view_host & host, llama_seq_id seq, int32_t n_ctx,
+                                      const context_params & per_view);
 
 // one-time process set-up: backend init and log routing
 void engine_init();

@@ -114,7 +114,7 @@ int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch);
 // the same split's ubatches, each one's tokens, in order
 std::vector<int32_t> step_ubatch_sizes(std::vector<int32_t> tokens, int32_t n_ubatch);
 
-class step_engine {
+class step_engine final : public view_host {
 public:
     // null with *error on failure (the error names the model and the sizes). `host`: an engine whose
     // thread computes this one's decodes between its own steps (a draft model's engine beside the
@@ -172,8 +172,13 @@ public:
     // (a head's draft call that would draft them all at once) yields where a thread would wait
     void yield();
 
+    // view_host: a view's decode, load and KV lock (engine.h)
+    bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, std::vector<float> & logits,
+                     std::vector<int32_t> & rows) override;
+    step_load view_others(llama_seq_id seq) const override;
+    std::mutex & view_kv_mutex() const override { return ctx_mu_; }
+
 private:
-    friend class context;
     struct submission {
         llama_seq_id seq = 0;
         const llama_batch * b = nullptr;
@@ -188,9 +193,6 @@ private:
     };
 
     step_engine(const model & m) : model_(m) {}
-    // from a view's decode(): waits for the step that carries b; false when it failed or was cancelled
-    bool decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, std::vector<float> & logits,
-                std::vector<int32_t> & rows);
     void loop();
     // the guests' work waiting for this engine's thread (mu_ held; released while each runs)
     void run_guest_jobs(std::unique_lock<std::mutex> & lock);
@@ -199,8 +201,6 @@ private:
     // a step's decode and its bookkeeping; `lock` (on mu_) is released during the decode
     void step(std::unique_lock<std::mutex> & lock, std::vector<submission *> & subs, int32_t n_tokens);
     static bool abort_cb(void * data);
-    // what the last step held beside stream seq's own batch
-    context::step_load others(llama_seq_id seq) const;
     static bool all_cancelled(const std::vector<submission *> & subs);
     // s is done (mu_ held): its thread or its fiber goes on
     void finish(submission * s);
@@ -230,7 +230,7 @@ private:
     int32_t n_vocab_ = 0;
     int32_t n_ctx_seq_ = 0;          // cells of one region or stream
 
-    std::mutex ctx_mu_;              // the llama_context: a step's decode, or one view's KV operation
+    mutable std::mutex ctx_mu_;      // the llama_context: a step's decode, or one view's KV operation
 
     mutable std::mutex mu_;          // everything below
     std::condition_variable cv_;     // for the engine's thread: a batch arrived, a view entered or left, stop

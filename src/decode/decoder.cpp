@@ -86,7 +86,7 @@ void step_draft(spec_loop & s) {
     shape.step_tokens = (int32_t) s.pending.size() - 1; // the root's own pass carries those (a prompt's end, at first)
     if (s.ctx.is_view()) {
         // the step beside this request, as the last one was (step.h): each other request yields a token
-        const context::step_load others = s.ctx.step_others();
+        const step_load others = s.ctx.step_others();
         shape.step_tokens += others.tokens;
         shape.step_yield = (float) others.requests;
         if (s.sp.cost) shape.step_depth_ms = s.sp.cost->t_depth_extra(others.parts);

@@ -1,7 +1,6 @@
 // Context (KV cache + compute) and batch owners over libllama.
 #include "editspec/engine.h"
 #include "editspec/log.h"
-#include "editspec/step.h"
 #include "upper-state.h"
 
 #include <algorithm>
@@ -101,8 +100,24 @@ context::~context() {
     }
 }
 
-context::step_load context::step_others() const {
-    return step_ ? step_->others(seq_) : step_load{};
+std::unique_ptr<context> context_view(context & shared, view_host & host, llama_seq_id seq, int32_t n_ctx,
+                                      const context_params & per_view) {
+    std::unique_ptr<context> c(new context(shared.owner()));
+    c->ctx_ = shared.get();
+    c->step_ = &host;
+    c->seq_ = seq;
+    c->n_vocab_ = shared.n_vocab_;
+    c->n_ctx_view_ = n_ctx;
+    c->params_ = per_view;
+    c->params_.n_ctx = n_ctx;
+    c->params_.n_seq_max = 1;
+    c->params_.kv_unified = false;
+    c->params_.flash_attn = shared.params().flash_attn;
+    return c;
+}
+
+step_load context::step_others() const {
+    return step_ ? step_->view_others(seq_) : step_load{};
 }
 
 llama_seq_id context::seq_of(llama_seq_id seq) const {
@@ -112,7 +127,7 @@ llama_seq_id context::seq_of(llama_seq_id seq) const {
 }
 
 std::unique_lock<std::mutex> context::lock_kv() const {
-    return step_ ? std::unique_lock<std::mutex>(step_->ctx_mu_) : std::unique_lock<std::mutex>();
+    return step_ ? std::unique_lock<std::mutex>(step_->view_kv_mutex()) : std::unique_lock<std::mutex>();
 }
 
 bool context::decode(const batch & b) {
@@ -133,7 +148,7 @@ bool context::decode(const batch & b) {
         }
     }
     if (step_) {
-        return step_->decode(seq_, b.get(), cancel_, view_logits_, view_rows_);
+        return step_->view_decode(seq_, b.get(), cancel_, view_logits_, view_rows_);
     }
     int32_t ret = 0;
     if (compute_) {

@@ -14,7 +14,7 @@
 #include "editspec/step.h"
 #include "editspec/clock.h"
 #include "editspec/log.h"
-#include "upper-state.h"
+#include "engine/upper-state.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -165,18 +165,7 @@ step_engine::~step_engine() {
 
 std::unique_ptr<context> step_engine::view(llama_seq_id seq) {
     ES_ASSERT(seq >= 0 && seq < params_.n_seq);
-    std::unique_ptr<context> c(new context(model_));
-    c->ctx_ = ctx_->get();
-    c->step_ = this;
-    c->seq_ = seq;
-    c->n_vocab_ = n_vocab_;
-    c->n_ctx_view_ = n_ctx_seq_;
-    c->params_ = params_.per_seq;
-    c->params_.n_ctx = c->n_ctx_view_;
-    c->params_.n_seq_max = 1;
-    c->params_.kv_unified = false;
-    c->params_.flash_attn = ctx_->params().flash_attn;
-    return c;
+    return context_view(*ctx_, *this, seq, n_ctx_seq_, params_.per_seq);
 }
 
 void step_engine::enter(llama_seq_id seq) {
@@ -192,9 +181,9 @@ void step_engine::leave(llama_seq_id seq) {
     cv_.notify_all(); // a step may have been waiting for this view
 }
 
-context::step_load step_engine::others(llama_seq_id seq) const {
+step_load step_engine::view_others(llama_seq_id seq) const {
     std::lock_guard<std::mutex> lock(mu_);
-    context::step_load l;
+    step_load l;
     const int32_t own = last_parts_[(size_t) seq].tokens;
     l.tokens = last_total_ - own;
     l.requests = last_batches_ - (own > 0 ? 1 : 0);
@@ -224,8 +213,8 @@ bool step_engine::abort_cb(void * data) {
     return e->step_abort_.load(std::memory_order_relaxed);
 }
 
-bool step_engine::decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel,
-                         std::vector<float> & logits, std::vector<int32_t> & rows) {
+bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel,
+                              std::vector<float> & logits, std::vector<int32_t> & rows) {
     if (b.n_tokens > params_.per_seq.n_batch) {
         ES_LOG_ERROR("%s: a batch of %d tokens is over the view's n_batch %d\n", __func__, b.n_tokens, params_.per_seq.n_batch);
         return false;
