@@ -241,8 +241,13 @@ class pipeline_test(unittest.TestCase):
             r = subprocess.run([editspec_bin(), "edit", "-m", t, "--draft-model", os.path.join(out, "draft-edit", d),
                                 "--method", "efficientedit@16", "-f", code, "-i", "Rename `a` to `x`.", "-t", "1", "--json"],
                                capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stderr)
+            # a model of a few training steps may run on to the edit's -n: editspec then exits 1 and says
+            # so in its JSON ("complete": false, no code; issue 69: never a truncated file)
+            self.assertIn(r.returncode, (0, 1), r.stderr)
             res = json.loads(r.stdout)
+            if r.returncode == 1:
+                self.assertIs(res.get("complete"), False, r.stderr)
+                self.assertNotIn("code", res)
             self.assertGreater(res["by_source"]["model"]["drafted"], 0)   # the draft model took part
 
     def test_deterministic(self):
