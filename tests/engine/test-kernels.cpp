@@ -104,6 +104,47 @@ TEST_P(kernels_odd, batched_columns_equal_columns_alone) {
     if (getenv("EDITSPEC_KERNELS_DIGEST")) printf("digest %s %016llx\n", ggml_type_name(kc.type), (unsigned long long) h);
 }
 
+// and every product is the product it stands for: each output close to the dequantized weights times the
+// activations, in double (a kernel that unpacks a block wrong is batch-invariant and wrong; the activations'
+// 8-bit quantization is the error allowed, a few thousandths of the terms' size)
+TEST_P(kernels_odd, products_are_the_dequantized_weights_times_the_activations) {
+    const kernel_case kc = GetParam();
+    std::mt19937 rng(72);
+    const auto * traits = ggml_get_type_traits(kc.type);
+    ASSERT_TRUE(kc.type == GGML_TYPE_F32 || traits->to_float);
+    for (int64_t k : kc.ks) {
+        const int64_t n_rows = 37, n_cols = 7;
+        std::vector<float> w, x;
+        random_operands(rng, k, n_rows, n_cols, w, x);
+        // the weights as the kernel sees them
+        std::vector<uint8_t> q(ggml_row_size(kc.type, k) * n_rows);
+        ggml_quantize_chunk(kc.type, w.data(), q.data(), 0, n_rows, k, nullptr);
+        std::vector<float> deq((size_t) (k * n_rows));
+        for (int64_t r = 0; r < n_rows; r++) {
+            if (kc.type == GGML_TYPE_F32) memcpy(deq.data() + r * k, q.data() + ggml_row_size(kc.type, k) * r, sizeof(float) * k);
+            else traits->to_float(q.data() + ggml_row_size(kc.type, k) * r, deq.data() + r * k, k);
+        }
+        for (int n_threads : {1, 2}) {
+            for (int64_t cols : {(int64_t) 1, n_cols}) {
+                const std::vector<float> got = mul_mat(kc.type, w, x.data(), k, n_rows, cols, n_threads);
+                for (int64_t c = 0; c < cols; c++) {
+                    for (int64_t r = 0; r < n_rows; r++) {
+                        double ref = 0.0, size = 0.0;
+                        for (int64_t i = 0; i < k; i++) {
+                            const double t = (double) deq[r * k + i] * x[c * k + i];
+                            ref += t;
+                            size += t * t;
+                        }
+                        ASSERT_NEAR(got[c * n_rows + r], ref, 0.05 * std::sqrt(size) + 1e-6)
+                            << ggml_type_name(kc.type) << ": K " << k << ", row " << r << ", column " << c << " of " << cols
+                            << ", " << n_threads << " threads";
+                    }
+                }
+            }
+        }
+    }
+}
+
 // the types of test-batch-exact's models (the K-quant mixes are made of Q4_K, Q5_K, Q6_K and Q8_0)
 INSTANTIATE_TEST_SUITE_P(types, kernels_odd,
                          ::testing::Values(kernel_case{GGML_TYPE_F32, {224, 389}}, kernel_case{GGML_TYPE_F16, {224, 389}},
