@@ -193,14 +193,24 @@ const std::string FILE_V1 =
     "    config = read_config(os.environ['CONFIG'])\n"
     "    print(config)\n";
 
+// PIE's cells against a cold encoding: the Q8_0 test model, a context that reuses and one that encodes
+// cold; skipped where the model's cache cannot shift
+struct prompt_cache_pie : public ::testing::Test {
+    std::unique_ptr<model> m;
+    std::unique_ptr<context> ctx, cold;
+    void SetUp() override {
+        m = test::load_or_fail(test::tiny_model_q8_path());
+        ASSERT_TRUE(m);
+        ctx = small_context(*m);
+        cold = small_context(*m);
+        ASSERT_TRUE(ctx && cold);
+        if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
+    }
+};
+
 } // namespace
 
-TEST(prompt_cache, pie_reuse_puts_every_cell_at_its_new_position_and_encodes_only_the_changes) {
-    auto m = test::load_or_fail(test::tiny_model_q8_path());
-    ASSERT_TRUE(m);
-    auto ctx = small_context(*m), cold = small_context(*m);
-    ASSERT_TRUE(ctx && cold);
-    if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
+TEST_F(prompt_cache_pie, reuse_puts_every_cell_at_its_new_position_and_encodes_only_the_changes) {
     // version 2: a line replaced early, a line deleted, a comment inserted; a different request text last
     std::string v2 = FILE_V1;
     v2.replace(v2.find("    values = {}"), 15, "    values: dict[str, str] = {}");
@@ -240,12 +250,7 @@ TEST(prompt_cache, pie_reuse_puts_every_cell_at_its_new_position_and_encodes_onl
 // an edit's first gap goes in before the spans PIE keeps after it, which are already in place: its
 // tokens attend to the prefix and themselves only (the mask is by position), so their keys in the
 // last layer are a cold encoding's; a gap that saw the later spans would not be
-TEST(prompt_cache, a_gap_attends_only_to_what_precedes_it) {
-    auto m = test::load_or_fail(test::tiny_model_q8_path());
-    ASSERT_TRUE(m);
-    auto ctx = small_context(*m), cold = small_context(*m);
-    ASSERT_TRUE(ctx && cold);
-    if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
+TEST_F(prompt_cache_pie, a_gap_attends_only_to_what_precedes_it) {
     const token_vec p1 = m->tokenize(FILE_V1 + "\n# one\n", true, false);
     std::string v2 = FILE_V1;
     v2.insert(v2.find("def write_config"), "# the inverse of read_config, one key=value a line, sorted by key\n");
