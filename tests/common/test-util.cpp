@@ -31,6 +31,17 @@ std::string typed_model_path(const std::string & type) {
     return std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-256-" + type + ".gguf";
 }
 
+::testing::AssertionResult model_and_two_contexts(const std::string & path, std::unique_ptr<model> & m,
+                                                  std::unique_ptr<context> & a, std::unique_ptr<context> & b,
+                                                  std::unique_ptr<context> (*make)(const model &)) {
+    m = load_or_fail(path);
+    if (!m) return ::testing::AssertionFailure() << path << " did not load";
+    a = make(*m);
+    b = make(*m);
+    if (!a || !b) return ::testing::AssertionFailure() << "a context of " << path << " was not made";
+    return ::testing::AssertionSuccess();
+}
+
 std::unique_ptr<context> context_or_fail(const model & m, const context_params & cp) {
     std::string err;
     auto ctx = context_create(m, cp, &err);

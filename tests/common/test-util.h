@@ -6,6 +6,8 @@
 #include "editspec/engine.h"
 #include "editspec/generate.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -36,6 +38,21 @@ struct noisy_reference_drafter : drafter_i {
 const char * tiny_model_path();     // F32 weights
 const char * tiny_model_q8_path();  // Q8_0 weights
 const char * tiny_qwen2_path();     // Qwen2.5-Coder's vocabulary (no BOS), F32 weights
+
+// a test's model and two contexts of it made alike by `make`: the one it works in and the one it compares
+// with (a fresh or cold encoding); a failure says which did not load
+::testing::AssertionResult model_and_two_contexts(const std::string & path, std::unique_ptr<model> & m,
+                                                  std::unique_ptr<context> & a, std::unique_ptr<context> & b,
+                                                  std::unique_ptr<context> (*make)(const model &));
+
+// a fixture: the Q8_0 test model and two contexts of it made by Make, `ctx` the one a test works in and
+// `other` the one it compares with (derived fixtures name it: fresh, cold)
+template <std::unique_ptr<context> (*Make)(const model &)>
+struct two_contexts_test : public ::testing::Test {
+    std::unique_ptr<model> m;
+    std::unique_ptr<context> ctx, other;
+    void SetUp() override { ASSERT_TRUE(model_and_two_contexts(tiny_model_q8_path(), m, ctx, other, Make)); }
+};
 
 // loads a model or fails the calling test with the loader's message
 std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only = false);

@@ -195,15 +195,11 @@ const std::string FILE_V1 =
 
 // PIE's cells against a cold encoding: the Q8_0 test model, a context that reuses and one that encodes
 // cold; skipped where the model's cache cannot shift
-struct prompt_cache_pie : public ::testing::Test {
-    std::unique_ptr<model> m;
-    std::unique_ptr<context> ctx, cold;
+struct prompt_cache_pie : public test::two_contexts_test<small_context> {
+    std::unique_ptr<context> & cold = other;
     void SetUp() override {
-        m = test::load_or_fail(test::tiny_model_q8_path());
-        ASSERT_TRUE(m);
-        ctx = small_context(*m);
-        cold = small_context(*m);
-        ASSERT_TRUE(ctx && cold);
+        two_contexts_test::SetUp();
+        if (HasFatalFailure()) return;
         if (!ctx->can_shift()) GTEST_SKIP() << "this model's cache cannot shift";
     }
 };

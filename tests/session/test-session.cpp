@@ -23,16 +23,8 @@ const std::string DOC =
     "    config = read_config(os.environ['CONFIG'])\n";
 
 // the tiny model, a session's context and one for a fresh session to compare with
-struct session_test : public ::testing::Test {
-    std::unique_ptr<model> m;
-    std::unique_ptr<context> ctx, fresh_ctx;
-    void SetUp() override {
-        m = test::load_or_fail(test::tiny_model_q8_path());
-        ASSERT_TRUE(m);
-        ctx = session_context(*m);
-        fresh_ctx = session_context(*m);
-        ASSERT_TRUE(ctx && fresh_ctx);
-    }
+struct session_test : public test::two_contexts_test<session_context> {
+    std::unique_ptr<context> & fresh_ctx = other;
 };
 
 } // namespace
