@@ -104,42 +104,47 @@ TEST_P(kernels_odd, batched_columns_equal_columns_alone) {
     if (getenv("EDITSPEC_KERNELS_DIGEST")) printf("digest %s %016llx\n", ggml_type_name(kc.type), (unsigned long long) h);
 }
 
-// and every product is the product it stands for: each output close to the dequantized weights times the
-// activations, in double (a kernel that unpacks a block wrong is batch-invariant and wrong; the activations'
-// 8-bit quantization is the error allowed, a few thousandths of the terms' size)
+// each output close to the dequantized weights times the activations, in double (a kernel that unpacks
+// a block wrong is batch-invariant and wrong; the activations' 8-bit quantization is the error allowed, a
+// few thousandths of the terms' size). got: [cols][n_rows]
+void expect_products(ggml_type type, const std::vector<float> & w, const std::vector<float> & x, int64_t k, int64_t n_rows,
+                     int64_t cols, const std::vector<float> & got, const std::string & what) {
+    const auto * traits = ggml_get_type_traits(type);
+    ASSERT_TRUE(type == GGML_TYPE_F32 || traits->to_float);
+    std::vector<uint8_t> q(ggml_row_size(type, k) * n_rows); // the weights as the kernel sees them
+    ggml_quantize_chunk(type, w.data(), q.data(), 0, n_rows, k, nullptr);
+    std::vector<float> deq((size_t) (k * n_rows));
+    for (int64_t r = 0; r < n_rows; r++) {
+        if (type == GGML_TYPE_F32) memcpy(deq.data() + r * k, q.data() + ggml_row_size(type, k) * r, sizeof(float) * k);
+        else traits->to_float(q.data() + ggml_row_size(type, k) * r, deq.data() + r * k, k);
+    }
+    ASSERT_EQ(got.size(), (size_t) (n_rows * cols));
+    for (int64_t c = 0; c < cols; c++) {
+        for (int64_t r = 0; r < n_rows; r++) {
+            double ref = 0.0, size = 0.0;
+            for (int64_t i = 0; i < k; i++) {
+                const double t = (double) deq[r * k + i] * x[c * k + i];
+                ref += t;
+                size += t * t;
+            }
+            ASSERT_NEAR(got[c * n_rows + r], ref, 0.05 * std::sqrt(size) + 1e-6)
+                << ggml_type_name(type) << " " << what << ": K " << k << ", row " << r << ", column " << c << " of " << cols;
+        }
+    }
+}
+
+// and every product is the product it stands for
 TEST_P(kernels_odd, products_are_the_dequantized_weights_times_the_activations) {
     const kernel_case kc = GetParam();
     std::mt19937 rng(72);
-    const auto * traits = ggml_get_type_traits(kc.type);
-    ASSERT_TRUE(kc.type == GGML_TYPE_F32 || traits->to_float);
     for (int64_t k : kc.ks) {
         const int64_t n_rows = 37, n_cols = 7;
         std::vector<float> w, x;
         random_operands(rng, k, n_rows, n_cols, w, x);
-        // the weights as the kernel sees them
-        std::vector<uint8_t> q(ggml_row_size(kc.type, k) * n_rows);
-        ggml_quantize_chunk(kc.type, w.data(), q.data(), 0, n_rows, k, nullptr);
-        std::vector<float> deq((size_t) (k * n_rows));
-        for (int64_t r = 0; r < n_rows; r++) {
-            if (kc.type == GGML_TYPE_F32) memcpy(deq.data() + r * k, q.data() + ggml_row_size(kc.type, k) * r, sizeof(float) * k);
-            else traits->to_float(q.data() + ggml_row_size(kc.type, k) * r, deq.data() + r * k, k);
-        }
         for (int n_threads : {1, 2}) {
             for (int64_t cols : {(int64_t) 1, n_cols}) {
-                const std::vector<float> got = mul_mat(kc.type, w, x.data(), k, n_rows, cols, n_threads);
-                for (int64_t c = 0; c < cols; c++) {
-                    for (int64_t r = 0; r < n_rows; r++) {
-                        double ref = 0.0, size = 0.0;
-                        for (int64_t i = 0; i < k; i++) {
-                            const double t = (double) deq[r * k + i] * x[c * k + i];
-                            ref += t;
-                            size += t * t;
-                        }
-                        ASSERT_NEAR(got[c * n_rows + r], ref, 0.05 * std::sqrt(size) + 1e-6)
-                            << ggml_type_name(kc.type) << ": K " << k << ", row " << r << ", column " << c << " of " << cols
-                            << ", " << n_threads << " threads";
-                    }
-                }
+                expect_products(kc.type, w, x, k, n_rows, cols, mul_mat(kc.type, w, x.data(), k, n_rows, cols, n_threads),
+                                std::to_string(n_threads) + " threads");
             }
         }
     }
@@ -155,8 +160,9 @@ INSTANTIATE_TEST_SUITE_P(types, kernels_odd,
                          [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
 
 // ggml-cpu's repacked weights (the CPU_REPACK buffer type, which libllama loads Q4_0, Q4_K and IQ4_NL
-// matrices of 8k rows into on x86): out [n_cols][n_rows] as mul_mat above, through the backend, so
-// ggml's repack kernels (and the patch's Q4_K kernel on AVX512-VNNI) compute it. Empty when the CPU
+// matrices of 8k rows into on x86, and on AVX512-VNNI Q8_0, Q5_0 and Q4_0 of 16k rows): out
+// [n_cols][n_rows] as mul_mat above, through the backend, so ggml's repack kernels (and the patch's
+// kernels on AVX512-VNNI) compute it. Empty when the CPU
 // backend has no repack buffer type or does not repack this type and shape (checked by the caller).
 struct repacked {
     ggml_backend_buffer_type_t buft = nullptr;
@@ -215,8 +221,8 @@ struct repacked {
 class kernels_repacked : public ::testing::TestWithParam<kernel_case> {};
 
 // every column of a batched product on repacked weights equals that column alone, bit for bit: rows in
-// tiles of 4 and the rows left over (2, 3, 5, 7, 16, 33 columns), weight rows of 1 to 9 blocks of 8, 1 to 3
-// threads. EDITSPEC_KERNELS_DIGEST=1 prints a digest of every product, to compare two builds of ggml-cpu
+// tiles of 4 or 8 and the rows left over (2, 3, 5, 7, 16, 33 columns), weight rows of 1 to 5 blocks of 16
+// (24: 3 of 8, which the 16-row layouts leave to ggml's own), 1 to 3 threads. EDITSPEC_KERNELS_DIGEST=1 prints a digest of every product, to compare two builds of ggml-cpu
 // (LD_PRELOAD): a new kernel that must give the old one's results bit for bit.
 TEST_P(kernels_repacked, batched_columns_equal_columns_alone) {
     const kernel_case kc = GetParam();
@@ -226,7 +232,7 @@ TEST_P(kernels_repacked, batched_columns_equal_columns_alone) {
     std::mt19937 rng(73);
     int n_run = 0;
     for (int64_t k : kc.ks) {
-        for (int64_t n_rows : {8, 24, 72}) {
+        for (int64_t n_rows : {16, 24, 80}) {
             const int64_t max_cols = 33;
             std::vector<float> w, x;
             random_operands(rng, k, n_rows, max_cols, w, x);
@@ -254,9 +260,31 @@ TEST_P(kernels_repacked, batched_columns_equal_columns_alone) {
     if (getenv("EDITSPEC_KERNELS_DIGEST")) printf("digest %s %016llx\n", ggml_type_name(kc.type), (unsigned long long) h);
 }
 
-// the types ggml-cpu repacks on x86 (AVX2 and up)
+// and every product on repacked weights is the product it stands for (a layout unpacked wrong)
+TEST_P(kernels_repacked, products_are_the_dequantized_weights_times_the_activations) {
+    const kernel_case kc = GetParam();
+    repacked rp;
+    if (!rp.buft || !rp.cpu) GTEST_SKIP() << "ggml-cpu has no CPU_REPACK buffer type here";
+    std::mt19937 rng(74);
+    int n_run = 0;
+    for (int64_t k : kc.ks) {
+        const int64_t n_rows = 48, n_cols = 11;
+        std::vector<float> w, x;
+        random_operands(rng, k, n_rows, n_cols, w, x);
+        for (int64_t cols : {(int64_t) 1, n_cols}) {
+            std::vector<float> got;
+            if (!rp.mul_mat(kc.type, w, x.data(), k, n_rows, cols, 2, got)) continue;
+            n_run++;
+            expect_products(kc.type, w, x, k, n_rows, cols, got, "repacked");
+        }
+    }
+    if (n_run == 0) GTEST_SKIP() << ggml_type_name(kc.type) << " is not repacked on this CPU";
+}
+
+// the types ggml-cpu repacks on x86 (AVX2 and up; Q8_0 and Q5_0 on AVX512-VNNI)
 INSTANTIATE_TEST_SUITE_P(types, kernels_repacked,
-                         ::testing::Values(kernel_case{GGML_TYPE_Q4_0, {224, 416}}, kernel_case{GGML_TYPE_IQ4_NL, {224, 416}},
+                         ::testing::Values(kernel_case{GGML_TYPE_Q8_0, {224, 416}}, kernel_case{GGML_TYPE_Q5_0, {224, 416}},
+                                           kernel_case{GGML_TYPE_Q4_0, {224, 416}}, kernel_case{GGML_TYPE_IQ4_NL, {224, 416}},
                                            kernel_case{GGML_TYPE_Q4_K, {768, 1280}}),
                          [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
 
