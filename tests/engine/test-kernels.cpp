@@ -160,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(types, kernels_odd,
                          [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
 
 // ggml-cpu's repacked weights (the CPU_REPACK buffer type, which libllama loads Q4_0, Q4_K and IQ4_NL
-// matrices of 8k rows into on x86, and on AVX512-VNNI Q8_0, Q5_0 and Q4_0 of 16k rows): out
+// matrices of 8k rows into on x86, and on AVX512-VNNI Q8_0, Q5_0, Q4_0 and Q4_K of 16k rows): out
 // [n_cols][n_rows] as mul_mat above, through the backend, so ggml's repack kernels (and the patch's
 // kernels on AVX512-VNNI) compute it. Empty when the CPU
 // backend has no repack buffer type or does not repack this type and shape (checked by the caller).
