@@ -391,7 +391,8 @@ static std::string cache_path(const context & ctx) {
         // v10: item 5's decoding tiles take up to 8 columns: Q8_0 and Q5_0 passes of 5-8 tokens cost less
         // v11: item 9: Q8_0, Q5_0 and Q4_0 repacked 16 rows at a time: their passes of 7+ tokens cost less
         // v12: item 10 (Q4_K repacked 16 rows) and item 9's prefetch: batched passes cost about half
-        << "-v12";
+        // v13: item 6 packs a head's block for 9+ rows only: passes of 2-8 tokens deep in a file cost less
+        << "-v13";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     // a GPU's exact and stock kernels have curves of their own (--kernels)
