@@ -392,7 +392,8 @@ static std::string cache_path(const context & ctx) {
         // v11: item 9: Q8_0, Q5_0 and Q4_0 repacked 16 rows at a time: their passes of 7+ tokens cost less
         // v12: item 10 (Q4_K repacked 16 rows) and item 9's prefetch: batched passes cost about half
         // v13: item 6 packs a head's block for 9+ rows only: passes of 2-8 tokens deep in a file cost less
-        << "-v13";
+        // v14: item 6 takes 4 rows of a head over a block together, chunks of a tile: passes deep in a file cost less
+        << "-v14";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     // a GPU's exact and stock kernels have curves of their own (--kernels)
