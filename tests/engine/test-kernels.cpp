@@ -281,11 +281,12 @@ TEST_P(kernels_repacked, products_are_the_dequantized_weights_times_the_activati
     if (n_run == 0) GTEST_SKIP() << ggml_type_name(kc.type) << " is not repacked on this CPU";
 }
 
-// the types ggml-cpu repacks on x86 (AVX2 and up; Q8_0, Q5_0 and Q6_K on AVX512-VNNI)
+// the types ggml-cpu repacks on x86 (AVX2 and up; Q8_0, Q5_0, Q5_K and Q6_K on AVX512-VNNI)
 INSTANTIATE_TEST_SUITE_P(types, kernels_repacked,
                          ::testing::Values(kernel_case{GGML_TYPE_Q8_0, {224, 416}}, kernel_case{GGML_TYPE_Q5_0, {224, 416}},
                                            kernel_case{GGML_TYPE_Q4_0, {224, 416}}, kernel_case{GGML_TYPE_IQ4_NL, {224, 416}},
-                                           kernel_case{GGML_TYPE_Q4_K, {768, 1280}}, kernel_case{GGML_TYPE_Q6_K, {768, 1280}}),
+                                           kernel_case{GGML_TYPE_Q4_K, {768, 1280}}, kernel_case{GGML_TYPE_Q5_K, {768, 1280}},
+                                           kernel_case{GGML_TYPE_Q6_K, {768, 1280}}),
                          [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
 
 // ----------------------------------------------------------------------------
