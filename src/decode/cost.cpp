@@ -395,7 +395,9 @@ static std::string cache_path(const context & ctx) {
         // v14: item 6 takes 4 rows of a head over a block together, chunks of a tile: passes deep in a file cost less
         // v15: item 11, Q6_K repacked 16 rows: Q4_K_M passes of several tokens cost less
         // v16: item 12, Q5_K repacked 16 rows: Q5_K_M passes of several tokens cost about half
-        << "-v16";
+        // v17: item 6 sums a row's cells in segments and splits a small pass's cells over the threads:
+        // 1-2 token passes deep in a file cost less
+        << "-v17";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     // a GPU's exact and stock kernels have curves of their own (--kernels)

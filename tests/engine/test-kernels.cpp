@@ -305,7 +305,9 @@ struct fa_shape {
 std::vector<float> flash_attn(const fa_shape & sh, const float * q, const std::vector<ggml_fp16_t> & k,
                               const std::vector<ggml_fp16_t> & v, const ggml_fp16_t * mask, int64_t n_tokens, int n_threads) {
     const size_t bytes = sizeof(float) * sh.d * sh.n_head * n_tokens * 2 + 2 * k.size() * sizeof(ggml_fp16_t) +
-                         sizeof(ggml_fp16_t) * sh.n_kv * n_tokens + 16 * ggml_tensor_overhead() + ggml_graph_overhead() + (1 << 20);
+                         sizeof(ggml_fp16_t) * sh.n_kv * n_tokens + 16 * ggml_tensor_overhead() + ggml_graph_overhead() + (1 << 20) +
+                         // the work buffer's share for the segments' sums (ggml-batch-invariant.patch, item 6)
+                         sizeof(float) * n_tokens * sh.n_head * (sh.n_kv / 256 + 2) * (sh.d + 2);
     ggml_init_params ip = {bytes, nullptr, false};
     ggml_context * ctx = ggml_init(ip);
     EXPECT_NE(ctx, nullptr);
@@ -462,11 +464,13 @@ TEST(kernels_flash_attn_regions, rows_of_several_regions_equal_each_alone) {
 }
 
 // head sizes of the kernel's paths (64: 16-lane chunks only; 80: and a part; 128: the 8-register block;
-// 256: two), grouped-query heads, blocks of 32 cells with a part left over, a cache of 600 cells
+// 256: two), grouped-query heads, blocks of 32 cells with a part left over, caches of 300 and 600 cells
+// (2 and 3 segments of 256), and of 1,400 (6 segments: a row alone has its cells split over 2 and 3
+// threads, the batch's rows do not)
 INSTANTIATE_TEST_SUITE_P(shapes, kernels_flash_attn,
                          ::testing::Values(fa_shape{64, 4, 4, 37}, fa_shape{80, 4, 2, 70}, fa_shape{128, 4, 4, 300},
                                            fa_shape{128, 8, 2, 129}, fa_shape{128, 2, 2, 600},
-                                           fa_shape{256, 2, 1, 45}),
+                                           fa_shape{256, 2, 1, 45}, fa_shape{64, 4, 2, 1400}),
                          [](const ::testing::TestParamInfo<fa_shape> & i) {
                              return "d" + std::to_string(i.param.d) + "_h" + std::to_string(i.param.n_head) + "_kv" +
                                     std::to_string(i.param.n_head_kv) + "_c" + std::to_string(i.param.n_kv);
