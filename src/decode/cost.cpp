@@ -397,7 +397,8 @@ static std::string cache_path(const context & ctx) {
         // v16: item 12, Q5_K repacked 16 rows: Q5_K_M passes of several tokens cost about half
         // v17: item 6 sums a row's cells in segments and splits a small pass's cells over the threads:
         // 1-2 token passes deep in a file cost less
-        << "-v17";
+        // v18: item 13, Q5_K and Q6_K repacked 16 rows on AVX2 too: their batched passes there cost less
+        << "-v18";
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     // a GPU's exact and stock kernels have curves of their own (--kernels)
