@@ -84,7 +84,7 @@ if [ -n "$asan_pid" ]; then
     # floors, the README's commands, replicas behind HAProxy, the soak, the Node SDK (its requests are in
     # test-server's and test-hostile's own), and the count of OpenMP's threads (built by clang, the
     # sanitized server had 2 threads more with -t 2 than with 1, the plain one 1: not the product's runtime)
-    plain_only='/typed_sweep\.|lossless_fixture\.|server\.(replicas|readme|shipped_models|soak)|openai_node_sdk|openmp_team'
+    plain_only='/typed_sweep\.|/q8_cache_sweep\.|lossless_fixture\.|server\.(replicas|readme|shipped_models|soak)|openai_node_sdk|openmp_team'
     (cd "$asan_dir" && LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
         ctest --output-on-failure -j "$jobs" -E "^($unsanitized)(:|_NOT_BUILT)|\\.long_|$plain_only" "$@")
 fi

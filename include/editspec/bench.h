@@ -58,6 +58,7 @@ struct bench_params {
     int32_t n_ctx = 4096;         // KV cache per item
     int32_t n_predict = 0;        // most tokens per item; 0 = 512, or the whole reference with replay
     bool flash_attn = true;
+    ggml_type kv_type = GGML_TYPE_F16; // the target's KV cache (--cache-type)
     instruction_kind instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     bench_layout layout = BENCH_LAYOUT_AUTO;
     bool run_tests = false;       // run each item's tests on each method's output (not with replay)

@@ -148,9 +148,15 @@ struct context_params {
     int32_t n_seq_max  = 1;     // sequence ids 0 .. n_seq_max-1 (trees use one per path, <= 256)
     bool    flash_attn = true;  // exact with our ggml patch (one per-row kernel), ~10% faster than off (docs/exactness.md)
     bool    kv_unified = true;  // one buffer for all sequences: needed for tree verification
-    ggml_type type_k   = GGML_TYPE_F16; // KV cache types; F32 for exact shifts
-    ggml_type type_v   = GGML_TYPE_F16;
+    ggml_type type_k   = GGML_TYPE_F16; // KV cache types; F32 for exact shifts; Q8_0 (both) with flash
+    ggml_type type_v   = GGML_TYPE_F16; // attention on the CPU: half the bytes, exact (kv_cache_type_parse)
 };
+
+// the KV cache types a user may pick (--cache-type): "f16" (the default) and "q8_0", the types the
+// patched CPU attention keeps batch-invariant (a Q8_0 cache holds other values than F16's, so its
+// answers may differ from an F16 cache's, and speculative output still equals its own autoregressive
+// output). False with *error naming the value and the choices
+bool kv_cache_type_parse(const std::string & name, ggml_type & out, std::string * error);
 
 // one request's share of a pass: its tokens, after `depth` tokens of its own in the cache (what its
 // rows' attention reads); a step holds one per request

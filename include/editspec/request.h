@@ -40,6 +40,7 @@ struct runner_params {
     int32_t n_ctx      = 4096;     // the target's KV cache, tokens (the draft model's too)
     int32_t n_threads  = 0;        // 0 = all cores
     bool    flash_attn = true;
+    ggml_type kv_type  = GGML_TYPE_F16; // the target's KV cache, K and V (--cache-type; a draft model's stays F16)
     // one sequence per leaf of a draft tree (up to 64 leaves); false: one sequence, autoregressive only
     bool    trees      = true;
     draft_model_params draft;      // gamma, p_min (n_ctx and n_threads follow the above)

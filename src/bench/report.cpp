@@ -199,7 +199,8 @@ static void report_setting_md(std::ostringstream & o, const bench_results & res)
     }
     o << " |\n";
     o << "| machine | " << res.machine << ", " << (p.threads > 0 ? std::to_string(p.threads) : std::string("all"))
-      << " threads, flash attention " << (p.flash_attn ? "on" : "off") << " |\n";
+      << " threads, flash attention " << (p.flash_attn ? "on" : "off")
+      << (p.kv_type != GGML_TYPE_F16 ? std::string(", ") + ggml_type_name(p.kv_type) + " KV cache" : "") << " |\n";
     o << "| started | " << res.started << " |\n\n";
 }
 
@@ -334,6 +335,7 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     j["layout"] = res.layout == BENCH_LAYOUT_EDIT ? "edit" : "raw";
     j["threads"] = p.threads;
     j["flash_attn"] = p.flash_attn;
+    j["kv_cache_type"] = ggml_type_name(p.kv_type);
     j["machine"] = res.machine;
     j["started"] = res.started;
     if (p.run_tests) {

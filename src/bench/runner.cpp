@@ -390,6 +390,7 @@ runner_params bench_runner_params(const bench_params & p) {
     rp.n_ctx = p.n_ctx;
     rp.n_threads = p.threads;
     rp.flash_attn = p.flash_attn;
+    rp.kv_type = p.kv_type;
     rp.draft = p.draft;
     rp.settings = p.settings;
     return rp;

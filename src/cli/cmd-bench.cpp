@@ -22,6 +22,7 @@ struct bench_opts {
     std::string layout = "auto";
     std::string prompt_layout = "auto";
     std::string apply_view = "auto";
+    std::string cache_type = "f16"; // --cache-type
     bool tests_allow_network = false;
     bool oracle = false;
     std::string cost_curve = "model";
@@ -46,6 +47,7 @@ bool oracle_curve(const bench_opts & o, oracle_results & res, std::string * erro
     cp.n_ctx = o.p.n_ctx;
     cp.n_threads = o.p.threads;
     cp.flash_attn = o.p.flash_attn;
+    cp.type_k = cp.type_v = o.p.kv_type;
     auto ctx = context_create(*lr.model, cp, error);
     if (!ctx) return false;
     fprintf(stderr, "bench: the cost model of %s (cached per model file and threads)\n", o.p.model_path.c_str());
@@ -95,6 +97,7 @@ int run_bench(bench_opts & o) {
     if (o.instruction == "descriptive") o.p.instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     else if (o.instruction == "lazy") o.p.instruction = INSTRUCTION_KIND_LAZY;
     else return fail_input(cmd, "--instruction '" + o.instruction + "' must be descriptive or lazy");
+    if (std::string why; !kv_cache_type_parse(o.cache_type, o.p.kv_type, &why)) return fail_input(cmd, why);
     if (o.layout == "auto") o.p.layout = BENCH_LAYOUT_AUTO;
     else if (o.layout == "raw") o.p.layout = BENCH_LAYOUT_RAW;
     else if (o.layout == "edit") o.p.layout = BENCH_LAYOUT_EDIT;
@@ -223,6 +226,7 @@ command cmd_bench_add(CLI::App & app) {
         ->capture_default_str();
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
     sub->add_flag("--flash-attn,!--no-flash-attn", o->p.flash_attn, "flash attention (default on; exact with our ggml patch)");
+    add_cache_type_option(sub, o->cache_type);
     sub->add_option("--out", o->out, "output folder (required unless --write-tasks)");
     return {sub, [o] { return run_bench(*o); }};
 }

@@ -16,6 +16,7 @@ struct check_exact_opts {
     std::vector<int32_t> prefixes = {0, 37, 300};
     int32_t n_max = 256;
     bool flash_attn = true;
+    std::string cache_type = "f16";
 };
 
 int run_check_exact(const check_exact_opts & o) {
@@ -27,11 +28,14 @@ int run_check_exact(const check_exact_opts & o) {
     for (int32_t pf : o.prefixes) {
         if (pf < 0 || pf > 4096) return fail_input(cmd, "--prefix " + std::to_string(pf) + " out of range [0, 4096]");
     }
+    ggml_type kv_type = GGML_TYPE_F16;
+    std::string error;
+    if (!kv_cache_type_parse(o.cache_type, kv_type, &error)) return fail_input(cmd, error);
     const std::string path = o.model.empty() ? default_model_path() : o.model;
     model_load_result lr = model_load(path);
     if (!lr.model) return fail_input(cmd, lr.error);
-    printf("# %s (%s), flash attention %s, GPU layers %s, passes of 1..%d tokens against one-token decoding\n",
-           path.c_str(), lr.model->facts().desc.c_str(), o.flash_attn ? "on" : "off",
+    printf("# %s (%s), %s KV cache, flash attention %s, GPU layers %s, passes of 1..%d tokens against one-token decoding\n",
+           path.c_str(), lr.model->facts().desc.c_str(), ggml_type_name(kv_type), o.flash_attn ? "on" : "off",
            !engine_offloads()            ? "none (a CPU-only build)"
            : engine_gpu_layers() < 0     ? "all"
                                          : std::to_string(engine_gpu_layers()).c_str(),
@@ -45,6 +49,7 @@ int run_check_exact(const check_exact_opts & o) {
             p.n_prefix = pf;
             p.n_max = o.n_max;
             p.flash_attn = o.flash_attn;
+            p.kv_type = kv_type;
             const exactness_result r = exactness_check(*lr.model, p);
             if (!r.error.empty()) return fail_runtime(cmd, r.error);
             all_exact = all_exact && r.row < 0;
@@ -77,6 +82,7 @@ command cmd_check_exact_add(CLI::App & app) {
         ->capture_default_str();
     sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512)")->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
+    add_cache_type_option(sub, o->cache_type);
     return {sub, [o] { return run_check_exact(*o); }};
 }
 

@@ -16,6 +16,7 @@ struct cost_opts {
     int32_t reps = 5;
     int32_t prefix = 256;
     bool flash_attn = true;
+    std::string cache_type = "f16";
     bool fresh = false;
     bool save = true;
     bool last_logits = false;
@@ -31,6 +32,9 @@ int run_cost(const cost_opts & o) {
     model_load_result lr = model_load(path);
     if (!lr.model) return fail_input(cmd, lr.error);
     context_params cp;
+    std::string error;
+    if (!kv_cache_type_parse(o.cache_type, cp.type_k, &error)) return fail_input(cmd, error);
+    cp.type_v = cp.type_k;
     if (o.prefix < 1 || o.prefix > 8192) return fail_input(cmd, "--prefix " + std::to_string(o.prefix) + " out of range [1, 8192]");
     std::vector<int32_t> depths;
     for (int32_t d : o.depths) {
@@ -56,7 +60,8 @@ int run_cost(const cost_opts & o) {
     if (!ok) return fail_runtime(cmd, err);
     if (o.fresh && o.save && !o.last_logits) cost_model_save(*ctx, cm);
     // the curve is cached per kernels (--kernels; a CPU's are always the exact ones)
-    printf("# %s, %d threads, flash attention %s, %s kernels%s%s\n", path.c_str(), ctx->n_threads(), o.flash_attn ? "on" : "off",
+    printf("# %s, %d threads, %s KV cache, flash attention %s, %s kernels%s%s\n", path.c_str(), ctx->n_threads(),
+           ggml_type_name(cp.type_k), o.flash_attn ? "on" : "off",
            engine_cuda_exact() ? "exact" : "stock", engine_has_gpu() ? " (GPU)" : " (CPU)",
            o.last_logits ? ", the last row's logits only" : "");
     // the columns past the first four: the same pass after more cached tokens (a pass deep in a file)
@@ -87,6 +92,7 @@ command cmd_cost_add(CLI::App & app) {
         ->delimiter(',')
         ->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
+    add_cache_type_option(sub, o->cache_type);
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
     sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");
     sub->add_flag("--last-logits", o->last_logits,

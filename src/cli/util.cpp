@@ -162,6 +162,13 @@ std::string methods_footer() {
     return out;
 }
 
+void add_cache_type_option(CLI::App * sub, std::string & type) {
+    sub->add_option("--cache-type", type,
+                    "the target's KV cache type, K and V: f16, or q8_0 (half the memory for long contexts; exact with flash "
+                    "attention on the CPU: speculative output equals its own ar output, which may differ slightly from f16's)")
+        ->capture_default_str();
+}
+
 void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods) {
     sub->footer(methods_footer());
     sub->add_option("-m,--model", o.model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
@@ -177,6 +184,7 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
     sub->add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
     sub->add_option("-c,--ctx-size", o.n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o.flash_attn, "flash attention (default on: exact with our ggml patch, faster)");
+    add_cache_type_option(sub, o.cache_type);
     sub->add_option("--datastore", o.datastores, "common retrieval datastore for the rest and fastcoder methods (built by `editspec index`; repeatable)");
     sub->add_option("--repo-datastore", o.repo_datastores, "the repository's retrieval datastore for fastcoder (D_r; repeatable)");
 }
@@ -198,7 +206,15 @@ int request_runner_params(const char * cmd, const request_opts & o, method_spec 
     if (!method_parse(o.method, ms, &error)) {
         return fail_input(cmd, error);
     }
+    ggml_type kv_type = GGML_TYPE_F16;
+    if (!kv_cache_type_parse(o.cache_type, kv_type, &error)) {
+        return fail_input(cmd, error);
+    }
+    if (kv_type != GGML_TYPE_F16 && !o.flash_attn) {
+        return fail_input(cmd, "--cache-type " + o.cache_type + " needs flash attention: drop --no-flash-attn");
+    }
     rp = runner_params{};
+    rp.kv_type = kv_type;
     rp.model_path = o.model.empty() ? default_model_path() : o.model;
     rp.draft_model_path = o.draft_model;
     if (rp.draft_model_path.empty() && (draft_always || ms.uses_draft_model())) {

@@ -39,6 +39,18 @@ bool batch::add(llama_token token, llama_pos pos, std::span<const llama_seq_id> 
 // ----------------------------------------------------------------------------
 // context
 
+bool kv_cache_type_parse(const std::string & name, ggml_type & out, std::string * error) {
+    if (name == "f16") {
+        out = GGML_TYPE_F16;
+    } else if (name == "q8_0") {
+        out = GGML_TYPE_Q8_0;
+    } else {
+        if (error) *error = "--cache-type '" + name + "': choose f16 (the default) or q8_0 (half the memory)";
+        return false;
+    }
+    return true;
+}
+
 std::unique_ptr<context> context_create(const model & m, const context_params & p, std::string * error) {
     engine_init();
     auto fail = [&](const std::string & msg) -> std::unique_ptr<context> {
@@ -61,6 +73,21 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     }
     if (p.n_threads < 0 || p.n_threads > 1024) {
         return fail("thread count " + std::to_string(p.n_threads) + " out of range [0, 1024]");
+    }
+    if (p.type_k != p.type_v && (ggml_is_quantized(p.type_k) || ggml_is_quantized(p.type_v))) {
+        return fail(std::string("KV cache types ") + ggml_type_name(p.type_k) + " and " + ggml_type_name(p.type_v) +
+                    ": a quantized cache takes one type for K and V (the kernels that keep it exact)");
+    }
+    if (ggml_is_quantized(p.type_k)) {
+        // libllama needs flash attention for a quantized V; the exactness of a Q8_0 cache is the patched
+        // CPU kernels' (docs/exactness.md), not measured on a GPU's
+        if (!p.flash_attn) {
+            return fail(std::string("a ") + ggml_type_name(p.type_k) + " KV cache needs flash attention (drop --no-flash-attn)");
+        }
+        if (engine_offloads()) {
+            return fail(std::string("a ") + ggml_type_name(p.type_k) + " KV cache is exact on the CPU only: use --cache-type f16 "
+                        "with GPU layers");
+        }
     }
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = p.n_ctx;

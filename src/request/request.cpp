@@ -56,6 +56,7 @@ std::unique_ptr<context> runner_new_context(const runner & rn, std::string * err
     cp.n_ctx = rn.params.n_ctx;
     cp.n_threads = rn.params.n_threads;
     cp.flash_attn = rn.params.flash_attn;
+    cp.type_k = cp.type_v = rn.params.kv_type;
     cp.n_seq_max = runner_n_seq_max(rn.params.trees, rn.params.n_ctx);
     return context_create(*rn.target.model, cp, error);
 }

@@ -35,6 +35,7 @@ bool add_slots(server_state & s, const server_params & p, const runner_params & 
     stp.per_seq.n_ctx = rp.n_ctx;
     stp.per_seq.n_threads = rp.n_threads;
     stp.per_seq.flash_attn = rp.flash_attn;
+    stp.per_seq.type_k = stp.per_seq.type_v = rp.kv_type;
     stp.n_step_tokens = p.step_tokens > 0 ? p.step_tokens : 2 * stp.per_seq.n_batch;
     s.engine = step_engine::create(*s.rn.target.model, stp, error);
     if (!s.engine) {
@@ -48,6 +49,7 @@ bool add_slots(server_state & s, const server_params & p, const runner_params & 
         // the draft model's passes batch too: a stream per slot in one context (a context per request
         // decoded each request's draft passes alone, each on its own thread and OpenMP team);
         step_params dp = stp;
+        dp.per_seq.type_k = dp.per_seq.type_v = GGML_TYPE_F16; // as the CLI's draft model (--cache-type is the target's)
         dp.n_step_tokens = 0; // n_seq * n_batch: a request's catch-up after its prompt fits beside the others'
         // requests that draft at once come back from the same target step together and stay in step: a
         // short wait finds them, and a request drafting alone (EfficientEdit's Generate phase while the

@@ -360,6 +360,8 @@ TEST(edit_cli, bad_input_exits_2_and_writes_nothing) {
         {"efficientedit without a draft model", " -f " + quote(f.string()) + " -i x --method efficientedit --in-place"},
         {"--in-place without a file", " -i x --in-place < " + quote(f.string())},
         {"missing model", " -m /nonexistent.gguf -f " + quote(f.string()) + " -i x"},
+        {"a cache type not offered", " -f " + quote(f.string()) + " -i x --cache-type q4_0 --in-place"},
+        {"a Q8_0 cache without flash attention", " -f " + quote(f.string()) + " -i x --cache-type q8_0 --no-flash-attn --in-place"},
     };
     for (const case_t & c : cases) {
         std::string out;
@@ -830,6 +832,36 @@ TEST_P(typed_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
     EXPECT_GT(rows["reuse"].accepted, 0);
 }
 
+// the same sweep over a Q8_0 KV cache (--cache-type q8_0: the patched attention's Q8_0 reads), 1 and 2
+// threads: its answers are its own, and every method's equal ar's over it
+struct q8_cache_sweep : ::testing::TestWithParam<std::tuple<const char *, int32_t>> {};
+
+TEST_P(q8_cache_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
+    const auto [type, n_threads] = GetParam();
+    auto m = test::load_or_fail(test::typed_model_path(type));
+    ASSERT_TRUE(m);
+    context_params cp;
+    cp.n_ctx = 2048;
+    cp.n_threads = n_threads;
+    cp.n_seq_max = 65;
+    cp.type_k = cp.type_v = GGML_TYPE_Q8_0;
+    std::string err;
+    auto ctx = context_create(*m, cp, &err);
+    ASSERT_TRUE(ctx) << err;
+    const std::vector<edit_case> cases = edit_cases(*m, cp.n_ctx, 1);
+    ASSERT_EQ(cases.size(), 1u);
+    std::map<std::string, sweep_row> rows = sweep_table(*m, *ctx, cases, 1, 24, /*self_draft=*/true);
+    expect_swept(rows, 1);
+    EXPECT_GT(rows["reuse"].accepted, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(types, q8_cache_sweep,
+                         ::testing::Combine(::testing::Values("f16", "q4_k_m"), ::testing::Values(1, 2)),
+                         [](const auto & info) {
+                             return std::string(std::get<0>(info.param)) + "_" +
+                                    std::to_string(std::get<1>(info.param)) + "_threads";
+                         });
+
 INSTANTIATE_TEST_SUITE_P(types, typed_sweep,
                          ::testing::Combine(::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "iq4_nl",
                                                               "q4_k_m", "q4_k_s", "q5_k_m", "q6_k"),
@@ -912,4 +944,10 @@ TEST(check_exact_cli, exact_by_default_and_a_difference_with_stock_flash_attenti
               2)
         << out;
     EXPECT_NE(out.find("--max 0 out of range"), std::string::npos) << out;
+    // a Q8_0 cache: exact too (the patched attention reads it), and a type not offered is refused
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --prefix 300 --cache-type q8_0 2>&1", &out), 0)
+        << out;
+    EXPECT_NE(out.find("q8_0 KV cache"), std::string::npos) << out;
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --cache-type q4_0 2>&1", &out), 2) << out;
+    EXPECT_NE(out.find("choose f16"), std::string::npos) << out;
 }

@@ -2,8 +2,8 @@
 // bit-identical to decoding that token alone (docs/exactness.md). This checks it for every weight
 // type a user downloads (tiny-256 models: rows wide enough for K-quants and the repacked kernels),
 // passes of 1 to 256 tokens, after prefixes of several lengths, with 1 and 2 threads, flash
-// attention on (the default; the patch gives it one per-row kernel) and off, and the F16 KV cache
-// editspec uses.
+// attention on (the default; the patch gives it one per-row kernel) and off, the F16 KV cache
+// editspec uses and the Q8_0 one --cache-type q8_0 picks.
 #include "common/test-util.h"
 #include "editspec/exactness.h"
 
@@ -14,9 +14,10 @@ using namespace editspec;
 namespace {
 
 // passes of 1..256 tokens after a prefix against one-token decoding (exactness.h)
-exactness_result first_mismatch(const model & m, int32_t n_threads, int32_t n_prefix, bool flash_attn) {
+exactness_result first_mismatch(const model & m, int32_t n_threads, int32_t n_prefix, bool flash_attn, ggml_type kv_type) {
     exactness_params p;
     p.flash_attn = flash_attn;
+    p.kv_type = kv_type;
     p.n_threads = n_threads;
     p.n_prefix = n_prefix;
     p.n_max = 256;
@@ -30,16 +31,19 @@ class batch_exact : public ::testing::TestWithParam<std::string> {};
 TEST_P(batch_exact, rows_match_single_token_decoding) {
     auto m = test::load_or_fail(test::typed_model_path(GetParam()));
     ASSERT_TRUE(m);
-    struct setting { bool flash_attn; int32_t n_threads; int32_t n_prefix; };
+    struct setting { bool flash_attn; int32_t n_threads; int32_t n_prefix; ggml_type kv_type = GGML_TYPE_F16; };
     std::vector<setting> settings;
     for (int32_t n_threads : {1, 2}) {
         for (int32_t n_prefix : {0, 37, 300}) settings.push_back({true, n_threads, n_prefix});
     }
     // flash attention off (--no-flash-attn): the unfused KQ, softmax, KQV
     for (int32_t n_prefix : {0, 300}) settings.push_back({false, 2, n_prefix});
+    // a Q8_0 cache (--cache-type q8_0; flash attention only)
+    for (int32_t n_threads : {1, 2}) settings.push_back({true, n_threads, 300, GGML_TYPE_Q8_0});
     for (const setting & st : settings) {
-        const exactness_result r = first_mismatch(*m, st.n_threads, st.n_prefix, st.flash_attn);
+        const exactness_result r = first_mismatch(*m, st.n_threads, st.n_prefix, st.flash_attn, st.kv_type);
         EXPECT_EQ(r.row, -1) << GetParam() << ", flash attention " << (st.flash_attn ? "on" : "off") << ", "
+                             << ggml_type_name(st.kv_type) << " cache, "
                              << st.n_threads << " threads, prefix " << st.n_prefix << ": a pass of " << r.n
                              << " tokens differs first at row " << r.row << " (relative L2 " << r.rel
                              << (r.argmax_differs ? ", argmax differs" : "") << ")";

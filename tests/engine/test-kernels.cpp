@@ -4,7 +4,7 @@
 // tile (1, 7, 37, 67), batches of 2 to 33 columns, and 1 to 3 threads. test-batch-exact checks whole
 // models; this checks the matrix product alone, where a tile's edge or a thread's share of the rows is
 // what differs (ggml's CPU backend, the graph as libllama builds it: ggml_mul_mat of the weights by f32
-// activations). And the patched flash attention over an F16 cache laid out as libllama's (a cell's heads
+// activations). And the patched flash attention over an F16 or Q8_0 cache laid out as libllama's (a cell's heads
 // side by side): every query row of a pass equals that row alone, bit for bit, over head sizes that
 // take each of the kernel's paths, grouped-query heads, masked holes and partial blocks.
 #include <ggml-alloc.h>
@@ -297,11 +297,12 @@ struct fa_shape {
     int64_t n_head;    // query heads
     int64_t n_head_kv; // KV heads (grouped-query attention when fewer)
     int64_t n_kv;      // cells
+    ggml_type kv = GGML_TYPE_F16; // the cache's type: F16, or Q8_0 (-ctk/-ctv q8_0; d a multiple of 32)
 };
 
 // out [n_tokens][n_head][d] = flash attention of q ([n_tokens][n_head][d], f32) over the cache k, v
-// ([n_kv][n_head_kv][d], f16: a cell's heads side by side, as in libllama's cache) with mask
-// ([n_tokens][n_kv], f16), as libllama builds it (q and the cache permuted to heads-major)
+// ([n_kv][n_head_kv][d], given as f16, held as sh.kv: a cell's heads side by side, as in libllama's
+// cache) with mask ([n_tokens][n_kv], f16), as libllama builds it (q and the cache permuted to heads-major)
 std::vector<float> flash_attn(const fa_shape & sh, const float * q, const std::vector<ggml_fp16_t> & k,
                               const std::vector<ggml_fp16_t> & v, const ggml_fp16_t * mask, int64_t n_tokens, int n_threads) {
     const size_t bytes = sizeof(float) * sh.d * sh.n_head * n_tokens * 2 + 2 * k.size() * sizeof(ggml_fp16_t) +
@@ -313,12 +314,19 @@ std::vector<float> flash_attn(const fa_shape & sh, const float * q, const std::v
     EXPECT_NE(ctx, nullptr);
     if (!ctx) return {};
     ggml_tensor * Q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, sh.d, sh.n_head, n_tokens);
-    ggml_tensor * K = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, sh.d, sh.n_head_kv, sh.n_kv);
-    ggml_tensor * V = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, sh.d, sh.n_head_kv, sh.n_kv);
+    ggml_tensor * K = ggml_new_tensor_3d(ctx, sh.kv, sh.d, sh.n_head_kv, sh.n_kv);
+    ggml_tensor * V = ggml_new_tensor_3d(ctx, sh.kv, sh.d, sh.n_head_kv, sh.n_kv);
     ggml_tensor * M = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, sh.n_kv, n_tokens);
     memcpy(Q->data, q, sizeof(float) * sh.d * sh.n_head * n_tokens);
-    memcpy(K->data, k.data(), k.size() * sizeof(ggml_fp16_t));
-    memcpy(V->data, v.data(), v.size() * sizeof(ggml_fp16_t));
+    for (auto [t, x] : {std::pair{K, &k}, std::pair{V, &v}}) {
+        if (sh.kv == GGML_TYPE_F16) {
+            memcpy(t->data, x->data(), x->size() * sizeof(ggml_fp16_t));
+            continue;
+        }
+        std::vector<float> f(x->size());
+        for (size_t i = 0; i < f.size(); i++) f[i] = ggml_fp16_to_fp32((*x)[i]);
+        ggml_quantize_chunk(sh.kv, f.data(), t->data, 0, sh.n_kv * sh.n_head_kv, sh.d, nullptr);
+    }
     memcpy(M->data, mask, sizeof(ggml_fp16_t) * sh.n_kv * n_tokens);
     ggml_tensor * out = ggml_flash_attn_ext(ctx, ggml_permute(ctx, Q, 0, 2, 1, 3), ggml_permute(ctx, K, 0, 2, 1, 3),
                                             ggml_permute(ctx, V, 0, 2, 1, 3), M, 1.0f / sqrtf((float) sh.d), 0.0f, 0.0f);
@@ -353,6 +361,7 @@ TEST_P(kernels_flash_attn, batched_rows_equal_rows_alone) {
     const int64_t max_tokens = 70;
     std::vector<float> q((size_t) (max_tokens * sh.n_head * sh.d));
     for (float & x : q) x = nd(rng);
+    uint64_t h = 1469598103934665603ull; // every pass's rows (EDITSPEC_KERNELS_DIGEST: two builds compared)
     for (int64_t n_tokens : {1, 2, 5, 33, 40, 70}) {
         // token t at position n_kv - n_tokens + t
         std::vector<ggml_fp16_t> mask((size_t) (n_tokens * sh.n_kv));
@@ -366,6 +375,20 @@ TEST_P(kernels_flash_attn, batched_rows_equal_rows_alone) {
             const std::vector<float> got = flash_attn(sh, q.data(), k, v, mask.data(), n_tokens, n_threads);
             const size_t row = (size_t) (sh.n_head * sh.d);
             ASSERT_EQ(got.size(), row * n_tokens);
+            h = digest_add(h, got);
+            if (sh.kv != GGML_TYPE_F16 && n_threads == 1) {
+                // a quantized cache holds other values: near the F16 cache's answer (a kernel that read the
+                // blocks' scales or values wrong would be batch-invariant and wrong)
+                fa_shape f16 = sh;
+                f16.kv = GGML_TYPE_F16;
+                const std::vector<float> ref = flash_attn(f16, q.data(), k, v, mask.data(), n_tokens, 1);
+                double d2 = 0, r2 = 0;
+                for (size_t i = 0; i < ref.size(); i++) {
+                    d2 += (double) (got[i] - ref[i]) * (got[i] - ref[i]);
+                    r2 += (double) ref[i] * ref[i];
+                }
+                ASSERT_LT(sqrt(d2 / r2), 0.02) << ggml_type_name(sh.kv) << " cache, " << n_tokens << " tokens: relative L2 from F16";
+            }
             for (int64_t t = 0; t < n_tokens; t++) {
                 const std::vector<float> alone = flash_attn(sh, q.data() + t * row, k, v, mask.data() + t * sh.n_kv, 1, n_threads);
                 ASSERT_EQ(alone.size(), row);
@@ -376,6 +399,10 @@ TEST_P(kernels_flash_attn, batched_rows_equal_rows_alone) {
                                   << " threads: " << got[t * row] << " against " << alone[0] << " alone";
             }
         }
+    }
+    if (getenv("EDITSPEC_KERNELS_DIGEST")) {
+        printf("digest flash d%lld h%lld/%lld c%lld %s %016llx\n", (long long) sh.d, (long long) sh.n_head, (long long) sh.n_head_kv,
+               (long long) sh.n_kv, ggml_type_name(sh.kv), (unsigned long long) h);
     }
 }
 
@@ -400,7 +427,7 @@ TEST(kernels_flash_attn_regions, rows_of_several_regions_equal_each_alone) {
     const int64_t region = 256;
     const int64_t len[3] = {100, 256, 37};  // cells each sequence holds, its pass the last n_pass of them
     const int64_t n_pass[3] = {3, 1, 33};
-    for (const fa_shape & base : {fa_shape{128, 4, 2, 0}, fa_shape{64, 2, 2, 0}}) {
+    for (const fa_shape & base : {fa_shape{128, 4, 2, 0}, fa_shape{64, 2, 2, 0}, fa_shape{128, 4, 2, 0, GGML_TYPE_Q8_0}}) {
         fa_shape sh = base;
         sh.n_kv = 3 * region;
         const int64_t cell = sh.n_head_kv * sh.d, row = sh.n_head * sh.d;
@@ -466,14 +493,18 @@ TEST(kernels_flash_attn_regions, rows_of_several_regions_equal_each_alone) {
 // head sizes of the kernel's paths (64: 16-lane chunks only; 80: and a part; 128: the 8-register block;
 // 256: two), grouped-query heads, blocks of 32 cells with a part left over, caches of 300 and 600 cells
 // (2 and 3 segments of 256), and of 1,400 (6 segments: a row alone has its cells split over 2 and 3
-// threads, the batch's rows do not)
+// threads, the batch's rows do not); the same paths over a Q8_0 cache
 INSTANTIATE_TEST_SUITE_P(shapes, kernels_flash_attn,
                          ::testing::Values(fa_shape{64, 4, 4, 37}, fa_shape{80, 4, 2, 70}, fa_shape{128, 4, 4, 300},
                                            fa_shape{128, 8, 2, 129}, fa_shape{128, 2, 2, 600},
-                                           fa_shape{256, 2, 1, 45}, fa_shape{64, 4, 2, 1400}),
+                                           fa_shape{256, 2, 1, 45}, fa_shape{64, 4, 2, 1400},
+                                           fa_shape{64, 4, 4, 37, GGML_TYPE_Q8_0}, fa_shape{128, 4, 4, 300, GGML_TYPE_Q8_0},
+                                           fa_shape{128, 8, 2, 129, GGML_TYPE_Q8_0}, fa_shape{256, 2, 1, 45, GGML_TYPE_Q8_0},
+                                           fa_shape{64, 4, 2, 1400, GGML_TYPE_Q8_0}),
                          [](const ::testing::TestParamInfo<fa_shape> & i) {
                              return "d" + std::to_string(i.param.d) + "_h" + std::to_string(i.param.n_head) + "_kv" +
-                                    std::to_string(i.param.n_head_kv) + "_c" + std::to_string(i.param.n_kv);
+                                    std::to_string(i.param.n_head_kv) + "_c" + std::to_string(i.param.n_kv) +
+                                    (i.param.kv == GGML_TYPE_F16 ? "" : std::string("_") + ggml_type_name(i.param.kv));
                          });
 
 } // namespace
