@@ -1,13 +1,16 @@
 // Greedy speculative output equals autoregressive output only if every row of an n-token pass is
 // bit-identical to decoding that token alone (docs/exactness.md). This checks it for every weight
 // type a user downloads (tiny-256 models: rows wide enough for K-quants and the repacked kernels),
-// passes of 1 to 256 tokens, after prefixes of several lengths, with 1 and 2 threads, flash
+// passes of 1 to 256 tokens, after prefixes of several lengths, with 1, 2 and 3 threads, flash
 // attention on (the default; the patch gives it one per-row kernel) and off, the F16 KV cache
 // editspec uses and the Q8_0 one --cache-type q8_0 picks.
 #include "common/test-util.h"
 #include "editspec/exactness.h"
 
+#include <ggml-cpu.h>
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 using namespace editspec;
 
@@ -36,6 +39,7 @@ TEST_P(batch_exact, rows_match_single_token_decoding) {
     for (int32_t n_threads : {1, 2}) {
         for (int32_t n_prefix : {0, 37, 300}) settings.push_back({true, n_threads, n_prefix});
     }
+    settings.push_back({true, 3, 300}); // a thread count that splits rows, tiles and segments unevenly
     // flash attention off (--no-flash-attn): the unfused KQ, softmax, KQV
     for (int32_t n_prefix : {0, 300}) settings.push_back({false, 2, n_prefix});
     // a Q8_0 cache (--cache-type q8_0; flash attention only)
@@ -48,6 +52,15 @@ TEST_P(batch_exact, rows_match_single_token_decoding) {
                              << " tokens differs first at row " << r.row << " (relative L2 " << r.rel
                              << (r.argmax_differs ? ", argmax differs" : "") << ")";
     }
+}
+
+// test-batch-exact-avx2 (tests/CMakeLists.txt: the AVX2 ggml-cpu preloaded) must run that library's
+// paths: a preload that did not take would pass every test here on the native kernels
+TEST(batch_exact_paths, the_avx2_library_when_asked) {
+    if (!getenv("EDITSPEC_EXPECT_AVX2")) GTEST_SKIP() << "for test-batch-exact-avx2 (EDITSPEC_EXPECT_AVX2=1)";
+    EXPECT_TRUE(ggml_cpu_has_avx2());
+    EXPECT_FALSE(ggml_cpu_has_avx512());
+    EXPECT_FALSE(ggml_cpu_has_avx512_vnni());
 }
 
 // every type editspec promises exactness for; the K-quant mixes are llama-quantize's
