@@ -289,6 +289,47 @@ INSTANTIATE_TEST_SUITE_P(types, kernels_repacked,
                                            kernel_case{GGML_TYPE_Q6_K, {768, 1280}}),
                          [](const ::testing::TestParamInfo<kernel_case> & i) { return std::string(ggml_type_name(i.param.type)); });
 
+// ggml-base's reference quantizer (ggml-quants.h, not among the installed headers; block_q8_K * there)
+extern "C" void quantize_row_q8_K_ref(const float * x, void * y, int64_t k);
+
+// ----------------------------------------------------------------------------
+// the activations' Q8_K quantization (every K-quant product's other side): the CPU's from_float (the
+// patch's AVX512 one, item 14) gives ggml's reference quantizer's every bit, on rows of every kind a
+// model sends: normal values, both signs of the largest magnitude (the first one sets the scale's sign),
+// a block of zeros, values far apart in size, and a row of one value
+TEST(kernels_quantize, q8_K_rows_equal_the_reference) {
+    const int64_t k = 8 * 256;
+    const ggml_from_float_t cpu = ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float;
+    const auto ref = quantize_row_q8_K_ref;
+    ASSERT_NE(cpu, nullptr);
+    std::mt19937 rng(76);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const size_t bytes = ggml_row_size(GGML_TYPE_Q8_K, k);
+    const size_t block = ggml_type_size(GGML_TYPE_Q8_K);
+    for (int kind = 0; kind < 6; kind++) {
+        for (int rep = 0; rep < 50; rep++) {
+            std::vector<float> x((size_t) k);
+            for (float & v : x) v = nd(rng) * (kind == 3 ? std::pow(10.0f, (float) (rng() % 9) - 4.0f) : 1.0f);
+            if (kind == 1) { // the largest magnitude with both signs, the negative first or the positive first
+                const float m = 9.5f;
+                x[17] = rep % 2 ? -m : m;
+                x[200] = rep % 2 ? m : -m;
+            }
+            if (kind == 2) std::fill(x.begin() + 256, x.begin() + 512, 0.0f); // a block of zeros
+            if (kind == 4) std::fill(x.begin(), x.end(), rep % 2 ? -0.37f : 0.37f);
+            if (kind == 5) for (float & v : x) v = std::round(v * 4.0f) / 4.0f; // ties on the grid
+            std::vector<uint8_t> a(bytes, 0xAB), b(bytes, 0xAB);
+            cpu(x.data(), a.data(), k);
+            ref(x.data(), b.data(), k);
+            for (int64_t i = 0; i < k / 256; i++) {
+                // a block of zeros: d and qs (the reference leaves its sums as they were, and so does the kernel)
+                ASSERT_EQ(memcmp(a.data() + i * block, b.data() + i * block, block), 0)
+                    << "kind " << kind << ", row " << rep << ", block " << i << ": not the reference's bytes";
+            }
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------
 // flash attention
 
