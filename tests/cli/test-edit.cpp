@@ -809,17 +809,15 @@ TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
 // models of tests/CMakeLists.txt), 1 and 2 threads: one edit and its repeat each, fewer tokens than
 // the Q8_0 sweep above, the model its own draft model and ar's output (with wrong tokens) Reuse's
 // original, so drafts are accepted and rejected. Left out of the sanitizer run (scripts/test.sh):
-// its time is ggml's.
-struct typed_sweep : ::testing::TestWithParam<std::tuple<const char *, int32_t>> {};
-
-TEST_P(typed_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
-    const auto [type, n_threads] = GetParam();
+// its time is ggml's. One typed model, n_threads, a KV cache of type kv:
+static void sweep_typed(const char * type, int32_t n_threads, ggml_type kv) {
     auto m = test::load_or_fail(test::typed_model_path(type));
     ASSERT_TRUE(m);
     context_params cp;
     cp.n_ctx = 2048;
     cp.n_threads = n_threads;
     cp.n_seq_max = 65;
+    cp.type_k = cp.type_v = kv;
     std::string err;
     auto ctx = context_create(*m, cp, &err);
     ASSERT_TRUE(ctx) << err;
@@ -832,27 +830,20 @@ TEST_P(typed_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
     EXPECT_GT(rows["reuse"].accepted, 0);
 }
 
+struct typed_sweep : ::testing::TestWithParam<std::tuple<const char *, int32_t>> {};
+
+TEST_P(typed_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
+    const auto [type, n_threads] = GetParam();
+    sweep_typed(type, n_threads, GGML_TYPE_F16);
+}
+
 // the same sweep over a Q8_0 KV cache (--cache-type q8_0: the patched attention's Q8_0 reads), 1 and 2
 // threads: its answers are its own, and every method's equal ar's over it
 struct q8_cache_sweep : ::testing::TestWithParam<std::tuple<const char *, int32_t>> {};
 
 TEST_P(q8_cache_sweep, every_drafter_of_the_table_and_auto_equal_ar) {
     const auto [type, n_threads] = GetParam();
-    auto m = test::load_or_fail(test::typed_model_path(type));
-    ASSERT_TRUE(m);
-    context_params cp;
-    cp.n_ctx = 2048;
-    cp.n_threads = n_threads;
-    cp.n_seq_max = 65;
-    cp.type_k = cp.type_v = GGML_TYPE_Q8_0;
-    std::string err;
-    auto ctx = context_create(*m, cp, &err);
-    ASSERT_TRUE(ctx) << err;
-    const std::vector<edit_case> cases = edit_cases(*m, cp.n_ctx, 1);
-    ASSERT_EQ(cases.size(), 1u);
-    std::map<std::string, sweep_row> rows = sweep_table(*m, *ctx, cases, 1, 24, /*self_draft=*/true);
-    expect_swept(rows, 1);
-    EXPECT_GT(rows["reuse"].accepted, 0);
+    sweep_typed(type, n_threads, GGML_TYPE_Q8_0);
 }
 
 INSTANTIATE_TEST_SUITE_P(types, q8_cache_sweep,
