@@ -12,7 +12,8 @@
 # (docs/results/design-notes/engine-notes.md). The cache is keyed by the commit, so a second run on the same machine is a no-op.
 # EDITSPEC_CACHE overrides the cache root (default: ~/.cache/editspec).
 #
-# Our patches (patches/ggml-batch-invariant.patch to ggml, patches/llama-positions.patch to libllama;
+# Our patches (patches/ggml-batch-invariant.patch and ggml-prefault-compute.patch to ggml,
+# patches/llama-positions.patch and llama-kv-regions.patch to libllama;
 # each header says what and why) are applied to a clone of the pinned commit; the cache key holds
 # their hash, so a changed patch builds anew. ggml is built with llamafile's sgemm kernels, which the patch makes batch-invariant: a row
 # of an n-token pass gets the same arithmetic as that token decoded alone (docs/exactness.md).
@@ -26,7 +27,8 @@ BUNDLE_SHA256=5f5d1105d5df040738d87b8290e5d17e7362131cdcfdb0831618e0ea528b4a51
 LLAMA_COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-patch_files=("$root/patches/ggml-batch-invariant.patch" "$root/patches/llama-positions.patch" "$root/patches/llama-kv-regions.patch")
+patch_files=("$root/patches/ggml-batch-invariant.patch" "$root/patches/ggml-prefault-compute.patch" "$root/patches/llama-positions.patch"
+             "$root/patches/llama-kv-regions.patch")
 for f in "${patch_files[@]}"; do
     if [ ! -f "$f" ]; then
         echo "setup-llama: error: $f is missing" >&2
