@@ -18,7 +18,7 @@ import argparse, json, os, socket, subprocess, sys, threading, time, urllib.requ
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from concurrency import wait_up  # noqa: E402 - beside this file
+from concurrency import stop, wait_up  # noqa: E402 - beside this file
 
 
 def leave_after(port, body, seconds):
@@ -103,8 +103,7 @@ def main():
                 leave_after(args.port, a, args.leave_after)
                 wait = send_small()
         finally:
-            proc.terminate()
-            proc.wait()
+            stop(proc)
         print(json.dumps({"server": server, "stream": args.stream, "queued": args.queued, "leave_after_s": args.leave_after,
                           "prompt_chars": len(text), "next_request_s": round(wait, 2), "alone_s": round(alone, 2),
                           "delay_s": round(wait - alone, 2)}), flush=True)

@@ -67,6 +67,18 @@ def start_serve(binary, serve_args, log_dir):
     return proc, port, log
 
 
+def stop(proc, seconds=30):
+    """ends a server: SIGTERM, then SIGKILL after `seconds` (a llama-server once sat 18 minutes after its
+    SIGTERM, and the run with it: on a lent GPU machine that is the whole call)"""
+    proc.terminate()
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        print(f"server {proc.pid} still up {seconds} s after SIGTERM: killed", file=sys.stderr, flush=True)
+        proc.kill()
+        proc.wait()
+
+
 def metrics(port):
     """editspec's /metrics counters, by name"""
     out = {}
@@ -228,8 +240,7 @@ def main():
                         steps["head_drafts_per_call"] = round(d.get("editspec_head_drafts_total", 0) /
                                                               max(1, d.get("editspec_head_draft_calls_total", 0)), 2)
             finally:
-                proc.terminate()
-                proc.wait()
+                stop(proc)
             row = {"round": rnd, "server": server, "clients": n, "tokens": toks, "wall_s": round(wall, 2),
                    "tok_s": round(toks / wall, 2), "lat_mean_s": round(sum(lat) / len(lat), 2), "lat_max_s": round(max(lat), 2)}
             row.update(steps)

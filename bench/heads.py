@@ -19,7 +19,7 @@ import argparse, json, os, re, statistics, subprocess, sys, time, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(root, "bench"))
-from concurrency import free_port, post, wait_up  # noqa: E402
+from concurrency import free_port, post, stop, wait_up  # noqa: E402
 
 
 def main():
@@ -87,8 +87,7 @@ def main():
                 rows[-1]["same_text"] = rows[-2]["same_text"] = texts["llama-server"] == texts["editspec"]
     finally:
         for proc, _, _ in servers.values():
-            proc.terminate()
-            proc.wait()
+            stop(proc)
 
     # the head's draft step from each server's own log, one line per request in order
     ls = [(float(g), int(c)) for c, g in re.findall(r"draft-" + args.kind + r": #calls\(b,g,a\) =\s+\d+\s+(\d+).*?dur\(b,g,a\) = [\d.]+, ([\d.]+),",

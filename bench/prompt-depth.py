@@ -19,7 +19,7 @@ import argparse, json, os, statistics, subprocess, sys, time, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from concurrency import free_port, wait_up  # noqa: E402 - beside this file
+from concurrency import free_port, stop, wait_up  # noqa: E402 - beside this file
 
 
 def post(port, path, body):
@@ -87,8 +87,7 @@ def main():
                 cold = timed_completion(port, base)
                 changed = timed_completion(port, base + change)
             finally:
-                proc.terminate()
-                proc.wait()
+                stop(proc)
             row = {"round": r + 1, "server": server, "base_tokens": n_base, "change_tokens": n_change,
                    "cold_s": round(cold, 2), "change_s": round(changed, 2)}
             results.append(row)
