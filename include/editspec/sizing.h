@@ -42,11 +42,26 @@ struct accept_stats {
     // ... at depths past the first only in a class whose depth-1 estimate is at least this
     float explore_first = 0.6f;
 
+    // Evidence from the server's other requests (accept_stats_pool_begin): where this table's own is
+    // thin it stands in, weighing at most `pooled_weight` observations a depth, and it ends exploration
+    // as own evidence does. A server's slots then learn a drafter's worth once, not once each: 16 slots
+    // each trying an untried class 8 times sent ~4 draft tokens with every request's first pass.
+    table pooled_reached{};
+    table pooled_accepted{};
+    float pooled_weight = 32.0f;
+
     // P(node accepted | parent accepted) for a node of `source` and class `cls` (draft_class) at
     // `depth` (1 = child of the root)
     float rate(uint8_t source, uint8_t cls, int32_t depth) const;
     void record(uint8_t source, uint8_t cls, int32_t depth, bool was_accepted);
 };
+
+// Pooling a server's evidence (server-slots.h: one pool of every slot's finished requests). Before a
+// request: `own` takes what `pool` holds beyond its own counts as its pooled evidence, and `at_start`
+// keeps its counts. After it: what `own` learned since `at_start` goes into `pool`. Not thread-safe:
+// the caller holds the pool's lock.
+void accept_stats_pool_begin(accept_stats & own, const accept_stats & pool, accept_stats & at_start);
+void accept_stats_pool_end(accept_stats & pool, const accept_stats & own, const accept_stats & at_start);
 
 // ----------------------------------------------------------------------------
 // one pass's tree (generate_spec and the oracle replay share these)

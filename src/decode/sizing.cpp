@@ -16,14 +16,45 @@ float accept_stats::rate(uint8_t source, uint8_t cls, int32_t depth) const {
     // so a flat prior would keep long drafts of a drafter that copies well looking worse than they are
     float est = prior, first = prior; // first: the estimate at depth 1
     for (int32_t k = 1; k <= d; k++) {
-        est = (accepted[source][c][k] + est * prior_weight) / (reached[source][c][k] + prior_weight);
+        // the server's other requests, as at most pooled_weight observations at their rate
+        const float pr = pooled_reached[source][c][k];
+        const float w = std::min(pr, pooled_weight);
+        const float pa = pr > 0.0f ? pooled_accepted[source][c][k] / pr * w : 0.0f;
+        est = (accepted[source][c][k] + pa + est * prior_weight) / (reached[source][c][k] + w + prior_weight);
         if (k == 1) first = est;
     }
     // optimism tries depths with little evidence only in a class whose first token is accepted
     // often: a class that fails at its first token is not sent 40 deep on the hope that depth 40
     // differs, while a long copy, whose acceptance rises with its length, is tried deep at once
     const bool promising = d == 1 || first >= explore_first;
-    return reached[source][c][d] < explore_min_obs && promising ? std::max(est, optimistic) : est;
+    const float seen = reached[source][c][d] + pooled_reached[source][c][d];
+    return seen < explore_min_obs && promising ? std::max(est, optimistic) : est;
+}
+
+void accept_stats_pool_begin(accept_stats & own, const accept_stats & pool, accept_stats & at_start) {
+    for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+        for (int c = 0; c < DRAFT_CLASS_COUNT; c++) {
+            for (int k = 0; k <= accept_stats::n_depth; k++) {
+                // what the pool holds of this slot's own past requests is in its own counts already
+                own.pooled_reached[s][c][k] = std::max(0.0f, pool.reached[s][c][k] - own.reached[s][c][k]);
+                own.pooled_accepted[s][c][k] = std::max(0.0f, pool.accepted[s][c][k] - own.accepted[s][c][k]);
+                own.pooled_accepted[s][c][k] = std::min(own.pooled_accepted[s][c][k], own.pooled_reached[s][c][k]);
+            }
+        }
+    }
+    at_start.reached = own.reached;
+    at_start.accepted = own.accepted;
+}
+
+void accept_stats_pool_end(accept_stats & pool, const accept_stats & own, const accept_stats & at_start) {
+    for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+        for (int c = 0; c < DRAFT_CLASS_COUNT; c++) {
+            for (int k = 0; k <= accept_stats::n_depth; k++) {
+                pool.reached[s][c][k] += std::max(0.0f, own.reached[s][c][k] - at_start.reached[s][c][k]);
+                pool.accepted[s][c][k] += std::max(0.0f, own.accepted[s][c][k] - at_start.accepted[s][c][k]);
+            }
+        }
+    }
 }
 
 void accept_stats::record(uint8_t source, uint8_t cls, int32_t depth, bool was_accepted) {

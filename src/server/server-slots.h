@@ -14,7 +14,9 @@
 // a new request is refused at once. A slot's memory (the sizing's acceptance statistics, FastCoder's
 // cache of verified drafts) lives as long as its context, so later requests draft better. With a
 // prompt store (prompt-store.h, --cache-ram), a slot keeps the prompt it moves on from in RAM, and a
-// request whose prompt a stored one holds better than its slot loads it back first.
+// request whose prompt a stored one holds better than its slot loads it back first. The drafters'
+// acceptance is pooled too: a request starts from every slot's finished ones where its slot's own
+// evidence is thin (sizing.h, accept_stats_pool_begin).
 //
 //     slot_pool pool(32, prompt_cache_params{}, 8192ull << 20);
 //     pool.add(engine->view(0), engine.get(), 0);  pool.start();   // (+ a draft engine's view of stream 0)
@@ -139,6 +141,7 @@ private:
     const prompt_cache_params pc_;
     prompt_store store_;
     std::mutex mu_;
+    accept_stats pooled_; // mu_ held: every slot's finished requests' acceptance (accept_stats_pool_begin)
     std::condition_variable cv_;
     std::vector<slot> slots_;
     std::vector<std::thread> threads_;

@@ -142,12 +142,22 @@ std::function<void()> slot_pool::start_on(size_t i, waiting w) {
                 in_step(step_engine * e, llama_seq_id seq) : e(e), seq(seq) { if (e) e->enter(seq); }
                 ~in_step() { if (e) e->leave(seq); }
             } entered(engine, seq), entered_draft(draft_engine, seq);
+            // the server's evidence of the drafters' worth, pooled from every slot's finished requests
+            auto at_start = std::make_unique<accept_stats>();
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                accept_stats_pool_begin(mem->stats, pooled_, *at_start);
+            }
             try {
                 if (mem->cache.n_tokens() > slot_memory::CACHE_TOKENS_MAX) mem->cache.clear();
                 store_.prepare(*ctx, w.prompt, pc_);
                 w.j(*ctx, *mem);
             } catch (...) {
                 failure = std::current_exception();
+            }
+            if (!failure) {
+                std::lock_guard<std::mutex> lock(mu_);
+                accept_stats_pool_end(pooled_, mem->stats, *at_start);
             }
             ctx->set_cancel(nullptr);
             if (mem->draft) mem->draft->set_cancel(nullptr);

@@ -95,6 +95,27 @@ TEST(accept_stats, prior_exploration_and_evidence) {
     EXPECT_EQ(s.reached[DRAFT_SOURCE_LOOKUP][DRAFT_CLASS_COUNT - 1][accept_stats::n_depth], 1.0f);
 }
 
+TEST(accept_stats, a_servers_pooled_evidence_stands_in_where_a_slots_own_is_thin) {
+    // the server: 40 depth-1 lookup nodes tested, 2 accepted, by other slots' requests
+    accept_stats pool;
+    for (int i = 0; i < 40; i++) pool.record(DRAFT_SOURCE_LOOKUP, 0, 1, i < 2);
+    accept_stats slot, at_start;
+    for (int i = 0; i < 4; i++) slot.record(DRAFT_SOURCE_LOOKUP, 0, 1, false); // this slot's own, in the pool too
+    for (int i = 0; i < 4; i++) pool.record(DRAFT_SOURCE_LOOKUP, 0, 1, false);
+    EXPECT_FLOAT_EQ(slot.rate(DRAFT_SOURCE_LOOKUP, 0, 1), 0.9f); // 4 observations alone: still exploring
+    accept_stats_pool_begin(slot, pool, at_start);
+    EXPECT_EQ(slot.pooled_reached[DRAFT_SOURCE_LOOKUP][0][1], 40.0f); // the pool less the slot's own
+    EXPECT_EQ(slot.pooled_accepted[DRAFT_SOURCE_LOOKUP][0][1], 2.0f);
+    // 4 own rejections, the pool's 2/40 weighed as 32 observations, the prior's 2 at 0.5: no exploring
+    EXPECT_FLOAT_EQ(slot.rate(DRAFT_SOURCE_LOOKUP, 0, 1), (0.0f + 2.0f / 40.0f * 32.0f + 1.0f) / (4.0f + 32.0f + 2.0f));
+    EXPECT_FLOAT_EQ(slot.rate(DRAFT_SOURCE_REUSE, 0, 1), 0.9f); // a source the server has not tried
+    // the request learns 3 more; its end adds those to the pool, not the 4 it held before
+    for (int i = 0; i < 3; i++) slot.record(DRAFT_SOURCE_LOOKUP, 0, 1, true);
+    accept_stats_pool_end(pool, slot, at_start);
+    EXPECT_EQ(pool.reached[DRAFT_SOURCE_LOOKUP][0][1], 47.0f);
+    EXPECT_EQ(pool.accepted[DRAFT_SOURCE_LOOKUP][0][1], 5.0f);
+}
+
 TEST(accept_stats, a_pass_records_the_tested_nodes_only) {
     // accepted path 1 -> 2: nodes under the root and under accepted nodes were tested (1, 5, 2, 4;
     // 3 hangs under 2, which was accepted, so it too); nothing else
