@@ -22,14 +22,49 @@ bool covers(const token_vec & at, const std::vector<uint8_t> & as, const token_v
 
 } // namespace
 
-void prompt_store::evict(size_t room) {
-    while (!held_.empty() && (size_t) stats_.bytes + room > budget_) {
-        auto lru = std::min_element(held_.begin(), held_.end(),
-                                    [](const slot & a, const slot & b) { return a.last_used < b.last_used; });
-        stats_.bytes -= (int64_t) lru->e->bytes();
-        held_.erase(lru);
+void prompt_store::drop(size_t i) {
+    entry & e = *held_[i].e;
+    stats_.bytes -= (int64_t) e.bytes();
+    // a load copies the entry's pointer under mu_: held by held_ alone, no load can start on it now
+    if (held_[i].e.use_count() == 1 && e.state) {
+        stats_.bytes += (int64_t) e.cap;
+        spares_.push_back({std::move(e.state), e.cap});
     }
+    held_.erase(held_.begin() + (ptrdiff_t) i);
     stats_.entries = (int32_t) held_.size();
+}
+
+prompt_store::spare prompt_store::take_buffer(size_t n, size_t extra) {
+    while (true) {
+        // the smallest spare that holds n, at most twice n: a larger one would hold budget idle
+        auto fit = spares_.end();
+        for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+            if (it->cap >= n && it->cap <= 2 * n && (fit == spares_.end() || it->cap < fit->cap)) fit = it;
+        }
+        if (fit != spares_.end()) {
+            spare sp = std::move(*fit);
+            spares_.erase(fit);
+            stats_.recycled++;
+            return sp; // its bytes stay counted: the new entry holds them
+        }
+        if ((size_t) stats_.bytes + n + extra <= budget_) {
+            stats_.bytes += (int64_t) n;
+            return {std::unique_ptr<uint8_t[]>(new uint8_t[n]), n};
+        }
+        if (!spares_.empty()) { // spares that fit no save of this size go before a stored prompt does
+            auto big = std::max_element(spares_.begin(), spares_.end(),
+                                        [](const spare & a, const spare & b) { return a.cap < b.cap; });
+            stats_.bytes -= (int64_t) big->cap;
+            spares_.erase(big);
+            continue;
+        }
+        if (held_.empty()) return {};
+        size_t lru = 0;
+        for (size_t i = 1; i < held_.size(); i++) {
+            if (held_[i].last_used < held_[lru].last_used) lru = i;
+        }
+        drop(lru);
+    }
 }
 
 void prompt_store::save(context & ctx) {
@@ -49,27 +84,34 @@ void prompt_store::save(context & ctx) {
     ctx.kv_keep(0);
     if (!ctx.kv_rm(0, (llama_pos) t.size(), -1)) return; // a cache that cannot drop a tail: nothing kept
     const size_t n = ctx.state_size();
-    if (n == 0 || n + t.size() * (sizeof(llama_token) + 1) > budget_) return;
+    const size_t extra = t.size() * (sizeof(llama_token) + 1);
+    if (n == 0 || n + extra > budget_) return;
     const auto t0 = std::chrono::steady_clock::now();
+    spare buf;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        buf = take_buffer(n, extra);
+    }
+    if (!buf.buf) return;
     auto e = std::make_shared<entry>();
     e->tokens = t;
     e->stale = stale;
-    e->state.reset(new uint8_t[n]);
+    e->state = std::move(buf.buf);
     e->n_state = n;
+    e->cap = buf.cap;
     if (ctx.state_get(e->state.get(), n) != n) {
         ES_LOG_WARN("prompt store: could not read the state of a %zu-token prompt; not kept\n", t.size());
+        std::lock_guard<std::mutex> lock(mu_);
+        spares_.push_back({std::move(e->state), e->cap}); // still counted
         return;
     }
     ES_LOG_INFO("prompt store: kept a %zu-token prompt (%.0f MiB) in %.0f ms\n", t.size(), n / 1048576.0, ms_since(t0));
     std::lock_guard<std::mutex> lock(mu_);
+    stats_.bytes += (int64_t) (e->bytes() - e->cap); // the buffer is counted already
     // a stored prompt that this one extends is part of it
-    std::erase_if(held_, [&](const slot & s) {
-        if (!covers(e->tokens, e->stale, s.e->tokens, s.e->stale)) return false;
-        stats_.bytes -= (int64_t) s.e->bytes();
-        return true;
-    });
-    evict(e->bytes());
-    stats_.bytes += (int64_t) e->bytes();
+    for (size_t i = held_.size(); i-- > 0;) {
+        if (covers(e->tokens, e->stale, held_[i].e->tokens, held_[i].e->stale)) drop(i);
+    }
     held_.push_back({std::move(e), ++clock_});
     stats_.entries = (int32_t) held_.size();
     stats_.saved++;

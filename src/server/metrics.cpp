@@ -174,6 +174,8 @@ std::string server_metrics::render_store(const prompt_store_stats & ps) {
                   (double) ps.saved);
     metric_append(o, "editspec_prompt_store_restored_total", "counter", "stored states loaded back into a slot",
                   (double) ps.restored);
+    metric_append(o, "editspec_prompt_store_recycled_total", "counter",
+                  "states kept in an evicted state's buffer (pages written already, no faults)", (double) ps.recycled);
     return o;
 }
 

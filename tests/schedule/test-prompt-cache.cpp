@@ -396,6 +396,39 @@ TEST(prompt_store, the_budget_evicts_the_least_recently_used_and_an_extended_pro
     EXPECT_EQ(ctx->cached_prompt(), longer);
 }
 
+// an evicted state's buffer (its pages written) holds the next state that fits it, and that state loads
+// back as the same bytes a cold prefill makes
+TEST(prompt_store, an_evicted_states_buffer_holds_the_next_state) {
+    auto m = test::load_or_fail(test::tiny_model_q8_path());
+    ASSERT_TRUE(m);
+    auto ctx = small_context(*m);
+    ASSERT_TRUE(ctx);
+    batch b(512, 1);
+    const token_vec a = m->tokenize(FILE_V1 + "\n# one\n", true, false);
+    const token_vec a2 = m->tokenize(FILE_V1 + "\n# two\n", true, false);
+    const token_vec c = m->tokenize("# an unrelated file\n" + FILE_V1, true, false);
+    ASSERT_EQ(a.size(), a2.size());
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, a2));
+    std::vector<uint8_t> cold(ctx->state_size());
+    ASSERT_EQ(ctx->state_get(cold.data(), cold.size()), cold.size());
+    ctx->kv_clear();
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, a));
+    prompt_store store(cold.size() + cold.size() / 2); // room for one state
+    store.prepare(*ctx, c, {});                         // keeps a
+    EXPECT_EQ(store.stats().recycled, 0);
+    ASSERT_TRUE(context_prefill_cached(*ctx, b, a2));
+    store.prepare(*ctx, c, {}); // keeps a2: a is evicted, and its buffer holds a2's state
+    EXPECT_EQ(store.stats().saved, 2);
+    EXPECT_EQ(store.stats().entries, 1);
+    EXPECT_EQ(store.stats().recycled, 1);
+    EXPECT_LE(store.stats().bytes, (int64_t) (cold.size() + cold.size() / 2));
+    ctx->kv_clear(); // nothing to keep (keeping c would evict a2: room for one state)
+    EXPECT_EQ(store.prepare(*ctx, a2, {}), (int32_t) a2.size());
+    std::vector<uint8_t> loaded(ctx->state_size());
+    ASSERT_EQ(ctx->state_get(loaded.data(), loaded.size()), loaded.size());
+    EXPECT_TRUE(loaded == cold);
+}
+
 // PIE's stale marks travel with the state: drift control counts them after a load as before
 TEST(prompt_store, a_pie_prompt_keeps_its_stale_marks) {
     auto m = test::load_or_fail(test::tiny_model_q8_path());
