@@ -161,8 +161,9 @@ bool kv_cache_type_parse(const std::string & name, ggml_type & out, std::string 
 // one request's share of a pass: its tokens, after `depth` tokens of its own in the cache (what its
 // rows' attention reads); a step holds one per request
 struct pass_part {
-    int32_t tokens = 0;
-    int32_t depth  = 0;
+    int32_t tokens  = 0;
+    int32_t depth   = 0;
+    int32_t outputs = 0; // rows with logits (a tree's nodes and its root); the rest are a prompt's or pending
 };
 
 // what the other requests put in a step beside a view's own batch

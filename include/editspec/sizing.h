@@ -83,6 +83,9 @@ struct pass_shape {
     // expect from it; the sizing then maximises the whole pass's tokens per unit of its cost
     int32_t step_tokens = 0;
     float   step_yield  = 0.0f;
+    // of step_tokens, the rows that yield no token (prompt chunks, this pass's pending tokens before its
+    // root): work the step does whatever is drafted, priced as sunk (tree_prune_by_cost)
+    int32_t step_prompt = 0;
     double  step_depth_ms = 0.0; // what the other requests' depths add to the pass (cost_model::t_depth_extra)
     int32_t depth       = 0; // tokens in the KV cache before the pass: the cost model's depth
 };
@@ -141,10 +144,15 @@ std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats &
 // costly per token and grow where a wide pass (a prompt chunk beside them) makes them nearly free.
 // The pass is priced as cost_model::t_step does, each request at its depth: this request's 1 + nodes
 // at `depth`, the others' tokens at the base depth plus step_depth_ms (what their depths add). Alone
-// (no others): cost.t(1 + nodes, depth)
+// (no others): cost.t(1 + nodes, depth). Of step_tokens, `step_prompt` rows yield nothing (prompt
+// chunks): their cost is sunk, so the nodes are priced by what they add to the pass (its slope where
+// the prompt puts it) over the pass without them. A node beside a 500-token chunk is not nearly free:
+// an accepted one saves a later pass of the plain step's cost per token, and costs the chunk's slope
+// (counting the chunk as cost per yield sent ~4 nodes with every request's first pass at any
+// acceptance above 2%; 16 clients of random weights paid 4% of their step tokens for them).
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
                               int32_t max_leaves, int32_t step_tokens = 0, float step_yield = 0.0f, int32_t depth = 0,
-                              double step_depth_ms = 0.0);
+                              double step_depth_ms = 0.0, int32_t step_prompt = 0);
 
 // drops the least likely leaves (by probs) until at most max_leaves remain
 draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves);

@@ -84,11 +84,13 @@ void step_draft(spec_loop & s) {
     shape.chain_only = s.chain_only;
     shape.depth = s.n_past;
     shape.step_tokens = (int32_t) s.pending.size() - 1; // the root's own pass carries those (a prompt's end, at first)
+    shape.step_prompt = shape.step_tokens;
     if (s.ctx.is_view()) {
         // the step beside this request, as the last one was (step.h): each other request yields a token
         const step_load others = s.ctx.step_others();
         shape.step_tokens += others.tokens;
         shape.step_yield = (float) others.requests;
+        for (const pass_part & p : others.parts) shape.step_prompt += std::max(0, p.tokens - p.outputs);
         if (s.sp.cost) shape.step_depth_ms = s.sp.cost->t_depth_extra(others.parts);
     }
     s.tree = tree_for_pass(s.tree, s.sp, s.stats, shape);

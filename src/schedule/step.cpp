@@ -51,6 +51,7 @@ static pass_part step_part_of(const llama_batch & b) {
     p.tokens = b.n_tokens;
     p.depth = b.n_tokens > 0 ? b.pos[0] : 0;
     for (int32_t i = 1; i < b.n_tokens; i++) p.depth = std::min(p.depth, b.pos[i]);
+    for (int32_t i = 0; i < b.n_tokens; i++) p.outputs += b.logits[i] != 0;
     return p;
 }
 

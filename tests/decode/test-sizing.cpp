@@ -256,9 +256,15 @@ TEST(tree_sizing, pruning_weighs_the_whole_batched_pass) {
     const std::vector<float> p = tree_node_probs(chain, fixed_rate(0.5f));
     const cost_model cm = cost_model_design();
     const int32_t alone = tree_prune_by_cost(chain, p, cm, 1).size();
-    // a 500-token prompt chunk in the pass, expecting nothing: the whole chain rides along
+    // 500 tokens beside it that yield nothing, not a prompt's (another request's drafts, say): the
+    // pass is costly whatever it adds, and the whole chain rides along
     EXPECT_EQ(tree_prune_by_cost(chain, p, cm, 1, 500, 0.0f).size(), 8);
     EXPECT_LE(alone, 8);
+    // a 500-token prompt chunk: its cost is sunk, and each node pays the chunk's slope (18 ms a token
+    // on this curve) against the plain pass's 99 ms: 2 nodes of p 0.5 and 0.25, not 8
+    EXPECT_EQ(tree_prune_by_cost(chain, p, cm, 1, 500, 0.0f, 0, 0.0, 500).size(), 2);
+    // likelier nodes still ride: the chunk does not forbid drafting
+    EXPECT_GT(tree_prune_by_cost(chain, tree_node_probs(chain, fixed_rate(0.97f)), cm, 1, 500, 0.0f, 0, 0.0, 500).size(), 0);
     // 31 other requests of 1 token each (the curve is nearly linear past 16 tokens), each yielding
     // one: a node worth half a token costs more of the pass than it adds
     EXPECT_LT(tree_prune_by_cost(chain, p, cm, 1, 31, 31.0f).size(), std::max(alone, 1));
