@@ -141,7 +141,7 @@ std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats &
 // fill with step_tokens tokens expecting step_yield from it, the whole pass's value:
 // (step_yield + 1 + expected accepted) / cost(step_tokens + 1 + nodes): a node pays when it adds
 // more to the pass's tokens than it adds to its cost, so drafts shrink where the pass is already
-// costly per token and grow where a wide pass (a prompt chunk beside them) makes them nearly free.
+// costly per token and grow where the curve is flat.
 // The pass is priced as cost_model::t_step does, each request at its depth: this request's 1 + nodes
 // at `depth`, the others' tokens at the base depth plus step_depth_ms (what their depths add). Alone
 // (no others): cost.t(1 + nodes, depth). Of step_tokens, `step_prompt` rows yield nothing (prompt

@@ -357,14 +357,34 @@ TEST(prompt_store, a_prompt_loaded_back_answers_as_a_cold_request) {
     EXPECT_EQ(store.stats().entries, 2);
 }
 
+namespace {
+
+// the tiny model on a small context, and prompts over FILE_V1: a, a2 (a's length), c (another file)
+struct store_case {
+    std::unique_ptr<model> m;
+    std::unique_ptr<context> ctx;
+    batch b{512, 1};
+    token_vec a, a2, c;
+    void open() {
+        m = test::load_or_fail(test::tiny_model_q8_path());
+        ASSERT_TRUE(m);
+        ctx = small_context(*m);
+        ASSERT_TRUE(ctx);
+        a = m->tokenize(FILE_V1 + "\n# one\n", true, false);
+        a2 = m->tokenize(FILE_V1 + "\n# two\n", true, false);
+        c = m->tokenize("# an unrelated file\n" + FILE_V1, true, false);
+    }
+};
+
+} // namespace
+
 TEST(prompt_store, the_budget_evicts_the_least_recently_used_and_an_extended_prompt_replaces_its_prefix) {
-    auto m = test::load_or_fail(test::tiny_model_q8_path());
-    ASSERT_TRUE(m);
-    auto ctx = small_context(*m);
-    ASSERT_TRUE(ctx);
-    batch b(512, 1);
-    const token_vec a = m->tokenize(FILE_V1 + "\n# one\n", true, false);
-    const token_vec c = m->tokenize("# an unrelated file\n" + FILE_V1, true, false);
+    store_case sc;
+    ASSERT_NO_FATAL_FAILURE(sc.open());
+    auto & m = sc.m;
+    auto & ctx = sc.ctx;
+    batch & b = sc.b;
+    const token_vec & a = sc.a, & c = sc.c;
     const token_vec longer = cat({a, m->tokenize(FILE_V1, false, false)});
     ASSERT_TRUE(context_prefill_cached(*ctx, b, a));
     const size_t one = llama_state_seq_get_size(ctx->get(), 0);
@@ -399,14 +419,11 @@ TEST(prompt_store, the_budget_evicts_the_least_recently_used_and_an_extended_pro
 // an evicted state's buffer (its pages written) holds the next state that fits it, and that state loads
 // back as the same bytes a cold prefill makes
 TEST(prompt_store, an_evicted_states_buffer_holds_the_next_state) {
-    auto m = test::load_or_fail(test::tiny_model_q8_path());
-    ASSERT_TRUE(m);
-    auto ctx = small_context(*m);
-    ASSERT_TRUE(ctx);
-    batch b(512, 1);
-    const token_vec a = m->tokenize(FILE_V1 + "\n# one\n", true, false);
-    const token_vec a2 = m->tokenize(FILE_V1 + "\n# two\n", true, false);
-    const token_vec c = m->tokenize("# an unrelated file\n" + FILE_V1, true, false);
+    store_case sc;
+    ASSERT_NO_FATAL_FAILURE(sc.open());
+    auto & ctx = sc.ctx;
+    batch & b = sc.b;
+    const token_vec & a = sc.a, & a2 = sc.a2, & c = sc.c;
     ASSERT_EQ(a.size(), a2.size());
     ASSERT_TRUE(context_prefill_cached(*ctx, b, a2));
     std::vector<uint8_t> cold(ctx->state_size());
