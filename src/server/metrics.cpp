@@ -50,6 +50,7 @@ void server_metrics::generation(const generate_result & r) {
     prompt_tokens += r.prompt_tokens;
     generated_tokens += (int64_t) r.tokens.size();
     target_passes += r.target_passes;
+    draft_sent += r.draft_tokens;
     for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
         drafted[s] += r.by_source[s].n_drafted;
         accepted[s] += r.by_source[s].n_accepted;
@@ -71,7 +72,10 @@ std::string server_metrics::render() {
     counter("editspec_prompt_tokens_total", "prompt tokens processed", prompt_tokens);
     counter("editspec_tokens_generated_total", "tokens generated", generated_tokens);
     counter("editspec_target_passes_total", "target model passes while generating", target_passes);
-    o += "# HELP editspec_draft_tokens_total draft tokens verified by the target, by drafter source\n"
+    // a rejected node's children are sent too, and never tested: what drafting costs is the sent count
+    counter("editspec_draft_tokens_sent_total", "draft tokens the target's passes held, tested or not", draft_sent);
+    o += "# HELP editspec_draft_tokens_total draft tokens the target tested (a node whose parent was accepted), "
+         "by drafter source\n"
          "# TYPE editspec_draft_tokens_total counter\n";
     for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
         snprintf(buf, sizeof(buf), "editspec_draft_tokens_total{source=\"%s\"} %lld\n", draft_source_name((uint8_t) s),

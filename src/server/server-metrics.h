@@ -44,6 +44,7 @@ private:
     std::mutex mu;
     std::map<std::string, int64_t> requests; // "route status" -> count
     int64_t prompt_tokens = 0, generated_tokens = 0, target_passes = 0;
+    int64_t draft_sent = 0; // every draft node the target's passes held (drafted[] counts the tested ones)
     int64_t drafted[DRAFT_SOURCE_COUNT] = {}, accepted[DRAFT_SOURCE_COUNT] = {};
     int64_t latency_le[n_bounds + 1] = {}; // per bucket; cumulated at render time
     double latency_sum = 0.0;

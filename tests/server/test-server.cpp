@@ -34,6 +34,8 @@ namespace {
 
 bool have_shipped() { return std::filesystem::exists(k_target); }
 
+double metric(server_process & s, const std::string & name); // below
+
 } // namespace
 
 TEST(server, openai_node_sdk) {
@@ -110,8 +112,12 @@ TEST(server, editor_shaped_requests_and_greedy_equality) {
     ASSERT_TRUE(r.contains("choices")) << r.dump();
     // greedy: the server's text is `editspec complete`'s
     const std::string prompt = "### Instruction:\nRename x to n.\n### Original code:\ndef f(x):\n    return x * 2\n\n### Edited code:\n";
+    const double sent0 = metric(s, "editspec_draft_tokens_sent_total");
     r = post(s, "/completion", json{{"prompt", prompt}, {"n_predict", 40}}.dump(), &status);
     ASSERT_EQ(status, 200) << r.dump();
+    // /metrics counts every draft node the passes held, tested or not: the request's own draft_n
+    EXPECT_GT(r["timings"]["draft_n"].get<int64_t>(), 0) << r.dump();
+    EXPECT_EQ(metric(s, "editspec_draft_tokens_sent_total") - sent0, r["timings"]["draft_n"].get<double>()) << r.dump();
     test::temp_dir tmp;
     std::ofstream(tmp.path / "p.txt") << prompt;
     std::string out;
