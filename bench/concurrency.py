@@ -17,6 +17,7 @@ Modes (both servers get the same prompts, greedy, in the same run, alternating p
          OpenAI SDK send them); llama-server gets POST /completion with the same edit prompt text and
          drafts with --spec-type (its chat endpoint ignores `prediction`)
 
+Each server answers --warm-up untimed requests first (the bar's "a warm-up request per server").
 Prints, per server and client count: aggregate tokens/s (generated tokens / wall time from the first
 request sent to the last answered), mean and max request latency, and editspec's ratio. The
 editspec binary is build/bin/editspec; llama-server is llama.cpp's default build at the pinned commit
@@ -164,6 +165,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat the whole run, the servers' order swapped each round; the table gives medians (this "
                          "machine's speed drifts by 15-40%% within minutes: use 3 or more for a ratio you quote)")
+    ap.add_argument("--warm-up", type=int, default=1,
+                    help="untimed requests each server answers first (a prompt none of the clients sends; 0: none)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="both servers up at once (ports --port and --port+1), the rounds of a client count back to "
+                         "back: on a machine whose speed swings between rounds, a pair of rounds sees one speed")
     ap.add_argument("--json", default="", help="write the rows here too")
     args = ap.parse_args()
     peer = "editspec-base" if args.base_es else "llama-server"
@@ -173,79 +179,114 @@ def main():
     spec = args.spec_type or ("ngram-simple" if args.mode == "edit" else "")
     rows = []
     log_dir = os.environ.get("TMPDIR", "/tmp")
-    for rnd, n in [(r, int(x)) for r in range(args.rounds) for x in args.clients.split(",")]:
-        def jobs_for(server):
-            out, k = [], 0
-            for c in range(n):
-                js = []
-                for _ in range(args.requests):
-                    d = items[k % len(items)]
-                    k += 1
-                    if args.mode == "plain":
-                        prompt = "".join(d["code_before"].splitlines(True)[: args.prompt_lines])
-                        js.append(("completion", {"prompt": prompt, "n_predict": args.n_predict, "temperature": 0,
-                                                  "top_k": 1, "cache_prompt": False}))
-                    elif server != "llama-server":
-                        code = d["code_before"]
-                        js.append(("chat", {"messages": [{"role": "user", "content": d["instruction_descriptive"] + "\n\n```\n" + fenced(code) + "```"}],
-                                            "prediction": {"type": "content", "content": code},
-                                            "max_tokens": args.max_tokens, "temperature": 0}))
-                    else:
-                        js.append(("completion", {"prompt": edit_prompt(d["instruction_descriptive"], d["code_before"]),
-                                                  "n_predict": args.max_tokens, "temperature": 0, "top_k": 1,
-                                                  "cache_prompt": False}))
-                out.append(js)
-            return out
+    def jobs_for(server, clients, requests, first=0):
+        """the request bodies of `clients` clients, `requests` each, from item `first` on"""
+        out, k = [], first
+        for c in range(clients):
+            js = []
+            for _ in range(requests):
+                d = items[k % len(items)]
+                k += 1
+                if args.mode == "plain":
+                    prompt = "".join(d["code_before"].splitlines(True)[: args.prompt_lines])
+                    js.append(("completion", {"prompt": prompt, "n_predict": args.n_predict, "temperature": 0,
+                                              "top_k": 1, "cache_prompt": False}))
+                elif server != "llama-server":
+                    code = d["code_before"]
+                    js.append(("chat", {"messages": [{"role": "user", "content": d["instruction_descriptive"] + "\n\n```\n" + fenced(code) + "```"}],
+                                        "prediction": {"type": "content", "content": code},
+                                        "max_tokens": args.max_tokens, "temperature": 0}))
+                else:
+                    js.append(("completion", {"prompt": edit_prompt(d["instruction_descriptive"], d["code_before"]),
+                                              "n_predict": args.max_tokens, "temperature": 0, "top_k": 1,
+                                              "cache_prompt": False}))
+            out.append(js)
+        return out
 
-        for server in [peer, "editspec"] if rnd % 2 == 0 else ["editspec", peer]:
-            log = os.path.join(log_dir, f"concurrency-{server}-{n}.log")
-            env = dict(os.environ)
-            if server == "llama-server":
-                cmd = [os.path.join(peers, "llama-server"), "-m", args.model, "-t", str(args.threads), "-c", str(n * args.ctx),
-                       "-np", str(n), "--host", "127.0.0.1", "--port", str(args.port)]  # its defaults: flash attention auto (on)
-                if spec:
-                    cmd += ["--spec-type", spec]
-                cmd += args.peer_args.split()
-            else:
-                base = server == "editspec-base"
-                cmd = [args.base_es if base else args.es, "serve", "-m", args.model, "-t", str(args.threads), "--ctx-size",
-                       str(args.ctx), "--parallel", str(n), "--port", str(args.port)]
-                cmd += ((args.base_es_args or args.es_args) if base else args.es_args).split()
-                for kv in filter(None, (args.base_es_env if base else args.es_env).split(",")):
-                    k, _, v = kv.partition("=")
-                    env[k] = v
-            with open(log, "w") as lf:
-                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env)
-            steps = {}
+    def start(server, n, port):
+        """`server` up on `port` for n clients, its warm-up requests answered; returns the process"""
+        log = os.path.join(log_dir, f"concurrency-{server}-{n}.log")
+        env = dict(os.environ)
+        if server == "llama-server":
+            cmd = [os.path.join(peers, "llama-server"), "-m", args.model, "-t", str(args.threads), "-c", str(n * args.ctx),
+                   "-np", str(n), "--host", "127.0.0.1", "--port", str(port)]  # its defaults: flash attention auto (on)
+            if spec:
+                cmd += ["--spec-type", spec]
+            cmd += args.peer_args.split()
+        else:
+            base = server == "editspec-base"
+            cmd = [args.base_es if base else args.es, "serve", "-m", args.model, "-t", str(args.threads), "--ctx-size",
+                   str(args.ctx), "--parallel", str(n), "--port", str(port)]
+            cmd += ((args.base_es_args or args.es_args) if base else args.es_args).split()
+            for kv in filter(None, (args.base_es_env if base else args.es_env).split(",")):
+                k, _, v = kv.partition("=")
+                env[k] = v
+        with open(log, "w") as lf:
+            proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_up(port, proc, log)
+            if args.warm_up > 0:
+                # untimed, as a long-running server's first requests are: items after every client's
+                run_clients(port, server, jobs_for(server, 1, args.warm_up, first=n * args.requests), args)
+        except BaseException:
+            stop(proc)
+            raise
+        return proc
+
+    def measure(server, n, port, rnd):
+        """one timed round of n clients against the server on `port`; appends and prints its row"""
+        before = metrics(port) if server != "llama-server" else {}
+        toks, wall, lat = run_clients(port, server, jobs_for(server, n, args.requests), args)
+        steps = {}
+        if server != "llama-server":
+            # what the steps carried over the round (the warm-up requests and earlier rounds left out)
+            after = metrics(port)
+            d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+            steps = {"requests_per_step": round(d.get("editspec_step_requests_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2),
+                     "ubatches_per_step": round(d.get("editspec_step_ubatches_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2),
+                     "tokens_per_step": round(d.get("editspec_step_tokens_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2)}
+            if d.get("editspec_step_modelled_seconds_total", 0) > 0:
+                # the cost model's time for the steps against their measured time (each request at its depth)
+                steps["step_model_over_measured"] = round(d.get("editspec_step_model_seconds_total", 0) /
+                                                          d["editspec_step_modelled_seconds_total"], 2)
+            busy = d.get("editspec_step_seconds_total", 0) + d.get("editspec_step_jobs_seconds_total", 0)
+            if busy > 0:
+                # the requests' host work on the engine's thread, as a share of its busy time
+                steps["host_share"] = round(d.get("editspec_step_jobs_seconds_total", 0) / busy, 3)
+            if "editspec_head_draft_calls_total" in after:
+                steps["head_drafts_per_call"] = round(d.get("editspec_head_drafts_total", 0) /
+                                                      max(1, d.get("editspec_head_draft_calls_total", 0)), 2)
+        row = {"round": rnd, "server": server, "clients": n, "tokens": toks, "wall_s": round(wall, 2),
+               "tok_s": round(toks / wall, 2), "lat_mean_s": round(sum(lat) / len(lat), 2), "lat_max_s": round(max(lat), 2)}
+        row.update(steps)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    def order(rnd):
+        return [peer, "editspec"] if rnd % 2 == 0 else ["editspec", peer]
+
+    counts = [int(x) for x in args.clients.split(",")]
+    if args.interleave:
+        # both servers up at once, rounds back to back: a pair of rounds sees the machine in the same state
+        for n in counts:
+            procs = {}
             try:
-                wait_up(args.port, proc, log)
-                before = metrics(args.port) if server != "llama-server" else {}
-                toks, wall, lat = run_clients(args.port, server, jobs_for(server), args)
-                if server != "llama-server":
-                    # what the steps carried over the run (the warm-up requests left out)
-                    after = metrics(args.port)
-                    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-                    steps = {"requests_per_step": round(d.get("editspec_step_requests_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2),
-                             "ubatches_per_step": round(d.get("editspec_step_ubatches_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2),
-                             "tokens_per_step": round(d.get("editspec_step_tokens_total", 0) / max(1, d.get("editspec_steps_total", 0)), 2)}
-                    if d.get("editspec_step_modelled_seconds_total", 0) > 0:
-                        # the cost model's time for the steps against their measured time (each request at its depth)
-                        steps["step_model_over_measured"] = round(d.get("editspec_step_model_seconds_total", 0) /
-                                                                  d["editspec_step_modelled_seconds_total"], 2)
-                    busy = d.get("editspec_step_seconds_total", 0) + d.get("editspec_step_jobs_seconds_total", 0)
-                    if busy > 0:
-                        # the requests' host work on the engine's thread, as a share of its busy time
-                        steps["host_share"] = round(d.get("editspec_step_jobs_seconds_total", 0) / busy, 3)
-                    if "editspec_head_draft_calls_total" in after:
-                        steps["head_drafts_per_call"] = round(d.get("editspec_head_drafts_total", 0) /
-                                                              max(1, d.get("editspec_head_draft_calls_total", 0)), 2)
+                for i, server in enumerate(order(0)):
+                    procs[server] = (start(server, n, args.port + i), args.port + i)
+                for rnd in range(args.rounds):
+                    for server in order(rnd):
+                        measure(server, n, procs[server][1], rnd)
             finally:
-                stop(proc)
-            row = {"round": rnd, "server": server, "clients": n, "tokens": toks, "wall_s": round(wall, 2),
-                   "tok_s": round(toks / wall, 2), "lat_mean_s": round(sum(lat) / len(lat), 2), "lat_max_s": round(max(lat), 2)}
-            row.update(steps)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+                for proc, _ in procs.values():
+                    stop(proc)
+    else:
+        for rnd, n in [(r, n) for r in range(args.rounds) for n in counts]:
+            for server in order(rnd):
+                proc = start(server, n, args.port)
+                try:
+                    measure(server, n, args.port, rnd)
+                finally:
+                    stop(proc)
     print(f"\n{args.mode}: {os.path.basename(args.model)}, {args.threads} threads, greedy, "
           f"{args.requests} requests per client, {args.rounds} round(s), medians"
           + (f", llama-server --spec-type {spec}" if spec else ""))
