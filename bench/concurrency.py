@@ -11,7 +11,8 @@ requests, editspec's kind, both servers' /metrics), in the table's first column.
 
 Modes (both servers get the same prompts, greedy, in the same run, alternating per client count):
   plain  each client sends --requests greedy POST /completion requests of --n-predict tokens, every
-         prompt distinct (the first lines of CanItEdit files, a different file each)
+         prompt distinct (the first lines of CanItEdit files, a different file each; past the last file, each
+         file's next lines)
   edit   each client sends CanItEdit edits (smallest first, a different item each): editspec gets
          OpenAI chat requests with the code as `prediction` (Predicted Outputs, as Continue and the
          OpenAI SDK send them); llama-server gets POST /completion with the same edit prompt text and
@@ -179,6 +180,20 @@ def main():
     spec = args.spec_type or ("ngram-simple" if args.mode == "edit" else "")
     rows = []
     log_dir = os.environ.get("TMPDIR", "/tmp")
+    prompts = []
+
+    def plain_prompt(k):
+        """the k-th plain prompt: --prompt-lines lines of a file, the first lines of every file, then the
+        next lines of those long enough, and so on (distinct prompts however many rounds ask)"""
+        w = 0
+        while len(prompts) <= k:
+            for d in items:
+                lines = d["code_before"].splitlines(True)
+                if len(lines) > w * args.prompt_lines:
+                    prompts.append("".join(lines[w * args.prompt_lines:(w + 1) * args.prompt_lines]))
+            w += 1
+        return prompts[k]
+
     def jobs_for(server, clients, requests, first=0):
         """the request bodies of `clients` clients, `requests` each, from item `first` on"""
         out, k = [], first
@@ -188,7 +203,7 @@ def main():
                 d = items[k % len(items)]
                 k += 1
                 if args.mode == "plain":
-                    prompt = "".join(d["code_before"].splitlines(True)[: args.prompt_lines])
+                    prompt = plain_prompt(k - 1)
                     js.append(("completion", {"prompt": prompt, "n_predict": args.n_predict, "temperature": 0,
                                               "top_k": 1, "cache_prompt": False}))
                 elif server != "llama-server":
@@ -203,7 +218,7 @@ def main():
             out.append(js)
         return out
 
-    def start(server, n, port):
+    def start(server, n, port, warm_first):
         """`server` up on `port` for n clients, its warm-up requests answered; returns the process"""
         log = os.path.join(log_dir, f"concurrency-{server}-{n}.log")
         env = dict(os.environ)
@@ -227,16 +242,16 @@ def main():
             wait_up(port, proc, log)
             if args.warm_up > 0:
                 # untimed, as a long-running server's first requests are: items after every client's
-                run_clients(port, server, jobs_for(server, 1, args.warm_up, first=n * args.requests), args)
+                run_clients(port, server, jobs_for(server, 1, args.warm_up, first=warm_first), args)
         except BaseException:
             stop(proc)
             raise
         return proc
 
-    def measure(server, n, port, rnd):
+    def measure(server, n, port, rnd, first):
         """one timed round of n clients against the server on `port`; appends and prints its row"""
         before = metrics(port) if server != "llama-server" else {}
-        toks, wall, lat = run_clients(port, server, jobs_for(server, n, args.requests), args)
+        toks, wall, lat = run_clients(port, server, jobs_for(server, n, args.requests, first), args)
         steps = {}
         if server != "llama-server":
             # what the steps carried over the round (the warm-up requests and earlier rounds left out)
@@ -267,24 +282,27 @@ def main():
 
     counts = [int(x) for x in args.clients.split(",")]
     if args.interleave:
-        # both servers up at once, rounds back to back: a pair of rounds sees the machine in the same state
+        # both servers up at once, rounds back to back: a pair of rounds sees the machine in the same state.
+        # Each round sends requests of its own (a server that kept an earlier round's prompts or outputs
+        # would answer a repeated one from them), the warm-up ones after every round's
         for n in counts:
+            per = n * args.requests
             procs = {}
             try:
                 for i, server in enumerate(order(0)):
-                    procs[server] = (start(server, n, args.port + i), args.port + i)
+                    procs[server] = (start(server, n, args.port + i, args.rounds * per), args.port + i)
                 for rnd in range(args.rounds):
                     for server in order(rnd):
-                        measure(server, n, procs[server][1], rnd)
+                        measure(server, n, procs[server][1], rnd, rnd * per)
             finally:
                 for proc, _ in procs.values():
                     stop(proc)
     else:
         for rnd, n in [(r, n) for r in range(args.rounds) for n in counts]:
             for server in order(rnd):
-                proc = start(server, n, args.port)
+                proc = start(server, n, args.port, n * args.requests)
                 try:
-                    measure(server, n, args.port, rnd)
+                    measure(server, n, args.port, rnd, 0)
                 finally:
                     stop(proc)
     print(f"\n{args.mode}: {os.path.basename(args.model)}, {args.threads} threads, greedy, "

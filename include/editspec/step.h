@@ -95,6 +95,8 @@ struct step_stats {
     int64_t tokens     = 0; // tokens they carried
     int64_t batches    = 0; // view batches they carried (requests per step = batches / steps)
     int64_t ubatches   = 0; // ubatches libllama split the steps into (one weight read each; step_ubatches)
+    int64_t graphs_reused = 0; // of those, ubatches whose compute graph libllama reused from the one before
+                               // (same shape: no graph built, no allocation planned)
     int64_t aborted    = 0; // steps cut short because every request in them was cancelled
     int64_t cancelled  = 0; // view batches refused or dropped because their request was cancelled
     double  decode_ms  = 0; // time inside llama_decode

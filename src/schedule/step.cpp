@@ -502,6 +502,7 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
     stats_.tokens += n_tokens;
     stats_.batches += (int64_t) subs.size();
     stats_.ubatches += run_ubatches_;
+    stats_.graphs_reused = llama_perf_context(ctx_->get()).n_reused; // libllama's count since the context began
     if (!ok && step_abort_) stats_.aborted++;
     for (submission * s : subs) finish(s);
     stepping_ = false;

@@ -137,6 +137,9 @@ std::string server_metrics::render_step(const step_stats & st, const char * pref
     metric_append(o, (p + "step_ubatches_total").c_str(), "counter",
                   ("ubatches libllama split the steps into, one weight read each (per step: / " + p + "steps_total)").c_str(),
                   (double) st.ubatches);
+    metric_append(o, (p + "step_graphs_reused_total").c_str(), "counter",
+                  ("of " + p + "step_ubatches_total, those whose compute graph libllama reused (the shape of the one before)").c_str(),
+                  (double) st.graphs_reused);
     metric_append(o, (p + "step_seconds_total").c_str(), "counter", "time inside the steps' llama_decode", st.decode_ms / 1000.0);
     metric_append(o, (p + "step_model_seconds_total").c_str(), "counter",
                   "the cost model's time for the same steps, each request's rows at its depth (cost_model::t_step)",

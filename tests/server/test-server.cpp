@@ -118,6 +118,8 @@ TEST(server, editor_shaped_requests_and_greedy_equality) {
     // /metrics counts every draft node the passes held, tested or not: the request's own draft_n
     EXPECT_GT(r["timings"]["draft_n"].get<int64_t>(), 0) << r.dump();
     EXPECT_EQ(metric(s, "editspec_draft_tokens_sent_total") - sent0, r["timings"]["draft_n"].get<double>()) << r.dump();
+    // libllama reuses a pass's graph only where the one before had its shape (drafted passes vary)
+    EXPECT_LE(metric(s, "editspec_step_graphs_reused_total"), metric(s, "editspec_step_ubatches_total"));
     test::temp_dir tmp;
     std::ofstream(tmp.path / "p.txt") << prompt;
     std::string out;
@@ -615,6 +617,10 @@ TEST(server, head_requests_batch_and_answer_as_ar) {
             ASSERT_EQ(status, 200) << r.dump();
             ar.push_back(content(r));
         }
+        // `ar`'s passes after a prompt's are one token each: libllama reuses the graph of the pass
+        // before (nothing of ours in the step changes its shape), and /metrics says so
+        const double steps = metric(s, "editspec_steps_total"), reused = metric(s, "editspec_step_graphs_reused_total");
+        EXPECT_GE(reused, steps - 3 * (double) bodies.size()) << reused << " graphs reused in " << steps << " steps";
     }
     server_process s({"-m", mimo, "--parallel", "4", "--method", "llama-draft-mtp"});
     ASSERT_GT(s.pid, 0);
