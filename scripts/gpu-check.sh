@@ -150,8 +150,8 @@ fi
 # GPU_CHECK_PLAN=issue73: the exact default (batch-invariant kernels with the fixed split of K) against the
 # stock kernels and llama.cpp, in the order of issue 73's bar: check-exact on ds13 Q8_0 / Q4_K_M and the
 # qwen2.5-coder-1.5b shape (grouped-query attention); the pass cost (exact, exact without the split, stock);
-# the CanItEdit edit replay (exact ar/auto; stock ar/auto/llama-ngram-simple); plain completions at 1, 8 and
-# 32 clients against llama-server; the 3k-token applies of bench/apply-sizes.py on the 6.7B shape (DIR/apply3k.jsonl);
+# the CanItEdit edit replay (exact ar/auto; stock ar/auto/llama-ngram-simple); plain completions at 1, 8, 16
+# and 32 clients against llama-server (issue 70's GPU line: its host_share at 16); the 3k-token applies of bench/apply-sizes.py on the 6.7B shape (DIR/apply3k.jsonl);
 # then the other weight types
 if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$prefix/bin # llama-server's own libraries (libmtmd, its impl) sit beside it
@@ -187,8 +187,10 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     stage 40 "edit replay, stock" replay edit-stock stock ar,auto,llama-ngram-simple
     conc() { python3 "$root/bench/concurrency.py" --es "$es" --peers "$prefix/bin" --peer-args "-ngl 99" --threads 4 "$@"; }
     export -f conc; export prefix
-    [ -x "$prefix/bin/llama-server" ] && stage 100 "plain 1,8,32, exact" conc --model "$ds" --mode plain --clients 1,8,32 \
-        --requests 4 --n-predict 128 --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
+    # both servers up at once, rounds back to back (--interleave); 16 clients for issue 70's host share
+    [ -x "$prefix/bin/llama-server" ] && stage 120 "plain 1,8,16,32, exact" conc --model "$ds" --mode plain \
+        --clients "${GPU_CHECK_CLIENTS:-1,8,16,32}" --interleave --requests 4 --n-predict 128 \
+        --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
     if [ -f "$carried/apply3k.jsonl" ]; then
         stage 60 "$big q8_0" make_model "$big" q8_0
         apply3k() { # NAME KERNELS
