@@ -288,6 +288,10 @@ def main():
         # would answer a repeated one from them), the warm-up ones after every round's
         for n in counts:
             per = n * args.requests
+            if args.mode == "edit" and (args.rounds * per + args.warm_up) > len(items):
+                print(f"warning: {n} clients x {args.rounds} rounds send {args.rounds * per} edits of {len(items)} items: "
+                      "later rounds repeat earlier rounds' prompts, which editspec's prompt store may answer",
+                      file=sys.stderr, flush=True)
             procs = {}
             try:
                 for i, server in enumerate(order(0)):
