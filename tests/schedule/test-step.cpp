@@ -328,16 +328,22 @@ TEST(step_engine, an_idle_stream_between_requests_is_filled_and_left_as_it_was) 
     eng->enter(1);
     ASSERT_NE(generate_ar(*views[1], prompts[1], one).stop, STOP_REASON_ERROR);
     eng->leave(1);
-    const step_stats before = eng->stats();
     generate_result got[3];
-    run_together(*eng, views, prompts, gp, {0, 2}, got);
-    const step_stats st = eng->stats();
-    EXPECT_EQ(got[0].tokens, alone[0].tokens);
-    EXPECT_EQ(got[2].tokens, alone[2].tokens);
+    int64_t steps = 0, batches = 0, ubatches = 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        const step_stats before = eng->stats();
+        run_together(*eng, views, prompts, gp, {0, 2}, got);
+        const step_stats st = eng->stats();
+        EXPECT_EQ(got[0].tokens, alone[0].tokens);
+        EXPECT_EQ(got[2].tokens, alone[2].tokens);
+        steps = st.steps - before.steps, batches = st.batches - before.batches, ubatches = st.ubatches - before.ubatches;
+        // a loaded machine (CI's parallel tests) may start one thread after the other's 24 steps are
+        // nearly done: a run with too few shared steps to judge goes again (from the cached prompts)
+        if (batches - steps >= 8) break;
+    }
     // steps that carried both requests took one ubatch, not two (unfilled, each took two: ubatches ==
     // batches); a step where one request's prompt met the other's generation (threads start at their own
     // times) may still take two where padding would cost more than it saves
-    const int64_t steps = st.steps - before.steps, batches = st.batches - before.batches, ubatches = st.ubatches - before.ubatches;
     ASSERT_GT(batches, steps) << "no step carried both requests";
     EXPECT_LE(4 * (ubatches - steps), batches - steps) << steps << " steps carrying " << batches << " batches took "
                                                        << ubatches << " ubatches";
