@@ -269,6 +269,11 @@ def main():
             if busy > 0:
                 # the requests' host work on the engine's thread, as a share of its busy time
                 steps["host_share"] = round(d.get("editspec_step_jobs_seconds_total", 0) / busy, 3)
+            if d.get("editspec_prompt_store_saved_total", 0) > 0:
+                # states the prompt store kept this round, and of those the ones in an evicted state's buffer
+                # (a fresh buffer's pages cost a fault each: a fresh server's rounds carry them)
+                steps["store_saved"] = int(d["editspec_prompt_store_saved_total"])
+                steps["store_recycled"] = int(d.get("editspec_prompt_store_recycled_total", 0))
             if "editspec_head_draft_calls_total" in after:
                 steps["head_drafts_per_call"] = round(d.get("editspec_head_drafts_total", 0) /
                                                       max(1, d.get("editspec_head_draft_calls_total", 0)), 2)
