@@ -1,4 +1,5 @@
-// fabench D H HKV NKV TOKENS ITERS THREADS: ms per flash-attention op (rows at the cache's end)
+// fabench D H HKV NKV TOKENS ITERS THREADS: ms per flash-attention op (rows at the cache's end); LAYERS=N caches
+// (default 24, as a model pass; 1: one layer's cache, which stays in L3: the op without the memory)
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include <chrono>
@@ -13,8 +14,8 @@
 int main(int argc, char ** argv) {
     const int64_t d = atoi(argv[1]), h = atoi(argv[2]), hkv = atoi(argv[3]), nkv = atoi(argv[4]), nt = atoi(argv[5]);
     const int iters = atoi(argv[6]), nth = atoi(argv[7]);
-    const int layers = 24; // distinct caches so the data comes from memory as in a model pass
-    size_t bytes = (size_t) layers * (2 * d * hkv * nkv * 2 + d * h * nt * 8 + nkv * nt * 2) + (1 << 28);
+    const int layers = getenv("LAYERS") ? atoi(getenv("LAYERS")) : 24; // distinct caches so the data comes from memory as in a model pass
+    size_t bytes = (size_t) layers * (2 * d * hkv * nkv * 2 + d * h * nt * 8 + nkv * nt * 2) + ((size_t) 1 << 30);
     bytes = (bytes + (2u<<20) - 1) & ~(size_t)((2u<<20)-1);
     void * buf = aligned_alloc(2u << 20, bytes);
     if (getenv("HUGE")) madvise(buf, bytes, MADV_HUGEPAGE);
