@@ -150,6 +150,7 @@ fi
 # GPU_CHECK_PLAN=issue73: the exact default (batch-invariant kernels with the fixed split of K) against the
 # stock kernels and llama.cpp, in the order of issue 73's bar: check-exact on ds13 Q8_0 / Q4_K_M and the
 # qwen2.5-coder-1.5b shape (grouped-query attention); the pass cost (exact, exact without the split, stock);
+# check-exact and the pass cost with the exact mode's row-wise fusions (EDITSPEC_CUDA_FUSION=1, the patch's item 5);
 # the CanItEdit edit replay (exact ar/auto; stock ar/auto/llama-ngram-simple); plain completions at 1, 8, 16
 # and 32 clients against llama-server (issue 70's GPU line: its host_share at 16); the 3k-token applies of bench/apply-sizes.py on the 6.7B shape (DIR/apply3k.jsonl);
 # then the other weight types
@@ -166,10 +167,15 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     stage 25 "check-exact $shape q8_0" ck "$ds"
     stage 45 "check-exact $shape q4_k_m" model_and_check "$shape" q4_k_m
     stage 45 "check-exact $qw q4_k_m" model_and_check "$qw" q4_k_m
+    # the patch's item 5: the row-wise fusions in the exact mode (EDITSPEC_CUDA_FUSION=1), exact or not
+    echo "== check-exact with EDITSPEC_CUDA_FUSION=1" >>"$exact"
+    stage 25 "check-exact $shape q8_0, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$ds"
+    stage 25 "check-exact $shape q4_k_m, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$m/$shape-q4_k_m.gguf"
     cost=$out/cost.txt
-    for k in exact split1 stock; do
+    for k in exact fusion split1 stock; do
         case $k in
         exact) env=() ;;
+        fusion) env=(EDITSPEC_CUDA_FUSION=1) ;;
         split1) env=(GGML_CUDA_BATCH_INVARIANT_SPLIT=1) ;;
         stock) env=(EDITSPEC_CUDA_EXACT=0) ;;
         esac

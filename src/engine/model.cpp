@@ -127,9 +127,12 @@ static void kernels_decide(const std::string & path) {
     const bool exact = k == ENGINE_KERNELS_EXACT || (k == ENGINE_KERNELS_AUTO && !float_weights && !partial);
     g_kernels_exact = exact ? 1 : 0;
     if (exact) {
-        // op fusion picks mat-vec kernels for single tokens behind the mode's back, so it goes too
         setenv("GGML_CUDA_BATCH_INVARIANT", "1", 1);
-        setenv("GGML_CUDA_DISABLE_FUSION", "1", 1);
+        // a fused mat-mul picks mat-vec kernels for few tokens behind the mode's back; the patch's mode
+        // keeps those off and the row-wise fusions (norm and multiply, rope and the cache write, adds) on,
+        // but until that is measured exact on a GPU every fusion goes unless EDITSPEC_CUDA_FUSION=1
+        const char * fusion = std::getenv("EDITSPEC_CUDA_FUSION");
+        if (!fusion || std::strcmp(fusion, "1") != 0) setenv("GGML_CUDA_DISABLE_FUSION", "1", 1);
     }
     if (k == ENGINE_KERNELS_AUTO) {
         ES_LOG_INFO("kernels: %s (--kernels auto: %s)\n", exact ? "exact" : "stock",
