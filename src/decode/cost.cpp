@@ -402,7 +402,8 @@ static std::string cache_path(const context & ctx) {
         // v20: item 14, the activations' Q8_K quantization 16 lanes at a time: K-quant passes cost a little less
         // v21: item 6 loads a row's Q chunk once for its 4 cells: passes of 4+ tokens deep in a file cost 5-11% less
         // v22: on AVX2, item 6's scores 4 cells at a time and 2-4 rows of a head together: passes deep in a file cost less
-        << "-v22"
+        // v23: on AVX2, item 6 reads a decode's block in the cache's order: 1-2 token passes deep in a file cost less
+        << "-v23"
         // a quantized KV cache (--cache-type q8_0) reads other bytes through other loads
         << (ctx.params().type_k != GGML_TYPE_F16 ? std::string("-kv") + ggml_type_name(ctx.params().type_k) : "");
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
