@@ -151,7 +151,9 @@ fi
 # stock kernels and llama.cpp, in the order of issue 73's bar: check-exact on ds13 Q8_0 / Q4_K_M and the
 # qwen2.5-coder-1.5b shape (grouped-query attention); the pass cost (exact, exact without the split, stock);
 # check-exact and the pass cost with the exact mode's row-wise fusions (EDITSPEC_CUDA_FUSION=1, the patch's item 5);
-# the CanItEdit edit replay (exact ar/auto; stock ar/auto/llama-ngram-simple); plain completions at 1, 8, 16
+# the pass cost without the in-kernel fixup (item 2), without the shared quantization (item 6), with CUDA graphs
+# kept per pass shape (item 7); the CanItEdit edit replay (exact ar/auto, and with graphs and fusion; stock
+# ar/auto/llama-ngram-simple); plain completions at 1, 8, 16
 # and 32 clients against llama-server (issue 70's GPU line: its host_share at 16); the 3k-token applies of bench/apply-sizes.py on the 6.7B shape (DIR/apply3k.jsonl);
 # then the other weight types
 if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
@@ -165,6 +167,21 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     export -f model_and_check
     stage 30 "$shape q8_0" make_model "$shape" q8_0
     stage 25 "check-exact $shape q8_0" ck "$ds"
+    # new, not yet run on a GPU: the patch's item 2 adds a tile's parts in the MMQ kernel (its last block), item 6
+    # shares one quantization of an input; not exact or crashed: their first versions (the fixup launch, a
+    # quantization a matrix) one, then the other, then both, for the whole plan, said in the log
+    if ! tail -1 "$exact" | grep -q "^rc 0 "; then
+        for fallback in GGML_CUDA_BATCH_INVARIANT_FIXUP=launch GGML_CUDA_BATCH_INVARIANT_SHARE=0 \
+                "GGML_CUDA_BATCH_INVARIANT_FIXUP=launch GGML_CUDA_BATCH_INVARIANT_SHARE=0"; do
+            echo "== not exact or crashed with items 2 and 6: $fallback" >>"$exact"
+            stage 25 "check-exact $shape q8_0, $fallback" env $fallback bash -c 'ck "$1"' _ "$ds"
+            if tail -1 "$exact" | grep -q "^rc 0 "; then
+                say "items 2/6 not exact or crashed: $fallback for the plan"
+                export $fallback
+                break
+            fi
+        done
+    fi
     stage 45 "check-exact $shape q4_k_m" model_and_check "$shape" q4_k_m
     stage 45 "check-exact $qw q4_k_m" model_and_check "$qw" q4_k_m
     # the patch's item 5: the row-wise fusions in the exact mode (EDITSPEC_CUDA_FUSION=1), exact or not
@@ -172,10 +189,14 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     stage 25 "check-exact $shape q8_0, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$ds"
     stage 25 "check-exact $shape q4_k_m, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$m/$shape-q4_k_m.gguf"
     cost=$out/cost.txt
-    for k in exact fusion split1 stock; do
+    for k in exact fixup-launch share-off fusion graphs all split1 stock; do
         case $k in
         exact) env=() ;;
+        fixup-launch) env=(GGML_CUDA_BATCH_INVARIANT_FIXUP=launch) ;;
+        share-off) env=(GGML_CUDA_BATCH_INVARIANT_SHARE=0) ;;
         fusion) env=(EDITSPEC_CUDA_FUSION=1) ;;
+        graphs) env=(EDITSPEC_CUDA_GRAPHS=1) ;;
+        all) env=(EDITSPEC_CUDA_FUSION=1 EDITSPEC_CUDA_GRAPHS=1) ;;
         split1) env=(GGML_CUDA_BATCH_INVARIANT_SPLIT=1) ;;
         stock) env=(EDITSPEC_CUDA_EXACT=0) ;;
         esac
@@ -190,6 +211,9 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     }
     export -f replay; export ds
     stage 60 "edit replay, exact" replay edit-exact exact ar,auto
+    # CUDA graphs kept per pass shape (the patch's item 7) and the row-wise fusions, in the exact mode
+    stage 60 "edit replay, exact, graphs and fusion" env EDITSPEC_CUDA_GRAPHS=1 EDITSPEC_CUDA_FUSION=1 \
+        bash -c 'replay "$@"' _ edit-exact-graphs exact ar,auto
     stage 40 "edit replay, stock" replay edit-stock stock ar,auto,llama-ngram-simple
     conc() { python3 "$root/bench/concurrency.py" --es "$es" --peers "$prefix/bin" --peer-args "-ngl 99" --threads 4 "$@"; }
     export -f conc; export prefix
@@ -214,7 +238,7 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     echo "=== summary"
     grep -E "^rc |exact|first difference" "$exact" | grep -v "^#" | tail -30
     grep -v "^$" "$cost"
-    for f in edit-exact edit-stock apply3k-exact apply3k-stock; do
+    for f in edit-exact edit-exact-graphs edit-stock apply3k-exact apply3k-stock; do
         echo "== $f"; grep -E "^\| (ar|auto|llama)" "$out/$f-report.md" 2>/dev/null | head -4
     done
     grep -v '^{' "$out/plain-exact.txt" 2>/dev/null

@@ -154,6 +154,9 @@ void engine_init() {
         // EDITSPEC_CUDA_GRAPHS=1. CPU builds never read the variable.
         const char * graphs = std::getenv("EDITSPEC_CUDA_GRAPHS");
         if (!(graphs && std::string(graphs) == "1")) setenv("GGML_CUDA_DISABLE_GRAPHS", "1", 0);
+        // with them on, one graph per pass shape (the CUDA patch's item 7): a single graph shared by passes of
+        // changing sizes went back to eager passes and re-capture at each change
+        else setenv("GGML_CUDA_GRAPH_KEY_SHAPE", "1", 0);
         // our batch-invariant CUDA mode (patches/ggml-cuda-batch-invariant.patch) is switched on by
         // kernels_decide, at the first model loaded onto a GPU (--kernels)
         log_install_llama_callback();
