@@ -184,6 +184,12 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     fi
     stage 45 "check-exact $shape q4_k_m" model_and_check "$shape" q4_k_m
     stage 45 "check-exact $qw q4_k_m" model_and_check "$qw" q4_k_m
+    # the server's step: 4 and 16 requests in one decode (a GPU's layout: a KV stream each), each row against the
+    # request alone (check-exact --requests)
+    ck_step() { "$es" check-exact -m "$1" --max 64 --prefix 300 --requests 4 --requests 16 >>"$exact" 2>&1; echo "rc $? $(basename "$1") step" >>"$exact"; }
+    export -f ck_step
+    stage 40 "check-exact $shape q8_0, 4 and 16 requests" ck_step "$ds"
+    stage 40 "check-exact $shape q4_k_m, 4 and 16 requests" ck_step "$m/$shape-q4_k_m.gguf"
     # the patch's item 5: the row-wise fusions in the exact mode (EDITSPEC_CUDA_FUSION=1), exact or not
     echo "== check-exact with EDITSPEC_CUDA_FUSION=1" >>"$exact"
     stage 25 "check-exact $shape q8_0, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$ds"

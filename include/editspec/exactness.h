@@ -17,6 +17,14 @@ struct exactness_params {
     int32_t n_max     = 256;            // largest pass checked, tokens (<= 512)
     bool flash_attn   = true;
     ggml_type kv_type = GGML_TYPE_F16;
+    // the server's step (check-exact --requests): n_requests at once in one context laid out as `layout`
+    // says (a step engine's: step_layout_of; its n_ctx_seq cells a request, in regions of one cache
+    // when `regions`, else a stream each), each after its own prefix (n_prefix + 13 * its index),
+    // every pass carrying tokens of all of them; each row against that request decoded alone, one
+    // token at a time, in a context of its own. Passes of up to min(n_max, 64) tokens a request
+    int32_t n_requests = 1;
+    context_params layout;
+    bool regions = false;
 };
 
 struct exactness_result {
@@ -26,6 +34,9 @@ struct exactness_result {
     double rel  = 0;             // that row's relative L2 difference from one-token decoding
     bool argmax_differs = false; // the greedy token of that row differs too
     int32_t n_sizes = 0;         // pass sizes checked
+    int32_t request = -1;        // n_requests > 1: the request of that row (row: its index among the request's rows)
+    bool mixed = false;          // n_requests > 1: in a pass of mixed sizes (1 + (n - 1) (r + 1) / n_requests
+                                 // tokens for request r), else of n tokens each
 };
 
 // every size up to 16, then sizes around the kernels' tile and block edges, up to n_max
@@ -33,6 +44,7 @@ std::vector<int32_t> exactness_batch_sizes(int32_t n_max);
 
 // decodes n_max random tokens one at a time after the prefix (the reference), then a pass of each
 // size from the same prefix, and reports the first pass whose rows are not the reference's bit for bit
+// (n_requests > 1: the step's passes above)
 exactness_result exactness_check(const model & m, const exactness_params & p);
 
 } // namespace editspec

@@ -116,6 +116,17 @@ int32_t step_ubatches(std::vector<int32_t> tokens, int32_t n_ubatch);
 // the same split's ubatches, each one's tokens, in order
 std::vector<int32_t> step_ubatch_sizes(std::vector<int32_t> tokens, int32_t n_ubatch);
 
+// how a step engine lays out its one context: a region of cells of one unified cache per view where the
+// kernels keep that exact (flash attention on, no GPU, EDITSPEC_STEP_REGIONS not 0; every step one
+// ubatch), else a stream per view; the context's sizes and batches. `editspec check-exact --requests`
+// checks passes in the same layout
+struct step_layout {
+    context_params cp;
+    bool regions = false;
+    int32_t n_ctx_seq = 0; // cells a view may hold (a region's, rounded up to 256, or the stream's asked size)
+};
+step_layout step_layout_of(const step_params & p);
+
 class step_engine final : public view_host {
 public:
     // null with *error on failure (the error names the model and the sizes). `host`: an engine whose

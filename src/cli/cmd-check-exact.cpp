@@ -3,6 +3,7 @@
 // for sure only where it is; elsewhere `identical_to_ar` in bench and responses says what happened.
 #include "cli/commands.h"
 #include "editspec/exactness.h"
+#include "editspec/step.h"
 
 #include <memory>
 
@@ -14,6 +15,7 @@ struct check_exact_opts {
     std::string model;
     std::vector<int32_t> threads = {0};
     std::vector<int32_t> prefixes = {0, 37, 300};
+    std::vector<int32_t> requests = {1};
     int32_t n_max = 256;
     bool flash_attn = true;
     std::string cache_type = "f16";
@@ -28,6 +30,9 @@ int run_check_exact(const check_exact_opts & o) {
     for (int32_t pf : o.prefixes) {
         if (pf < 0 || pf > 4096) return fail_input(cmd, "--prefix " + std::to_string(pf) + " out of range [0, 4096]");
     }
+    for (int32_t n : o.requests) {
+        if (n < 1 || n > 64) return fail_input(cmd, "--requests " + std::to_string(n) + " out of range [1, 64]");
+    }
     ggml_type kv_type = GGML_TYPE_F16;
     std::string error;
     if (!kv_cache_type_parse(o.cache_type, kv_type, &error)) return fail_input(cmd, error);
@@ -40,28 +45,48 @@ int run_check_exact(const check_exact_opts & o) {
            : engine_gpu_layers() < 0     ? "all"
                                          : std::to_string(engine_gpu_layers()).c_str(),
            o.n_max);
-    printf("%8s %8s %6s  %s\n", "threads", "prefix", "sizes", "result");
+    printf("%8s %8s %18s %6s  %s\n", "threads", "prefix", "requests", "sizes", "result");
     bool all_exact = true;
     for (int32_t t : o.threads) {
         for (int32_t pf : o.prefixes) {
-            exactness_params p;
-            p.n_threads = t;
-            p.n_prefix = pf;
-            p.n_max = o.n_max;
-            p.flash_attn = o.flash_attn;
-            p.kv_type = kv_type;
-            const exactness_result r = exactness_check(*lr.model, p);
-            if (!r.error.empty()) return fail_runtime(cmd, r.error);
-            all_exact = all_exact && r.row < 0;
-            char res[160];
-            if (r.row < 0) {
-                snprintf(res, sizeof(res), "exact");
-            } else {
-                snprintf(res, sizeof(res), "differs: pass of %d tokens, row %d, relative L2 %.2e%s", r.n, r.row, r.rel,
-                         r.argmax_differs ? ", greedy token differs" : "");
+            for (int32_t n_req : o.requests) {
+                exactness_params p;
+                p.n_threads = t;
+                p.n_prefix = pf;
+                p.n_max = o.n_max;
+                p.flash_attn = o.flash_attn;
+                p.kv_type = kv_type;
+                p.n_requests = n_req;
+                std::string layout = "1";
+                if (n_req > 1) { // the server's step engine's layout for n_req requests of this size
+                    step_params sp;
+                    sp.n_seq = n_req;
+                    sp.per_seq.n_ctx = pf + 13 * (n_req - 1) + std::min(o.n_max, 64) + 16;
+                    sp.per_seq.n_threads = t;
+                    sp.per_seq.flash_attn = o.flash_attn;
+                    sp.per_seq.type_k = sp.per_seq.type_v = kv_type;
+                    const step_layout l = step_layout_of(sp);
+                    p.layout = l.cp;
+                    p.regions = l.regions;
+                    layout = std::to_string(n_req) + (l.regions ? " in regions" : " in streams");
+                }
+                const exactness_result r = exactness_check(*lr.model, p);
+                if (!r.error.empty()) return fail_runtime(cmd, r.error);
+                all_exact = all_exact && r.row < 0;
+                char res[200];
+                if (r.row < 0) {
+                    snprintf(res, sizeof(res), "exact");
+                } else if (r.request >= 0) {
+                    snprintf(res, sizeof(res), "differs: step of %d tokens a request%s, request %d, row %d, relative L2 %.2e%s",
+                             r.n, r.mixed ? " (mixed sizes)" : "", r.request, r.row, r.rel,
+                             r.argmax_differs ? ", greedy token differs" : "");
+                } else {
+                    snprintf(res, sizeof(res), "differs: pass of %d tokens, row %d, relative L2 %.2e%s", r.n, r.row, r.rel,
+                             r.argmax_differs ? ", greedy token differs" : "");
+                }
+                printf("%8d %8d %18s %6d  %s\n", t, pf, layout.c_str(), r.n_sizes, res);
+                fflush(stdout);
             }
-            printf("%8d %8d %6d  %s\n", t, pf, r.n_sizes, res);
-            fflush(stdout);
         }
     }
     printf("%s\n", all_exact ? "exact: every row of every pass matched one-token decoding bit for bit"
@@ -81,6 +106,12 @@ command cmd_check_exact_add(CLI::App & app) {
     sub->add_option("--prefix", o->prefixes, "tokens in the KV cache before the passes, one check per value")
         ->capture_default_str();
     sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512)")->capture_default_str();
+    sub->add_option("--requests", o->requests,
+                    "requests decoded at once, one check per value: above 1, the server's step (its context's layout: a "
+                    "region of cells each on a CPU, a stream each on a GPU), every request after its own prefix, passes "
+                    "of equal and mixed sizes (up to 64 tokens a request) in one decode, each row against that request "
+                    "decoded alone")
+        ->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
     add_cache_type_option(sub, o->cache_type);
     return {sub, [o] { return run_check_exact(*o); }};

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 namespace editspec {
@@ -19,46 +20,177 @@ std::vector<int32_t> exactness_batch_sizes(int32_t n_max) {
     return v;
 }
 
-exactness_result exactness_check(const model & m, const exactness_params & p) {
-    exactness_result r;
-    if (p.n_max < 1 || p.n_max > 512 || p.n_prefix < 0 || p.n_prefix > 4096) {
-        r.error = "exactness: n_max " + std::to_string(p.n_max) + " (1..512) or prefix " + std::to_string(p.n_prefix) +
-                  " (0..4096) out of range";
-        return r;
+namespace {
+
+// random tokens of the vocabulary's ordinary range, the same for a given seed
+token_vec random_tokens(int32_t n_vocab, uint32_t seed, int32_t n) {
+    std::mt19937 rng(seed);
+    const uint32_t lo = std::min(100, n_vocab - 1), span = (uint32_t) std::max(1, std::min(30000, n_vocab - (int32_t) lo));
+    token_vec toks(n);
+    for (auto & t : toks) t = (llama_token) (lo + rng() % span);
+    return toks;
+}
+
+// a row that differs from the reference: how far, and whether its greedy token differs
+void describe_difference(const float * got, const float * ref, int32_t n_vocab, exactness_result & r) {
+    double d2 = 0, r2 = 0;
+    int32_t a = 0, g = 0;
+    for (int32_t v = 0; v < n_vocab; v++) {
+        d2 += (double) (got[v] - ref[v]) * (got[v] - ref[v]);
+        r2 += (double) ref[v] * ref[v];
+        if (got[v] > got[a]) a = v;
+        if (ref[v] > ref[g]) g = v;
     }
+    r.rel = std::sqrt(d2 / std::max(r2, 1e-30));
+    r.argmax_differs = a != g;
+}
+
+context_params single_params(const exactness_params & p, int32_t n_ctx) {
     context_params cp;
-    cp.n_ctx = std::max(1024, p.n_prefix + p.n_max + 16);
+    cp.n_ctx = std::max(1024, n_ctx);
     cp.n_threads = p.n_threads;
     cp.n_batch = 512;
     cp.flash_attn = p.flash_attn;
     cp.type_k = p.kv_type;
     cp.type_v = p.kv_type;
-    auto ctx = context_create(m, cp, &r.error);
-    if (!ctx) return r;
+    return cp;
+}
+
+// a request's rows decoded alone, one token at a time after its prefix, in a context of its own
+bool decode_alone(context & ctx, batch & b, const token_vec & toks, int32_t n_prefix, int32_t n,
+                  const std::function<void(int32_t, const float *)> & row, std::string & error) {
+    ctx.kv_clear();
+    if (n_prefix > 0 && !context_prefill(ctx, b, token_vec(toks.begin(), toks.begin() + n_prefix), 0, 0)) {
+        error = "exactness: prefill of " + std::to_string(n_prefix) + " tokens failed";
+        return false;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        b.clear();
+        b.add(toks[n_prefix + i], n_prefix + i, {0}, true);
+        if (!ctx.decode(b)) {
+            error = "exactness: one-token decode " + std::to_string(i) + " failed";
+            return false;
+        }
+        row(i, ctx.logits(0));
+    }
+    return true;
+}
+
+uint64_t row_hash(const float * x, int32_t n) {
+    uint64_t h = 1469598103934665603ull; // FNV-1a over the row's bytes
+    const auto * c = (const unsigned char *) x;
+    for (size_t i = 0; i < (size_t) n * sizeof(float); i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+// exactness_params::n_requests > 1: the server's step (exactness.h)
+exactness_result check_requests(const model & m, const exactness_params & p) {
+    exactness_result r;
+    const int32_t n_req = p.n_requests, n_max = std::min(p.n_max, 64);
     const int32_t n_vocab = m.facts().n_vocab;
-
-    // random tokens of the vocabulary's ordinary range, the same for a given prefix length
-    std::mt19937 rng(1000 + p.n_prefix);
-    const uint32_t lo = std::min(100, n_vocab - 1), span = (uint32_t) std::max(1, std::min(30000, n_vocab - (int32_t) lo));
-    token_vec toks(p.n_prefix + p.n_max);
-    for (auto & t : toks) t = (llama_token) (lo + rng() % span);
-
-    batch b(512, 1);
-    ctx->kv_clear();
-    if (p.n_prefix > 0 && !context_prefill(*ctx, b, token_vec(toks.begin(), toks.begin() + p.n_prefix), 0, 0)) {
-        r.error = "exactness: prefill of " + std::to_string(p.n_prefix) + " tokens failed";
+    auto prefix = [&](int32_t s) { return p.n_prefix + 13 * s; };
+    if (prefix(n_req - 1) + n_max + 1 > p.layout.n_ctx / n_req) {
+        r.error = "exactness: a request's prefix and passes (" + std::to_string(prefix(n_req - 1) + n_max) +
+                  " tokens) exceed its " + std::to_string(p.layout.n_ctx / n_req) + " cells";
         return r;
     }
-    std::vector<std::vector<float>> ref;
-    for (int32_t i = 0; i < p.n_max; i++) {
-        b.clear();
-        b.add(toks[p.n_prefix + i], p.n_prefix + i, {0}, true);
-        if (!ctx->decode(b)) {
-            r.error = "exactness: one-token decode " + std::to_string(i) + " failed";
+    if ((int64_t) n_req * n_max > p.layout.n_batch) {
+        r.error = "exactness: " + std::to_string(n_req) + " requests x " + std::to_string(n_max) +
+                  " tokens exceed the step's batch of " + std::to_string(p.layout.n_batch);
+        return r;
+    }
+    std::vector<token_vec> toks;
+    for (int32_t s = 0; s < n_req; s++) toks.push_back(random_tokens(n_vocab, 2000 + 31 * s + p.n_prefix, prefix(s) + n_max));
+
+    // the references, alone: a hash of each row's bytes (n_req x n_max rows of the vocabulary would not fit)
+    auto alone = context_create(m, single_params(p, prefix(n_req - 1) + n_max + 16), &r.error);
+    if (!alone) return r;
+    batch b1(512, 1);
+    std::vector<std::vector<uint64_t>> ref((size_t) n_req);
+    for (int32_t s = 0; s < n_req; s++) {
+        auto keep = [&](int32_t, const float * x) { ref[s].push_back(row_hash(x, n_vocab)); };
+        if (!decode_alone(*alone, b1, toks[s], prefix(s), n_max, keep, r.error)) return r;
+    }
+
+    context_params cp = p.layout;
+    cp.n_threads = p.n_threads;
+    cp.flash_attn = p.flash_attn;
+    cp.type_k = p.kv_type;
+    cp.type_v = p.kv_type;
+    auto ctx = context_create(m, cp, &r.error);
+    if (!ctx) return r;
+    if (p.regions && !llama_memory_set_seq_regions(llama_get_memory(ctx->get()), true)) {
+        r.error = "exactness: the KV cache of " + std::to_string(cp.n_ctx) + " cells takes no regions";
+        return r;
+    }
+    batch b(cp.n_batch, 1);
+    for (int32_t s = 0; s < n_req; s++) {
+        if (prefix(s) > 0 && !context_prefill(*ctx, b, token_vec(toks[s].begin(), toks[s].begin() + prefix(s)), 0, s)) {
+            r.error = "exactness: request " + std::to_string(s) + "'s prefill of " + std::to_string(prefix(s)) + " tokens failed";
             return r;
         }
-        ref.emplace_back(ctx->logits(0), ctx->logits(0) + n_vocab);
     }
+    for (int32_t n : exactness_batch_sizes(n_max)) {
+        for (bool mixed : {false, true}) {
+            r.n_sizes++;
+            b.clear();
+            std::vector<int32_t> first(n_req); // each request's first row in the batch
+            for (int32_t s = 0; s < n_req; s++) {
+                if (!ctx->kv_rm(s, prefix(s), -1)) {
+                    r.error = "exactness: the model's cache cannot drop a pass (kv_rm)";
+                    return r;
+                }
+                const int32_t n_s = mixed ? 1 + (n - 1) * (s + 1) / n_req : n;
+                first[s] = b.size();
+                for (int32_t i = 0; i < n_s; i++) b.add(toks[s][prefix(s) + i], prefix(s) + i, {s}, true);
+            }
+            if (!ctx->decode(b)) {
+                r.error = "exactness: a step of " + std::to_string(n_req) + " requests (" + std::to_string(b.size()) +
+                          " tokens) failed";
+                return r;
+            }
+            for (int32_t s = 0; s < n_req; s++) {
+                const int32_t n_s = (s + 1 < n_req ? first[s + 1] : b.size()) - first[s];
+                for (int32_t i = 0; i < n_s; i++) {
+                    const float * got = ctx->logits(first[s] + i);
+                    if (row_hash(got, n_vocab) == ref[s][i]) continue;
+                    r.n = n;
+                    r.row = i;
+                    r.request = s;
+                    r.mixed = mixed;
+                    // the reference row again, for how far it is
+                    std::vector<float> want;
+                    auto keep = [&](int32_t k, const float * x) { if (k == i) want.assign(x, x + n_vocab); };
+                    const std::vector<float> row(got, got + n_vocab); // the alone context decodes next
+                    if (!decode_alone(*alone, b1, toks[s], prefix(s), i + 1, keep, r.error)) return r;
+                    describe_difference(row.data(), want.data(), n_vocab, r);
+                    return r;
+                }
+            }
+        }
+    }
+    return r;
+}
+
+} // namespace
+
+exactness_result exactness_check(const model & m, const exactness_params & p) {
+    exactness_result r;
+    if (p.n_max < 1 || p.n_max > 512 || p.n_prefix < 0 || p.n_prefix > 4096 || p.n_requests < 1 || p.n_requests > 64) {
+        r.error = "exactness: n_max " + std::to_string(p.n_max) + " (1..512), prefix " + std::to_string(p.n_prefix) +
+                  " (0..4096) or requests " + std::to_string(p.n_requests) + " (1..64) out of range";
+        return r;
+    }
+    if (p.n_requests > 1) return check_requests(m, p);
+    auto ctx = context_create(m, single_params(p, p.n_prefix + p.n_max + 16), &r.error);
+    if (!ctx) return r;
+    const int32_t n_vocab = m.facts().n_vocab;
+    const token_vec toks = random_tokens(n_vocab, 1000 + p.n_prefix, p.n_prefix + p.n_max);
+
+    batch b(512, 1);
+    std::vector<std::vector<float>> ref;
+    auto keep = [&](int32_t, const float * x) { ref.emplace_back(x, x + n_vocab); };
+    if (!decode_alone(*ctx, b, toks, p.n_prefix, p.n_max, keep, r.error)) return r;
     for (int32_t n : exactness_batch_sizes(p.n_max)) {
         r.n_sizes++;
         if (!ctx->kv_rm(0, p.n_prefix, -1)) {
@@ -74,18 +206,9 @@ exactness_result exactness_check(const model & m, const exactness_params & p) {
         for (int32_t i = 0; i < n; i++) {
             const float * got = ctx->logits(i);
             if (memcmp(got, ref[i].data(), n_vocab * sizeof(float)) == 0) continue;
-            double d2 = 0, r2 = 0;
-            int32_t a = 0, g = 0;
-            for (int32_t v = 0; v < n_vocab; v++) {
-                d2 += (double) (got[v] - ref[i][v]) * (got[v] - ref[i][v]);
-                r2 += (double) ref[i][v] * ref[i][v];
-                if (got[v] > got[a]) a = v;
-                if (ref[i][v] > ref[i][g]) g = v;
-            }
             r.n = n;
             r.row = i;
-            r.rel = std::sqrt(d2 / std::max(r2, 1e-30));
-            r.argmax_differs = a != g;
+            describe_difference(got, ref[i].data(), n_vocab, r);
             return r;
         }
     }

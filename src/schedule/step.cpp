@@ -66,6 +66,27 @@ void step_engine::set_step_hook(std::function<void(const llama_batch &)> hook) {
     step_hook_ = std::move(hook);
 }
 
+step_layout step_layout_of(const step_params & p) {
+    step_layout l;
+    int32_t n_step_tokens = p.n_step_tokens > 0 ? p.n_step_tokens : p.n_seq * p.per_seq.n_batch;
+    n_step_tokens = std::max(n_step_tokens, p.per_seq.n_batch);
+    l.cp = p.per_seq;
+    // regions where the kernels keep them exact: the CPU's flash attention skips other regions' blocks
+    // a region is a whole number of the attention's blocks (and libllama's 256-cell padding)
+    const int32_t n_ctx_region = (p.per_seq.n_ctx + 255) / 256 * 256;
+    l.regions = p.regions && p.n_seq > 1 && p.per_seq.flash_attn && !engine_has_gpu() &&
+                (int64_t) n_ctx_region * p.n_seq <= p.regions_max_cells;
+    if (const char * r = getenv("EDITSPEC_STEP_REGIONS")) l.regions = l.regions && atoi(r) != 0;
+    l.n_ctx_seq = l.regions ? n_ctx_region : p.per_seq.n_ctx;
+    l.cp.n_ctx = l.n_ctx_seq * p.n_seq;
+    l.cp.n_seq_max = p.n_seq;
+    l.cp.kv_unified = l.regions || p.n_seq == 1; // else a stream per request
+    l.cp.n_batch = n_step_tokens;
+    // regions: the whole step in one ubatch (split_simple takes any mix up to n_ubatch)
+    l.cp.n_ubatch = l.regions ? l.cp.n_batch : std::min(p.per_seq.n_ubatch, l.cp.n_batch);
+    return l;
+}
+
 std::unique_ptr<step_engine> step_engine::create(const model & m, const step_params & p, std::string * error,
                                                  step_engine * host) {
     auto fail = [&](const std::string & msg) -> std::unique_ptr<step_engine> {
@@ -80,22 +101,11 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     }
     std::unique_ptr<step_engine> e(new step_engine(m));
     e->params_ = p;
-    if (e->params_.n_step_tokens <= 0) e->params_.n_step_tokens = p.n_seq * p.per_seq.n_batch;
-    e->params_.n_step_tokens = std::max(e->params_.n_step_tokens, p.per_seq.n_batch);
-    context_params cp = p.per_seq;
-    // regions where the kernels keep them exact: the CPU's flash attention skips other regions' blocks
-    // a region is a whole number of the attention's blocks (and libllama's 256-cell padding)
-    const int32_t n_ctx_region = (p.per_seq.n_ctx + 255) / 256 * 256;
-    e->regions_ = p.regions && p.n_seq > 1 && p.per_seq.flash_attn && !engine_has_gpu() &&
-                  (int64_t) n_ctx_region * p.n_seq <= p.regions_max_cells;
-    if (const char * r = getenv("EDITSPEC_STEP_REGIONS")) e->regions_ = e->regions_ && atoi(r) != 0;
-    const int32_t n_ctx_seq = e->regions_ ? n_ctx_region : p.per_seq.n_ctx;
-    cp.n_ctx = n_ctx_seq * p.n_seq;
-    cp.n_seq_max = p.n_seq;
-    cp.kv_unified = e->regions_ || p.n_seq == 1; // else a stream per request
-    cp.n_batch = e->params_.n_step_tokens;
-    // regions: the whole step in one ubatch (split_simple takes any mix up to n_ubatch)
-    cp.n_ubatch = e->regions_ ? cp.n_batch : std::min(p.per_seq.n_ubatch, cp.n_batch);
+    const step_layout layout = step_layout_of(p);
+    e->params_.n_step_tokens = layout.cp.n_batch;
+    e->regions_ = layout.regions;
+    const context_params & cp = layout.cp;
+    const int32_t n_ctx_seq = layout.n_ctx_seq;
     std::string err;
     e->ctx_ = context_create(m, cp, &err);
     if (!e->ctx_) {

@@ -941,4 +941,9 @@ TEST(check_exact_cli, exact_by_default_and_a_difference_with_stock_flash_attenti
     EXPECT_NE(out.find("q8_0 KV cache"), std::string::npos) << out;
     EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --cache-type q4_0 2>&1", &out), 2) << out;
     EXPECT_NE(out.find("choose f16"), std::string::npos) << out;
+    // the server's step: 3 requests in the step engine's layout (regions on a CPU), and the range
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --prefix 37 --requests 3 2>&1", &out), 0) << out;
+    EXPECT_NE(out.find("3 in regions"), std::string::npos) << out;
+    EXPECT_EQ(test::run_command(std::string(bin()) + " check-exact" + m + " --requests 65 2>&1", &out), 2) << out;
+    EXPECT_NE(out.find("--requests 65 out of range"), std::string::npos) << out;
 }

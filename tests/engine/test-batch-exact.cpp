@@ -6,6 +6,7 @@
 // editspec uses and the Q8_0 one --cache-type q8_0 picks.
 #include "common/test-util.h"
 #include "editspec/exactness.h"
+#include "editspec/step.h"
 
 #include <ggml-cpu.h>
 #include <gtest/gtest.h>
@@ -52,6 +53,69 @@ TEST_P(batch_exact, rows_match_single_token_decoding) {
                              << " tokens differs first at row " << r.row << " (relative L2 " << r.rel
                              << (r.argmax_differs ? ", argmax differs" : "") << ")";
     }
+}
+
+// the server's step (check-exact --requests): 4 requests after their own prefixes, passes of equal and
+// mixed sizes in one decode, in the step engine's two layouts (a region of one cache each, the CPU's
+// default; a stream each, a GPU's), every row against the request decoded alone
+exactness_result step_mismatch(const model & m, int32_t n_threads, bool regions, int32_t n_prefix) {
+    step_params sp;
+    sp.n_seq = 4;
+    sp.regions = regions;
+    sp.per_seq.n_ctx = n_prefix + 13 * 3 + 64 + 16;
+    sp.per_seq.n_threads = n_threads;
+    const step_layout l = step_layout_of(sp);
+    EXPECT_EQ(l.regions, regions);
+    exactness_params p;
+    p.n_threads = n_threads;
+    p.n_prefix = n_prefix;
+    p.n_max = 64;
+    p.n_requests = 4;
+    p.layout = l.cp;
+    p.regions = l.regions;
+    exactness_result r = exactness_check(m, p);
+    EXPECT_EQ(r.error, "");
+    return r;
+}
+
+TEST(batch_exact_step, rows_match_each_request_alone) {
+    for (const char * type : {"q8_0", "q4_k_m", "f16"}) {
+        auto m = test::load_or_fail(test::typed_model_path(type));
+        ASSERT_TRUE(m);
+        for (bool regions : {true, false}) {
+            for (int32_t n_threads : {1, 2}) {
+                if (!regions && n_threads == 1) continue; // (streams: the GPU's layout; 2 threads split the rows)
+                const exactness_result r = step_mismatch(*m, n_threads, regions, 37);
+                EXPECT_EQ(r.row, -1) << type << (regions ? ", regions" : ", streams") << ", " << n_threads
+                                     << " threads: a step of " << r.n << " tokens a request" << (r.mixed ? " (mixed)" : "")
+                                     << " differs at request " << r.request << ", row " << r.row << " (relative L2 "
+                                     << r.rel << ")";
+                EXPECT_EQ(r.n_sizes, 2 * (int32_t) exactness_batch_sizes(64).size());
+            }
+        }
+    }
+}
+
+// the check can fail: one unified cache without regions interleaves the requests' cells, and a row's
+// attention then groups its cells otherwise than alone (llama-kv-regions.patch)
+TEST(batch_exact_step, interleaved_cells_are_seen) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    step_params sp;
+    sp.n_seq = 4;
+    sp.per_seq.n_ctx = 37 + 13 * 3 + 64 + 16;
+    exactness_params p;
+    p.n_threads = 2;
+    p.n_prefix = 37;
+    p.n_max = 64;
+    p.n_requests = 4;
+    p.layout = step_layout_of(sp).cp;
+    p.layout.kv_unified = true;
+    p.regions = false;
+    const exactness_result r = exactness_check(*m, p);
+    EXPECT_EQ(r.error, "");
+    EXPECT_GE(r.request, 0);
+    EXPECT_GE(r.row, 0);
 }
 
 // test-batch-exact-avx2 (tests/CMakeLists.txt: the AVX2 ggml-cpu preloaded) must run that library's
