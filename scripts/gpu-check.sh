@@ -227,6 +227,10 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     [ -x "$prefix/bin/llama-server" ] && stage 120 "plain 1,8,16,32, exact" conc --model "$ds" --mode plain \
         --clients "${GPU_CHECK_CLIENTS:-1,8,16,32}" --interleave --requests 4 --n-predict 128 \
         --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
+    # the exact mode with CUDA graphs (a graph per pass shape) and the row-wise fusions, at 1 and 8 clients
+    [ -x "$prefix/bin/llama-server" ] && stage 60 "plain 1,8, exact, graphs and fusion" env EDITSPEC_CUDA_GRAPHS=1 \
+        EDITSPEC_CUDA_FUSION=1 bash -c 'conc "$@"' _ --model "$ds" --mode plain --clients 1,8 --interleave --requests 4 \
+        --n-predict 128 --json "$out/plain-exact-graphs.json" >"$out/plain-exact-graphs.txt" 2>>"$log"
     if [ -f "$carried/apply3k.jsonl" ]; then
         stage 60 "$big q8_0" make_model "$big" q8_0
         apply3k() { # NAME KERNELS
@@ -242,12 +246,13 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     for t in q6_k q5_k_m q4_0 q8_0; do stage 40 "check-exact $qw $t" model_and_check "$qw" $t; done
     say "done"
     echo "=== summary"
-    grep -E "^rc |exact|first difference" "$exact" | grep -v "^#" | tail -30
+    grep -E "^rc |exact|differs" "$exact" | grep -v "^#" | tail -40
     grep -v "^$" "$cost"
     for f in edit-exact edit-exact-graphs edit-stock apply3k-exact apply3k-stock; do
         echo "== $f"; grep -E "^\| (ar|auto|llama)" "$out/$f-report.md" 2>/dev/null | head -4
     done
     grep -v '^{' "$out/plain-exact.txt" 2>/dev/null
+    grep -v '^{' "$out/plain-exact-graphs.txt" 2>/dev/null
     grep -E "identical_to_ar=|CUDA error|skip|error" "$log" | tail -12
     exit 0
 fi
