@@ -24,7 +24,7 @@ request sent to the last answered), mean and max request latency, and editspec's
 editspec binary is build/bin/editspec; llama-server is llama.cpp's default build at the pinned commit
 (scripts/setup-peers.sh). Each server gets --ctx-size per request (llama-server: -c N * ctx).
 """
-import argparse, json, os, subprocess, sys, threading, time, urllib.request
+import argparse, json, os, subprocess, sys, threading, time, urllib.error, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,8 +122,11 @@ def run_clients(port, server, jobs_per_client, args):
                     r = post(port, "/v1/chat/completions", body)
                     n = r["usage"]["completion_tokens"]
             except Exception as e:  # noqa: BLE001 - reported, and the run fails below
+                msg = str(e)
+                if isinstance(e, urllib.error.HTTPError):
+                    msg += ": " + e.read().decode("utf-8", "replace")[:400]  # the server's own words
                 with lock:
-                    errors.append(str(e))
+                    errors.append(msg)
                 continue
             with lock:
                 lat.append(time.time() - t0)
@@ -269,6 +272,11 @@ def main():
             if busy > 0:
                 # the requests' host work on the engine's thread, as a share of its busy time
                 steps["host_share"] = round(d.get("editspec_step_jobs_seconds_total", 0) / busy, 3)
+                if "editspec_step_copy_seconds_total" in after:
+                    # output rows copied out for the requests (inside the steps' time), and the rows read in place
+                    steps["copy_share"] = round(d.get("editspec_step_copy_seconds_total", 0) / busy, 3)
+                    steps["rows_lent"] = int(d.get("editspec_step_rows_lent_total", 0))
+                    steps["rows_copied"] = int(d.get("editspec_step_rows_copied_total", 0))
             if d.get("editspec_prompt_store_saved_total", 0) > 0:
                 # states the prompt store kept this round, and of those the ones in an evicted state's buffer
                 # (a fresh buffer's pages cost a fault each: a fresh server's rounds carry them)

@@ -176,12 +176,22 @@ struct step_load {
 // What a view decodes through: a scheduler above this layer (step.h's step_engine, in the schedule
 // layer) that batches several requests' passes into one llama_decode of a context it owns. The engine
 // layer wraps libllama only; serving policy sits above it (src/layers.txt).
+//
+// A view's outputs of its last decode: each row's logits, either lent (pointers into the host context's
+// own output buffer, no copy) or copied into the view's `copy`. The host lends only to a view whose
+// reader cannot overlap its next step (a job on the host's own thread) and copies lent rows out before
+// a step that does not carry their view; a view that decodes again is done with its last rows.
+struct view_outputs {
+    std::vector<const float *> row; // [rows of the last decode]: the row's logits [n_vocab], null = none
+    std::vector<float> copy;        // [rows copied, n_vocab]: what the rows point into when not lent
+};
+
 class view_host {
 public:
-    // waits for the step that carries b, view `seq`'s rows; false when it failed or was cancelled.
-    // logits: [rows with logits, n_vocab] of b; rows: b's row -> row of logits, -1 = none
-    virtual bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel,
-                             std::vector<float> & logits, std::vector<int32_t> & rows) = 0;
+    // waits for the step that carries b, view `seq`'s rows (out); false when it failed or was cancelled
+    virtual bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out) = 0;
+    // the view that owns `out` goes away: no row of it stays lent
+    virtual void view_forget(view_outputs & out) = 0;
     // what the last step held beside view seq's own batch
     virtual step_load view_others(llama_seq_id seq) const = 0;
     // held by a view's KV operation: the shared context's cells never change during a step's decode
@@ -220,7 +230,7 @@ public:
     llama_seq_id view_seq() const { return seq_; }
     // a view: what the other requests put in the host's last step (none for an owned context)
     step_load step_others() const;
-    // logits of batch row i (that row must have had logits set): [n_vocab]
+    // logits of batch row i (that row must have had logits set): [n_vocab], valid until the next decode
     const float * logits(int32_t i) const;
 
     // KV operations (see llama.h): positions [p0, p1), p < 0 = unbounded
@@ -280,8 +290,7 @@ private:
     view_host * step_ = nullptr;     // a view of this host's context, on its sequence seq_
     llama_seq_id seq_ = 0;
     int32_t n_ctx_view_ = 0;         // the stream's cells
-    std::vector<float> view_logits_; // [rows with logits in the last decode, n_vocab]
-    std::vector<int32_t> view_rows_; // [rows of the last decode]: row of view_logits_, -1 = none
+    view_outputs view_out_;          // the last decode's rows
 };
 
 // null on failure with *error set

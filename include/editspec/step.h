@@ -19,7 +19,8 @@
 // flash attention off) each view has a KV stream of its own (kv_unified = false). A view is
 // a `context` (engine.h) whose decode() hands its batch to the engine and waits: the engine thread
 // gathers the batches of every active view (one that entered and did not leave) into one batch, in
-// stream order, and decodes it; each view gets its rows' logits copied back. A step starts once every
+// stream order, and decodes it; each view gets its rows' logits (view_outputs: a job's read in place, a
+// view's own thread's copied, as the next step would overwrite them under it). A step starts once every
 // active view has a batch waiting, or `wait_frac` of the last step's time after the first arrived (a
 // view drafting slowly, or between requests, does not hold the others back; plus wait_ms). A step carries at most
 // `n_step_tokens` tokens, the smallest batches first (generating requests' passes before prompt
@@ -106,6 +107,10 @@ struct step_stats {
     double  gather_ms  = 0; // time a step waited for active views after its first batch arrived
     double  jobs_ms    = 0; // time the engine's thread ran its jobs (spawn) between steps: the requests'
                             // host work (drafting, verifying, output; a head's draft calls inside them)
+    int64_t rows_lent  = 0; // output rows a view read in place, from the context's own buffer (a job's)
+    int64_t rows_copied = 0; // output rows copied out for a view (a view's own thread, or lent rows a
+                             // step that did not carry their view would overwrite)
+    double  copy_ms    = 0; // time those copies took (inside decode_ms)
 };
 
 // With streams (not regions): the ubatches libllama's split of a multi-stream batch makes (llama_batch_allocr::split_equal,
@@ -186,8 +191,8 @@ public:
     void yield();
 
     // view_host: a view's decode, load and KV lock (engine.h)
-    bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, std::vector<float> & logits,
-                     std::vector<int32_t> & rows) override;
+    bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out) override;
+    void view_forget(view_outputs & out) override;
     step_load view_others(llama_seq_id seq) const override;
     std::mutex & view_kv_mutex() const override { return ctx_mu_; }
 
@@ -196,8 +201,7 @@ private:
         llama_seq_id seq = 0;
         const llama_batch * b = nullptr;
         const std::atomic<bool> * cancel = nullptr;
-        std::vector<float> * logits = nullptr;  // [n_rows with logits, n_vocab]
-        std::vector<int32_t> * rows = nullptr;  // batch row -> row of logits, -1 = none
+        view_outputs * out = nullptr;   // the view's rows, lent or copied
         bool done = false;
         bool ok = false;
         std::condition_variable cv; // done (under mu_): the view's thread waits here, not on cv_
@@ -215,6 +219,8 @@ private:
     void step(std::unique_lock<std::mutex> & lock, std::vector<submission *> & subs, int32_t n_tokens);
     static bool abort_cb(void * data);
     static bool all_cancelled(const std::vector<submission *> & subs);
+    // the rows `out` points into the context's buffer copied into out.copy, and out pointed there (ctx_mu_ held)
+    void copy_out(view_outputs & out);
     // s is done (mu_ held): its thread or its fiber goes on
     void finish(submission * s);
     // f may run again (from any thread)
@@ -256,6 +262,7 @@ private:
     int32_t last_total_ = 0, last_batches_ = 0; // the last step's tokens and batches
     double last_step_ms_ = 0.0;
     std::vector<pass_part> last_parts_; // [n_seq] each stream's part of the last step (tokens 0: none)
+    std::vector<view_outputs *> lent_; // views whose rows point into the context's output buffer (under ctx_mu_)
     int32_t run_ubatches_ = 0;       // the running step's ubatches (its decodes: one, or one per request on a retry)
     std::shared_ptr<const std::function<double(std::span<const pass_part>)>> pass_cost_; // set_pass_cost's (under mu_), or null
     std::function<void(const llama_batch &)> step_hook_; // set_step_hook's (under ctx_mu_)

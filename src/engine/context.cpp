@@ -122,7 +122,9 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
 }
 
 context::~context() {
-    if (ctx_ && !step_) {
+    if (step_) {
+        step_->view_forget(view_out_);
+    } else if (ctx_) {
         llama_free(ctx_);
     }
 }
@@ -175,17 +177,24 @@ bool context::decode(const batch & b) {
         }
     }
     if (step_) {
-        return step_->view_decode(seq_, b.get(), cancel_, view_logits_, view_rows_);
+        return step_->view_decode(seq_, b.get(), cancel_, view_out_);
     }
+    // llama_decode returns once a GPU's kernels are queued; a pass with outputs ends where they are read,
+    // which its caller does next. Waiting here puts the device's time in the decode's: a caller's timing of
+    // decode() is the pass's, and the time between decodes the host's own (bench's "other ms"). A prompt
+    // chunk without outputs does not wait: the next chunk's launch overlaps it
+    bool outputs = lb.logits == nullptr;
+    for (int32_t i = 0; i < lb.n_tokens && !outputs; i++) outputs = lb.logits[i] != 0;
     int32_t ret = 0;
-    if (compute_) {
-        compute_([&] {
-            ret = llama_decode(ctx_, b.get());
-            clear_upper_state();
-        });
-    } else {
+    auto run = [&] {
         ret = llama_decode(ctx_, b.get());
+        if (ret == 0 && outputs) llama_synchronize(ctx_);
         clear_upper_state();
+    };
+    if (compute_) {
+        compute_(run);
+    } else {
+        run();
     }
     if (ret == 2 && cancelled()) {
         return false; // aborted: the request was cancelled
@@ -201,8 +210,8 @@ bool context::decode(const batch & b) {
 
 const float * context::logits(int32_t i) const {
     if (step_) {
-        ES_ASSERT(i >= 0 && i < (int32_t) view_rows_.size() && view_rows_[i] >= 0);
-        return view_logits_.data() + (size_t) view_rows_[i] * n_vocab_;
+        ES_ASSERT(i >= 0 && i < (int32_t) view_out_.row.size() && view_out_.row[i]);
+        return view_out_.row[i];
     }
     return llama_get_logits_ith(ctx_, i);
 }

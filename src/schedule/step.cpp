@@ -224,8 +224,7 @@ bool step_engine::abort_cb(void * data) {
     return e->step_abort_.load(std::memory_order_relaxed);
 }
 
-bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel,
-                              std::vector<float> & logits, std::vector<int32_t> & rows) {
+bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out) {
     if (b.n_tokens > params_.per_seq.n_batch) {
         ES_LOG_ERROR("%s: a batch of %d tokens is over the view's n_batch %d\n", __func__, b.n_tokens, params_.per_seq.n_batch);
         return false;
@@ -234,8 +233,7 @@ bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std
     s.seq = seq;
     s.b = &b;
     s.cancel = cancel;
-    s.logits = &logits;
-    s.rows = &rows;
+    s.out = &out;
     s.job = fiber::current();
     s.sched = t_engine;
     ES_ASSERT((!s.job || s.sched) && "a view decoded from a fiber no step engine runs");
@@ -254,6 +252,28 @@ bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std
         lock.lock();
     }
     return s.ok;
+}
+
+void step_engine::view_forget(view_outputs & out) {
+    std::lock_guard<std::mutex> kv(ctx_mu_);
+    std::erase(lent_, &out);
+}
+
+void step_engine::copy_out(view_outputs & out) {
+    const auto t0 = clock_type::now();
+    size_t n = 0;
+    for (const float * r : out.row) n += r != nullptr;
+    out.copy.resize(n * (size_t) n_vocab_);
+    size_t k = 0;
+    for (const float *& r : out.row) {
+        if (!r) continue;
+        float * dst = out.copy.data() + k++ * (size_t) n_vocab_;
+        std::memcpy(dst, r, sizeof(float) * (size_t) n_vocab_);
+        r = dst;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.rows_copied += (int64_t) n;
+    stats_.copy_ms += ms_since(t0);
 }
 
 void step_engine::finish(submission * s) {
@@ -611,6 +631,20 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     } else {
         run_ubatches_ += step_ubatches(laid, std::min(params_.n_ubatch_max(), mb.capacity()));
     }
+    // rows lent after an earlier decode to a view that has not asked again: copied out before the decode
+    // overwrites them (a view in this step, or waiting for a later one, is done with its last rows)
+    if (!lent_.empty()) {
+        std::vector<view_outputs *> done;
+        for (const submission * s : subs) done.push_back(s->out);
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            for (const submission * s : queue_) done.push_back(s->out);
+        }
+        for (view_outputs * out : lent_) {
+            if (std::find(done.begin(), done.end(), out) == done.end()) copy_out(*out);
+        }
+        lent_.clear();
+    }
     // a step whose every request is cancelled stops inside llama_decode (abort_cb)
     step_abort_ = all_cancelled(subs);
     const int32_t ret = step_abort_ ? 2 : llama_decode(ctx_->get(), mb.get());
@@ -627,33 +661,41 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
             llama_pos p0 = s->b->pos[0], p1 = s->b->pos[0];
             for (int32_t i = 0; i < s->b->n_tokens; i++) p0 = std::min(p0, s->b->pos[i]), p1 = std::max(p1, s->b->pos[i]);
             llama_memory_seq_rm(mem, s->seq, p0, p1 + 1);
+            s->out->row.clear();
             s->ok = false;
         }
         return false;
     }
     for (const auto & [q, from] : pads) llama_memory_seq_rm(mem, q, from, -1);
     if (step_hook_) step_hook_(mb.get());
+    int64_t n_lent = 0;
     for (size_t k = 0; k < subs.size(); k++) {
         submission & s = *subs[k];
         const llama_batch & b = *s.b;
-        int32_t n_out = 0;
-        for (int32_t i = 0; i < b.n_tokens; i++) n_out += b.logits[i] != 0;
-        s.logits->resize((size_t) n_out * n_vocab_);
-        s.rows->assign((size_t) b.n_tokens, -1);
-        int32_t r = 0;
-        for (int32_t i = 0; i < b.n_tokens; i++) {
+        view_outputs & out = *s.out;
+        out.row.assign((size_t) b.n_tokens, nullptr);
+        s.ok = true;
+        for (int32_t i = 0; i < b.n_tokens && s.ok; i++) {
             if (!b.logits[i]) continue;
-            const float * l = llama_get_logits_ith(ctx_->get(), offset[k] + i);
-            if (!l) {
-                s.ok = false;
-                break;
-            }
-            std::memcpy(s.logits->data() + (size_t) r * n_vocab_, l, sizeof(float) * (size_t) n_vocab_);
-            (*s.rows)[i] = r++;
-            s.ok = true;
+            out.row[i] = llama_get_logits_ith(ctx_->get(), offset[k] + i);
+            s.ok = out.row[i] != nullptr;
         }
-        if (n_out == 0) s.ok = true;
+        if (!s.ok) {
+            out.row.clear();
+            continue;
+        }
+        // a job on this thread reads its rows before it parks again, and the next step waits for that:
+        // they stay where the decode left them; a view's own thread could still read them during the next
+        // step, so it gets a copy
+        if (s.job && s.sched == t_engine) {
+            lent_.push_back(&out);
+            for (const float * r : out.row) n_lent += r != nullptr;
+        } else {
+            copy_out(out);
+        }
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.rows_lent += n_lent;
     return true;
 }
 

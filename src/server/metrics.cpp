@@ -152,6 +152,13 @@ std::string server_metrics::render_step(const step_stats & st, const char * pref
     metric_append(o, (p + "step_jobs_seconds_total").c_str(), "counter",
                   "time the engine's thread ran the requests' own work between steps (drafting, verifying, output)",
                   st.jobs_ms / 1000.0);
+    metric_append(o, (p + "step_rows_lent_total").c_str(), "counter",
+                  "output rows a request read in place from the context's buffer (a request on the engine's thread)", (double) st.rows_lent);
+    metric_append(o, (p + "step_rows_copied_total").c_str(), "counter",
+                  "output rows copied out for a request (one decoding from its own thread, or rows a later step would overwrite)",
+                  (double) st.rows_copied);
+    metric_append(o, (p + "step_copy_seconds_total").c_str(), "counter", "time copying those rows (inside the steps' time)",
+                  st.copy_ms / 1000.0);
     metric_append(o, (p + "steps_aborted_total").c_str(), "counter",
                   "steps cut short because every request in them was cancelled", (double) st.aborted);
     metric_append(o, (p + "step_cancelled_total").c_str(), "counter", "request batches dropped because their client left",

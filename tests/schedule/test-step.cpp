@@ -152,6 +152,13 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     EXPECT_GT(st.steps, 0);
     // the point of the engine: steps carried several requests' batches
     EXPECT_GT(st.batches, st.steps) << "no step carried two requests";
+    // a job reads its rows in place; a view's own thread gets them copied
+    if (as_jobs) {
+        EXPECT_GT(st.rows_lent, 0);
+    } else {
+        EXPECT_EQ(st.rows_lent, 0);
+        EXPECT_GT(st.rows_copied, 0);
+    }
     if (regions) {
         EXPECT_EQ(st.ubatches, st.steps) << "a step of regions is one ubatch";
     } else {
@@ -556,6 +563,65 @@ TEST(step_engine, a_failed_step_is_retried_request_by_request) {
     EXPECT_TRUE(a->decode(ba));
     eng->leave(0);
     eng->leave(1);
+}
+
+// a job on the engine's thread reads its rows where the decode left them (no copy); a later step that
+// does not carry its view copies them out first, so they read the same after it; a view that goes away
+// leaves nothing lent behind (ASan)
+TEST(step_engine, a_jobs_rows_are_read_in_place_and_kept_past_a_later_step) {
+    auto m = test::load_or_fail(test::typed_model_path("q8_0"));
+    ASSERT_TRUE(m);
+    const int32_t n_vocab = m->facts().n_vocab;
+    std::mt19937 rng(21);
+    const token_vec prompt_a = test::random_code_prompt(*m, rng), prompt_b = test::random_code_prompt(*m, rng);
+    auto last_row_alone = [&](const token_vec & prompt) {
+        context_params cp;
+        cp.n_ctx = 256;
+        cp.n_threads = 1;
+        auto own = test::context_or_fail(*m, cp);
+        batch b(256, 1);
+        EXPECT_TRUE(context_prefill(*own, b, prompt, 0, 0));
+        return std::vector<float>(own->logits(b.size() - 1), own->logits(b.size() - 1) + n_vocab);
+    };
+    const std::vector<float> alone_a = last_row_alone(prompt_a), alone_b = last_row_alone(prompt_b);
+    step_params sp;
+    sp.n_seq = 3;
+    sp.per_seq.n_ctx = 256;
+    sp.per_seq.n_threads = 1;
+    sp.per_seq.n_batch = 256;
+    std::string err;
+    auto eng = step_engine::create(*m, sp, &err);
+    ASSERT_TRUE(eng) << err;
+    auto a = eng->view(0), b = eng->view(1), c = eng->view(2);
+    batch ba(256, 1), bb(256, 1), bc(256, 1);
+    const float * in_place = nullptr;
+    std::vector<float> read_a;
+    eng->spawn([&] {
+        eng->enter(0);
+        eng->enter(2);
+        EXPECT_TRUE(context_prefill(*a, ba, prompt_a, 0, 0));
+        in_place = a->logits(ba.size() - 1);
+        read_a.assign(in_place, in_place + n_vocab);
+        EXPECT_TRUE(context_prefill(*c, bc, prompt_b, 0, 0)); // c's rows stay lent as the job ends
+        eng->leave(0);
+        eng->leave(2);
+    });
+    eng->wait_jobs();
+    EXPECT_EQ(read_a, alone_a) << "a job's rows read in place";
+    step_stats st = eng->stats();
+    EXPECT_GE(st.rows_lent, 2) << "the job's rows were copied";
+    EXPECT_EQ(st.rows_copied, 1) << "a's rows, copied out by c's step";
+    c.reset(); // c's lent rows go with it
+    eng->enter(1);
+    ASSERT_TRUE(context_prefill(*b, bb, prompt_b, 0, 0)); // a step of b alone, from this thread
+    eng->leave(1);
+    const float * kept = a->logits(ba.size() - 1);
+    EXPECT_NE(kept, in_place) << "a's rows were not copied out before b's step";
+    EXPECT_EQ(std::vector<float>(kept, kept + n_vocab), alone_a) << "a's rows after b's step";
+    const float * lb = b->logits(bb.size() - 1);
+    EXPECT_EQ(std::vector<float>(lb, lb + n_vocab), alone_b) << "a thread's rows";
+    st = eng->stats();
+    EXPECT_EQ(st.rows_copied, 2) << "b's own row (a's were copied once already)";
 }
 
 // settings that cannot work are refused with a message naming them

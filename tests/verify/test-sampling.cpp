@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <random>
 
 using namespace editspec;
 
@@ -143,6 +145,33 @@ void check_distribution(const sampling_params & sp, const char * sp_name) {
 // The statistical tests: first token and first two tokens against the target's distribution.
 // Breaking the residual (drawing the recovered token from p instead of p without the rejected
 // drafts) or the renormalisation between siblings makes them fail by a wide margin.
+
+// sampling_argmax (lanes, then the first index of the top value) picks the token a running best from
+// token 0 picks, whatever the size, ties, NaNs, infinities and signed zeros
+TEST(verify_sampling, argmax_is_the_first_running_best) {
+    auto running_best = [](const std::vector<float> & l) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < (int32_t) l.size(); i++) {
+            if (l[i] > l[best]) best = i;
+        }
+        return best;
+    };
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
+    std::mt19937 rng(3);
+    for (int32_t trial = 0; trial < 3000; trial++) {
+        const int32_t n = 1 + (int32_t) (rng() % 200) + (trial % 7 == 0 ? 32256 : 0);
+        std::vector<float> l(n);
+        const int32_t levels = 1 + (int32_t) (rng() % 6); // few distinct values: many ties
+        for (float & x : l) x = (float) (rng() % levels) - 2.0f;
+        for (int32_t k = (int32_t) (rng() % 4); k > 0; k--) {
+            const float special[] = {nan, -inf, inf, -0.0f, 0.0f, nan};
+            l[rng() % n] = special[rng() % 6];
+        }
+        if (trial % 11 == 0) l[0] = nan;
+        if (trial % 13 == 0) std::fill(l.begin(), l.end(), trial % 2 ? -inf : nan);
+        EXPECT_EQ(sampling_argmax(l.data(), n), running_best(l)) << "trial " << trial << ", " << n << " tokens";
+    }
+}
 
 TEST(verify_sampling, distribution_softmax) {
     // temp 1, no truncation: the dense path (no sort of the vocabulary)
