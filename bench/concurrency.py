@@ -153,7 +153,9 @@ def main():
     ap.add_argument("--n-predict", type=int, default=32, help="plain mode: tokens per request")
     ap.add_argument("--prompt-lines", type=int, default=6, help="plain mode: lines of a file per prompt")
     ap.add_argument("--max-tokens", type=int, default=400, help="edit mode: most tokens per answer")
-    ap.add_argument("--ctx", type=int, default=2048, help="context per request")
+    ap.add_argument("--ctx", type=int, default=None,
+                    help="context per request (default 2048 plain; 4096 edit: CanItEdit's largest file, ~2,200 tokens, "
+                         "and its answer fit, as they must once many clients' rounds reach the largest items)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--spec-type", default="", help="llama-server's --spec-type (edit mode: ngram-simple)")
     ap.add_argument("--port", type=int, default=8731)
@@ -177,6 +179,8 @@ def main():
                          "both: ds13 at 16 clients ~9.4 GB each)")
     ap.add_argument("--json", default="", help="write the rows here too")
     args = ap.parse_args()
+    if args.ctx is None:
+        args.ctx = 4096 if args.mode == "edit" else 2048
     peer = "editspec-base" if args.base_es else "llama-server"
     peers = args.peers or args.base_es or subprocess.run([os.path.join(root, "scripts/setup-peers.sh")], check=True,
                                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
