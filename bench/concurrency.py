@@ -188,19 +188,24 @@ def main():
     spec = args.spec_type or ("ngram-simple" if args.mode == "edit" else "")
     rows = []
     log_dir = os.environ.get("TMPDIR", "/tmp")
-    prompts = []
+    prompts, warned = [], []
 
     def plain_prompt(k):
         """the k-th plain prompt: --prompt-lines lines of a file, the first lines of every file, then the
-        next lines of those long enough, and so on (distinct prompts however many rounds ask)"""
-        w = 0
-        while len(prompts) <= k:
-            for d in items:
-                lines = d["code_before"].splitlines(True)
-                if len(lines) > w * args.prompt_lines:
-                    prompts.append("".join(lines[w * args.prompt_lines:(w + 1) * args.prompt_lines]))
-            w += 1
-        return prompts[k]
+        next lines of those long enough, and so on (distinct prompts while the files last; past every file's
+        last lines, the same prompts again, said once)"""
+        if not prompts:
+            longest = max(len(d["code_before"].splitlines(True)) for d in items)
+            for w in range((longest + args.prompt_lines - 1) // args.prompt_lines):
+                for d in items:
+                    lines = d["code_before"].splitlines(True)
+                    if len(lines) > w * args.prompt_lines:
+                        prompts.append("".join(lines[w * args.prompt_lines:(w + 1) * args.prompt_lines]))
+        if k >= len(prompts) and not warned:
+            warned.append(k)
+            print(f"warning: plain prompt {k + 1} asked, the files make {len(prompts)} distinct ones: the rest repeat them",
+                  file=sys.stderr, flush=True)
+        return prompts[k % len(prompts)]
 
     def jobs_for(server, clients, requests, first=0):
         """the request bodies of `clients` clients, `requests` each, from item `first` on"""
