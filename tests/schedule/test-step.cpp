@@ -166,6 +166,20 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     }
 }
 
+// the logits of a prompt's last token, decoded on a context of its own (256 cells, one thread)
+std::vector<float> last_row_alone(const model & m, const token_vec & prompt) {
+    context_params cp;
+    cp.n_ctx = 256;
+    cp.n_threads = 1;
+    auto own = test::context_or_fail(m, cp);
+    batch b(256, 1);
+    if (!own || !context_prefill(*own, b, prompt, 0, 0)) {
+        ADD_FAILURE() << "a prompt of " << prompt.size() << " tokens alone";
+        return {};
+    }
+    return std::vector<float>(own->logits(b.size() - 1), own->logits(b.size() - 1) + m.facts().n_vocab);
+}
+
 // libllama's sequential split_equal, as step_ubatches counts it: a ubatch per run of consecutive
 // streams with tokens, the fewest tokens of the run from each
 TEST(step_ubatches, sizes_of_each_ubatch) {
@@ -515,16 +529,7 @@ TEST(step_engine, a_failed_step_is_retried_request_by_request) {
     }
     filler.resize(253); // of a region of 256 cells: 3 left
     if (prompt_b.size() > 40) prompt_b.resize(40); // one chunk
-    std::vector<float> alone;
-    {
-        context_params cp;
-        cp.n_ctx = 256;
-        cp.n_threads = 1;
-        auto own = test::context_or_fail(*m, cp);
-        batch b(64, 1);
-        ASSERT_TRUE(context_prefill(*own, b, prompt_b, 0, 0));
-        alone.assign(own->logits(b.size() - 1), own->logits(b.size() - 1) + m->facts().n_vocab);
-    }
+    const std::vector<float> alone = last_row_alone(*m, prompt_b);
     step_params sp;
     sp.n_seq = 2;
     sp.per_seq.n_ctx = 256;
@@ -574,16 +579,7 @@ TEST(step_engine, a_jobs_rows_are_read_in_place_and_kept_past_a_later_step) {
     const int32_t n_vocab = m->facts().n_vocab;
     std::mt19937 rng(21);
     const token_vec prompt_a = test::random_code_prompt(*m, rng), prompt_b = test::random_code_prompt(*m, rng);
-    auto last_row_alone = [&](const token_vec & prompt) {
-        context_params cp;
-        cp.n_ctx = 256;
-        cp.n_threads = 1;
-        auto own = test::context_or_fail(*m, cp);
-        batch b(256, 1);
-        EXPECT_TRUE(context_prefill(*own, b, prompt, 0, 0));
-        return std::vector<float>(own->logits(b.size() - 1), own->logits(b.size() - 1) + n_vocab);
-    };
-    const std::vector<float> alone_a = last_row_alone(prompt_a), alone_b = last_row_alone(prompt_b);
+    const std::vector<float> alone_a = last_row_alone(*m, prompt_a), alone_b = last_row_alone(*m, prompt_b);
     step_params sp;
     sp.n_seq = 3;
     sp.per_seq.n_ctx = 256;
