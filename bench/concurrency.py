@@ -286,6 +286,10 @@ def main():
                     steps["copy_share"] = round(d.get("editspec_step_copy_seconds_total", 0) / busy, 3)
                     steps["rows_lent"] = int(d.get("editspec_step_rows_lent_total", 0))
                     steps["rows_copied"] = int(d.get("editspec_step_rows_copied_total", 0))
+                if d.get("editspec_steps_argmax_total", 0) > 0:
+                    # steps that handed back each row's argmax, not its logits (EDITSPEC_DEVICE_ARGMAX=1)
+                    steps["argmax_steps_share"] = round(d["editspec_steps_argmax_total"] /
+                                                        max(1, d.get("editspec_steps_total", 0)), 3)
             if d.get("editspec_prompt_store_saved_total", 0) > 0:
                 # states the prompt store kept this round, and of those the ones in an evicted state's buffer
                 # (a fresh buffer's pages cost a fault each: a fresh server's rounds carry them)

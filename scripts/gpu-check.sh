@@ -152,7 +152,8 @@ fi
 # qwen2.5-coder-1.5b shape (grouped-query attention); the pass cost (exact, exact without the split, stock);
 # check-exact and the pass cost with the exact mode's row-wise fusions (EDITSPEC_CUDA_FUSION=1, the patch's item 5);
 # the pass cost without the in-kernel fixup (item 2), without the shared quantization (item 6), with CUDA graphs
-# kept per pass shape (item 7); the CanItEdit edit replay (exact ar/auto, and with graphs and fusion; stock
+# kept per pass shape (item 7), with argmax outputs (EDITSPEC_DEVICE_ARGMAX=1); the CanItEdit edit replay (exact
+# ar/auto, with argmax outputs, and with graphs and fusion; stock
 # ar/auto/llama-ngram-simple); plain completions at 1, 8, 16
 # and 32 clients against llama-server (issue 70's GPU line: its host_share at 16); the 3k-token applies of bench/apply-sizes.py on the 6.7B shape (DIR/apply3k.jsonl);
 # then the other weight types
@@ -195,9 +196,10 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     stage 25 "check-exact $shape q8_0, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$ds"
     stage 25 "check-exact $shape q4_k_m, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$m/$shape-q4_k_m.gguf"
     cost=$out/cost.txt
-    for k in exact fixup-launch share-off fusion graphs all split1 stock; do
+    for k in exact argmax fixup-launch share-off fusion graphs all split1 stock; do
         case $k in
         exact) env=() ;;
+        argmax) env=(EDITSPEC_DEVICE_ARGMAX=1) ;;
         fixup-launch) env=(GGML_CUDA_BATCH_INVARIANT_FIXUP=launch) ;;
         share-off) env=(GGML_CUDA_BATCH_INVARIANT_SHARE=0) ;;
         fusion) env=(EDITSPEC_CUDA_FUSION=1) ;;
@@ -217,6 +219,8 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     }
     export -f replay; export ds
     stage 60 "edit replay, exact" replay edit-exact exact ar,auto
+    # argmax outputs (patches/llama-output-argmax.patch, item 5): one token a row crosses to the host, not its logits
+    stage 60 "edit replay, exact, argmax outputs" env EDITSPEC_DEVICE_ARGMAX=1 bash -c 'replay "$@"' _ edit-exact-argmax exact ar,auto
     # CUDA graphs kept per pass shape (the patch's item 7) and the row-wise fusions, in the exact mode
     stage 60 "edit replay, exact, graphs and fusion" env EDITSPEC_CUDA_GRAPHS=1 EDITSPEC_CUDA_FUSION=1 \
         bash -c 'replay "$@"' _ edit-exact-graphs exact ar,auto
@@ -248,7 +252,7 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     echo "=== summary"
     grep -E "^rc |exact|differs" "$exact" | grep -v "^#" | tail -40
     grep -v "^$" "$cost"
-    for f in edit-exact edit-exact-graphs edit-stock apply3k-exact apply3k-stock; do
+    for f in edit-exact edit-exact-argmax edit-exact-graphs edit-stock apply3k-exact apply3k-stock; do
         echo "== $f"; grep -E "^\| (ar|auto|llama)" "$out/$f-report.md" 2>/dev/null | head -4
         # issue 73 item 5: a decode with outputs waits for the device, so "other ms" is the host's own time
         awk -F'|' '$2 ~ /^ (ar|auto) $/ { d = $9 + 0; c = $10 + 0; o = $12 + 0; if (d + c + o > 0)

@@ -184,12 +184,16 @@ struct step_load {
 struct view_outputs {
     std::vector<const float *> row; // [rows of the last decode]: the row's logits [n_vocab], null = none
     std::vector<float> copy;        // [rows copied, n_vocab]: what the rows point into when not lent
+    std::vector<llama_token> top;   // [rows] when the step handed back argmax outputs (row all null): each
+                                    // row's argmax, -1 = none; empty when it handed back logits
 };
 
 class view_host {
 public:
-    // waits for the step that carries b, view `seq`'s rows (out); false when it failed or was cancelled
-    virtual bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out) = 0;
+    // waits for the step that carries b, view `seq`'s rows (out); false when it failed or was cancelled.
+    // argmax: the view reads each row's argmax only (context::decode)
+    virtual bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out,
+                             bool argmax) = 0;
     // the view that owns `out` goes away: no row of it stays lent
     virtual void view_forget(view_outputs & out) = 0;
     // what the last step held beside view seq's own batch
@@ -209,8 +213,11 @@ public:
     context(const context &) = delete;
     context & operator=(const context &) = delete;
 
-    // false on failure (the error is logged with llama_decode's status) or once cancelled
-    bool decode(const batch & b);
+    // false on failure (the error is logged with llama_decode's status) or once cancelled. argmax: the
+    // caller reads each row's argmax only (argmax(i)); with argmax outputs on (engine_argmax_outputs) the
+    // decode then hands back those tokens and not the rows' logits (a view: when every request of its
+    // step asked the same)
+    bool decode(const batch & b, bool argmax = false);
     // a flag that, once true, makes decode() fail at once and cuts short a decode under way (the
     // request's client is gone); null = none. Not owned; must outlive its use
     void set_cancel(const std::atomic<bool> * cancel) { cancel_ = cancel; }
@@ -230,8 +237,14 @@ public:
     llama_seq_id view_seq() const { return seq_; }
     // a view: what the other requests put in the host's last step (none for an owned context)
     step_load step_others() const;
-    // logits of batch row i (that row must have had logits set): [n_vocab], valid until the next decode
+    // logits of batch row i (that row must have had logits set): [n_vocab], valid until the next decode;
+    // not after a decode that handed back argmax outputs (argmax_only())
     const float * logits(int32_t i) const;
+    // the argmax of batch row i's logits (the lowest id of the largest; sampling_argmax's token), from the
+    // decode's argmax outputs or from logits(i)
+    llama_token argmax(int32_t i) const;
+    // the last decode handed back each row's argmax instead of its logits
+    bool argmax_only() const { return argmax_last_; }
 
     // KV operations (see llama.h): positions [p0, p1), p < 0 = unbounded
     bool kv_rm(llama_seq_id seq, llama_pos p0, llama_pos p1);
@@ -291,6 +304,7 @@ private:
     llama_seq_id seq_ = 0;
     int32_t n_ctx_view_ = 0;         // the stream's cells
     view_outputs view_out_;          // the last decode's rows
+    bool argmax_last_ = false;       // the last decode handed back argmax outputs
 };
 
 // null on failure with *error set
@@ -337,6 +351,15 @@ const char * engine_kernels_name(engine_kernels k);
 // the kernels in force: a GPU's, once decided (and the setting's guess before); on a CPU build, exact
 bool engine_cuda_exact();
 bool engine_gpu_exact_attention();
+
+// Argmax outputs (patches/llama-output-argmax.patch): a decode whose caller reads each row's argmax only
+// (greedy verification, greedy generation) ends in an argmax over the logits where they are computed and
+// hands back one token a row: on a GPU 4 bytes a row cross to the host instead of n_vocab floats. The
+// same token as sampling_argmax on the host, on every backend. Off unless EDITSPEC_DEVICE_ARGMAX=1 (on a CPU
+// the copy it saves is a memcpy, and ggml's argmax runs on one thread over every row; on a GPU not yet
+// measured: scripts/gpu-check.sh's issue73 plan times both); engine_set_argmax_outputs overrides it.
+bool engine_argmax_outputs();
+void engine_set_argmax_outputs(bool on);
 
 // one throwaway decode, then an empty cache: the model's pages are mapped and the compute
 // buffers touched before the first request rather than during it (~0.3 s for a 1.3B file here,

@@ -47,4 +47,18 @@ std::vector<int32_t> exactness_batch_sizes(int32_t n_max);
 // (n_requests > 1: the step's passes above)
 exactness_result exactness_check(const model & m, const exactness_params & p);
 
+// Argmax outputs (engine_argmax_outputs) hand back the token ggml_argmax picks on the backend that holds the
+// logits. This runs ggml_argmax on rows of ties, NaNs, infinities and signed zeros (n_vocab values each) on
+// this build's first GPU (the CPU where there is none) and compares each row's token with sampling_argmax's
+// on the host.
+struct argmax_check_result {
+    std::string error;    // non-empty: the check could not run
+    std::string backend;  // the device it ran on, e.g. "CUDA0"
+    int32_t rows = 0;     // rows checked
+    int32_t row  = -1;    // the first row whose token differs, -1 = none
+    llama_token got = -1; // that row's token on the backend
+    llama_token want = -1; // and on the host
+};
+argmax_check_result exactness_check_argmax(int32_t n_vocab);
+
 } // namespace editspec

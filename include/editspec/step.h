@@ -111,6 +111,7 @@ struct step_stats {
     int64_t rows_copied = 0; // output rows copied out for a view (a view's own thread, or lent rows a
                              // step that did not carry their view would overwrite)
     double  copy_ms    = 0; // time those copies took (inside decode_ms)
+    int64_t steps_argmax = 0; // steps that handed back each row's argmax, not its logits (engine_argmax_outputs)
 };
 
 // With streams (not regions): the ubatches libllama's split of a multi-stream batch makes (llama_batch_allocr::split_equal,
@@ -191,7 +192,8 @@ public:
     void yield();
 
     // view_host: a view's decode, load and KV lock (engine.h)
-    bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out) override;
+    bool view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out,
+                     bool argmax) override;
     void view_forget(view_outputs & out) override;
     step_load view_others(llama_seq_id seq) const override;
     std::mutex & view_kv_mutex() const override { return ctx_mu_; }
@@ -202,6 +204,7 @@ private:
         const llama_batch * b = nullptr;
         const std::atomic<bool> * cancel = nullptr;
         view_outputs * out = nullptr;   // the view's rows, lent or copied
+        bool argmax = false;            // the view reads each row's argmax only
         bool done = false;
         bool ok = false;
         std::condition_variable cv; // done (under mu_): the view's thread waits here, not on cv_

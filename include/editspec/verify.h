@@ -104,6 +104,10 @@ struct verify_input {
     int32_t                    n_vocab     = 0;
     const float *              root_logits = nullptr; // [n_vocab] target logits after the last committed token
     std::vector<const float *> node_logits;           // [n_nodes][n_vocab] target logits after each tree node
+    // GREEDY without a constraint, instead of the logits: the target's argmax after the last committed
+    // token and after each node (a decode's argmax outputs, context::argmax_only); -1 / empty = none
+    llama_token                root_argmax = -1;
+    std::vector<llama_token>   node_argmax;           // [n_nodes]
     std::vector<uint8_t>       lossy_ok;              // [n_nodes] or empty (= all 1); lossy rules judge node i only where 1
     size_t                     n_out       = 0;       // output tokens before this pass (where forced choices start)
     // GREEDY only: the target's token at a node is constrained_argmax over the output to that node
@@ -121,7 +125,8 @@ struct verify_result {
 
 // Runs p.policy over the tree. Only the nodes on the accepted path and their children are looked
 // at; node_logits of other nodes may be null. Invalid input (null tree or logits, sizes that do not
-// match the tree, a parent that does not precede its child) is a programmer error and traps.
+// match the tree, a parent that does not precede its child, argmax without logits for another policy
+// than GREEDY or with a constraint) is a programmer error and traps.
 // Draft tokens outside [0, n_vocab) are never accepted.
 verify_result verify_tree(const verify_input & in, const verify_params & p, rng_state & rng);
 
@@ -155,6 +160,8 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
 // in.constraint: the likeliest allowed token after `path`, in.out and then the path's tokens)
 int32_t verify_greedy_step(const verify_input & in, const float * logits, std::span<const int32_t> children,
                            llama_token * target, std::span<const llama_token> path = {});
+// the child of `children` whose token is t, or -1
+int32_t verify_greedy_child(const verify_input & in, std::span<const int32_t> children, llama_token t);
 
 // the target's greedy token at a node whose output is `path` (in.out + the path's tokens, when
 // constrained): sampling_argmax, or constrained_argmax with in.constraint

@@ -89,6 +89,17 @@ int run_check_exact(const check_exact_opts & o) {
             }
         }
     }
+    // argmax outputs (EDITSPEC_DEVICE_ARGMAX=1) take each row's token where the logits are: the same as the host's
+    const argmax_check_result am = exactness_check_argmax(lr.model->facts().n_vocab);
+    if (!am.error.empty()) return fail_runtime(cmd, am.error);
+    if (am.row < 0) {
+        printf("argmax on %s: %d rows of ties, NaNs and infinities give the host's token (argmax outputs)\n", am.backend.c_str(),
+               am.rows);
+    } else {
+        printf("argmax on %s differs from the host's: row %d gives %d, the host %d (argmax outputs would change answers)\n",
+               am.backend.c_str(), am.row, am.got, am.want);
+    }
+    all_exact = all_exact && am.row < 0;
     printf("%s\n", all_exact ? "exact: every row of every pass matched one-token decoding bit for bit"
                              : "NOT exact: greedy speculative output may differ from ar on this backend and type");
     return all_exact ? 0 : 3;

@@ -169,7 +169,8 @@ static bool time_sizes(context & ctx, batch & b, const std::vector<int32_t> & si
                 b.add(tok(n_prefix + i), n_prefix + i, {0}, all_logits || i == n - 1);
             }
             const auto t0 = clock_type::now();
-            if (!ctx.decode(b)) {
+            // as greedy verification decodes (argmax outputs, when on)
+            if (!ctx.decode(b, true)) {
                 if (error) *error = "cost model: decode of " + std::to_string(n) + " tokens after " + std::to_string(n_prefix) + " failed";
                 return false;
             }
@@ -285,12 +286,12 @@ double cost_model_probe(context & ctx, int32_t reps) {
     ctx.kv_clear();
     b.add(t0, 0, {0}, true);
     double best = 0.0;
-    if (!ctx.decode(b)) return -1.0;
+    if (!ctx.decode(b, true)) return -1.0;
     for (int32_t r = 0; r <= reps; r++) { // round 0 warms up
         b.clear();
         b.add(t1, 1, {0}, true);
         const auto start = clock_type::now();
-        if (!ctx.decode(b)) {
+        if (!ctx.decode(b, true)) {
             ctx.kv_clear();
             return -1.0;
         }
@@ -410,6 +411,8 @@ static std::string cache_path(const context & ctx) {
     if (engine_offloads()) key << "-ngl" << engine_gpu_layers();
     // a GPU's exact and stock kernels have curves of their own (--kernels)
     if (engine_has_gpu()) key << (engine_cuda_exact() ? "-exact" : "-stock");
+    // argmax outputs leave the rows' logits where they are computed (EDITSPEC_DEVICE_ARGMAX)
+    if (engine_argmax_outputs()) key << "-argmax";
     if (!engine_rpc_servers().empty()) key << "-rpc" << engine_rpc_servers().size();
     key << ".json";
     return root + "/cost/" + key.str();

@@ -37,6 +37,7 @@ struct spec_loop {
     std::vector<int32_t> parents;
     tree_pass tp;
     verify_input vin;
+    bool argmax = false;                // the verifier reads each row's argmax only (greedy, unconstrained)
 };
 
 // under a constraint, the nodes it refuses (and their subtrees) leave the tree before sizing: the
@@ -109,7 +110,7 @@ bool step_decode(spec_loop & s) {
     }
     s.tp = context_tree_batch(s.ctx, s.b, s.pending, s.n_past, tokens, s.parents);
     const auto t0 = clock_type::now();
-    if (!s.ctx.decode(s.b)) {
+    if (!s.ctx.decode(s.b, s.argmax)) {
         if (s.ctx.cancelled()) {
             s.r.stop = STOP_REASON_CALLBACK; // the request was cancelled (context::set_cancel)
             return false;
@@ -137,10 +138,19 @@ verify_result step_verify(spec_loop & s, rng_state & rng) {
     vin.tree = &s.tree;
     vin.n_vocab = s.ctx.owner().facts().n_vocab;
     vin.n_out = s.r.tokens.size();
-    vin.root_logits = s.ctx.logits(s.tp.n_pending - 1);
-    vin.node_logits.resize(s.tp.n_nodes);
-    for (int32_t i = 0; i < s.tp.n_nodes; i++) {
-        vin.node_logits[i] = s.ctx.logits(s.tp.n_pending + i);
+    vin.root_logits = nullptr;
+    vin.node_logits.clear();
+    vin.root_argmax = -1;
+    vin.node_argmax.clear();
+    if (s.ctx.argmax_only()) {
+        // the decode handed back each row's argmax (engine_argmax_outputs): no logits to read
+        vin.root_argmax = s.ctx.argmax(s.tp.n_pending - 1);
+        vin.node_argmax.resize(s.tp.n_nodes);
+        for (int32_t i = 0; i < s.tp.n_nodes; i++) vin.node_argmax[i] = s.ctx.argmax(s.tp.n_pending + i);
+    } else {
+        vin.root_logits = s.ctx.logits(s.tp.n_pending - 1);
+        vin.node_logits.resize(s.tp.n_nodes);
+        for (int32_t i = 0; i < s.tp.n_nodes; i++) vin.node_logits[i] = s.ctx.logits(s.tp.n_pending + i);
     }
     vin.constraint = s.gp.constraint;
     vin.out = std::span<const llama_token>(s.history).subspan(s.n_prompt);
@@ -255,6 +265,8 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     rng_state rng(gp.sampling.seed);
     output_sink sink(ctx.owner(), gp, r);
     const bool debug = log_get_level() <= LOG_LEVEL_DEBUG;
+    // greedy verification reads one token a row (the debug log's margins read the logits)
+    s.argmax = sp.verify.policy == VERIFY_POLICY_GREEDY && !gp.constraint && !debug;
     const auto t1 = clock_type::now();
     bool running = gp.n_predict != 0;
     if (!running) r.stop = STOP_REASON_MAX_TOKENS;

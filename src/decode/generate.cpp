@@ -224,6 +224,8 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
 
     rng_state rng(p.sampling.seed);
     output_sink sink(m, p, r);
+    // the pass's argmax is all a greedy, unconstrained token needs (the decode's argmax outputs, when on)
+    const bool greedy = p.sampling.temp <= 0.0f && !p.constraint;
     auto t1 = clock_type::now();
     token_vec pending(prompt.end() - n_tail, prompt.end()); // the next pass's tokens
     llama_pos pos = (llama_pos) prompt.size() - n_tail;
@@ -238,7 +240,7 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         b.clear();
         for (size_t i = 0; i < pending.size(); i++) b.add(pending[i], pos + (llama_pos) i, {0}, i + 1 == pending.size());
         const auto tdec = clock_type::now();
-        if (!ctx.decode(b)) {
+        if (!ctx.decode(b, greedy)) {
             if (ctx.cancelled()) {
                 r.stop = STOP_REASON_CALLBACK;
                 break;
@@ -250,9 +252,10 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         r.decode_ms += ms_since(tdec);
         r.target_passes++;
         pos += (llama_pos) pending.size();
-        const float * logits = ctx.logits((int32_t) pending.size() - 1);
-        const llama_token t = p.constraint ? constrained_argmax(logits, n_vocab, *p.constraint, r.tokens)
-                                           : sampling_sample(logits, n_vocab, p.sampling, rng.coin());
+        const int32_t last = (int32_t) pending.size() - 1;
+        const llama_token t = greedy        ? ctx.argmax(last)
+                              : p.constraint ? constrained_argmax(ctx.logits(last), n_vocab, *p.constraint, r.tokens)
+                                             : sampling_sample(ctx.logits(last), n_vocab, p.sampling, rng.coin());
         if (t < 0) {
             r.stop = STOP_REASON_ERROR;
             r.error = "the constraint allows no token after " + std::to_string(r.tokens.size()) + " tokens";

@@ -1,6 +1,7 @@
 // Context (KV cache + compute) and batch owners over libllama.
 #include "editspec/engine.h"
 #include "editspec/log.h"
+#include "editspec/sampling.h"
 #include "upper-state.h"
 
 #include <algorithm>
@@ -159,7 +160,7 @@ std::unique_lock<std::mutex> context::lock_kv() const {
     return step_ ? std::unique_lock<std::mutex>(step_->view_kv_mutex()) : std::unique_lock<std::mutex>();
 }
 
-bool context::decode(const batch & b) {
+bool context::decode(const batch & b, bool argmax) {
     if (b.size() == 0) {
         return true;
     }
@@ -176,8 +177,11 @@ bool context::decode(const batch & b) {
             }
         }
     }
+    argmax_last_ = false;
     if (step_) {
-        return step_->view_decode(seq_, b.get(), cancel_, view_out_);
+        const bool ok = step_->view_decode(seq_, b.get(), cancel_, view_out_, argmax && engine_argmax_outputs());
+        argmax_last_ = ok && !view_out_.top.empty();
+        return ok;
     }
     // llama_decode returns once a GPU's kernels are queued; a pass with outputs ends where they are read,
     // which its caller does next. Waiting here puts the device's time in the decode's: a caller's timing of
@@ -185,6 +189,9 @@ bool context::decode(const batch & b) {
     // chunk without outputs does not wait: the next chunk's launch overlaps it
     bool outputs = lb.logits == nullptr;
     for (int32_t i = 0; i < lb.n_tokens && !outputs; i++) outputs = lb.logits[i] != 0;
+    // set for every decode (a flag in libllama's context: a step engine's decodes set it too)
+    const bool am = argmax && outputs && engine_argmax_outputs();
+    llama_set_output_argmax(ctx_, am);
     int32_t ret = 0;
     auto run = [&] {
         ret = llama_decode(ctx_, b.get());
@@ -205,15 +212,28 @@ bool context::decode(const batch & b) {
         return false;
     }
     if (hook_) hook_(b.get());
+    argmax_last_ = am;
     return true;
 }
 
 const float * context::logits(int32_t i) const {
+    ES_ASSERT(!argmax_last_ && "the last decode handed back argmax outputs, not logits");
     if (step_) {
         ES_ASSERT(i >= 0 && i < (int32_t) view_out_.row.size() && view_out_.row[i]);
         return view_out_.row[i];
     }
     return llama_get_logits_ith(ctx_, i);
+}
+
+llama_token context::argmax(int32_t i) const {
+    if (!argmax_last_) return sampling_argmax(logits(i), n_vocab_);
+    if (step_) {
+        ES_ASSERT(i >= 0 && i < (int32_t) view_out_.top.size() && view_out_.top[i] >= 0);
+        return view_out_.top[i];
+    }
+    const llama_token t = llama_get_argmax_ith(ctx_, i);
+    ES_ASSERT(t >= 0 && "a row without outputs");
+    return t;
 }
 
 // the cached prompt (sequence 0, positions 0 .. n-1) loses what an operation on sequence 0 touches

@@ -1,5 +1,9 @@
 // Batch invariance of a model's passes on its backend (exactness.h).
 #include "editspec/exactness.h"
+#include "editspec/sampling.h"
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 
 #include <algorithm>
 #include <cmath>
@@ -211,6 +215,66 @@ exactness_result exactness_check(const model & m, const exactness_params & p) {
             describe_difference(got, ref[i].data(), n_vocab, r);
             return r;
         }
+    }
+    return r;
+}
+
+argmax_check_result exactness_check_argmax(int32_t n_vocab) {
+    argmax_check_result r;
+    ggml_backend_dev_t dev = nullptr;
+    for (size_t i = 0; i < ggml_backend_dev_count() && !dev; i++) {
+        if (ggml_backend_dev_type(ggml_backend_dev_get(i)) == GGML_BACKEND_DEVICE_TYPE_GPU) dev = ggml_backend_dev_get(i);
+    }
+    if (!dev) dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_backend_t be = dev ? ggml_backend_dev_init(dev, nullptr) : nullptr;
+    if (!be) {
+        r.error = "argmax check: no backend to run it on";
+        return r;
+    }
+    r.backend = ggml_backend_dev_name(dev);
+    // rows of few distinct values (ties), with NaNs, infinities and signed zeros here and there; some with
+    // a NaN first, some all -inf or all NaN
+    const int64_t n = std::max<int32_t>(n_vocab, 1), n_rows = 256;
+    std::vector<float> l((size_t) (n * n_rows));
+    std::mt19937 rng(11);
+    const float nan = NAN, inf = INFINITY;
+    for (int64_t row = 0; row < n_rows; row++) {
+        float * x = l.data() + row * n;
+        const int32_t levels = 1 + (int32_t) (rng() % 6);
+        for (int64_t i = 0; i < n; i++) x[i] = (float) (rng() % levels) - 2.0f;
+        for (int32_t k = (int32_t) (rng() % 6); k > 0; k--) {
+            const float special[] = {nan, -inf, inf, -0.0f, 0.0f, nan};
+            x[rng() % n] = special[rng() % 6];
+        }
+        if (row % 11 == 3) x[0] = nan;
+        if (row % 13 == 5) std::fill(x, x + n, row % 2 ? -inf : nan);
+    }
+    ggml_init_params ip = {4 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, n_rows);
+    ggml_tensor * out = ggml_argmax(ctx, x);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, be);
+    std::vector<int32_t> got((size_t) n_rows, -1);
+    if (!buf) {
+        r.error = "argmax check: no buffer on " + r.backend;
+    } else {
+        ggml_backend_tensor_set(x, l.data(), 0, ggml_nbytes(x));
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+        if (ggml_backend_graph_compute(be, gf) != GGML_STATUS_SUCCESS) {
+            r.error = "argmax check: the graph failed on " + r.backend;
+        } else {
+            ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+        }
+        ggml_backend_buffer_free(buf);
+    }
+    ggml_free(ctx);
+    ggml_backend_free(be);
+    if (!r.error.empty()) return r;
+    r.rows = (int32_t) n_rows;
+    for (int64_t row = 0; row < n_rows && r.row < 0; row++) {
+        const llama_token want = sampling_argmax(l.data() + row * n, (int32_t) n);
+        if (got[(size_t) row] != want) r.row = (int32_t) row, r.got = got[(size_t) row], r.want = want;
     }
     return r;
 }

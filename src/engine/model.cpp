@@ -7,6 +7,7 @@
 #include "ggml-backend.h"
 #include "gguf.h"
 
+#include <atomic>
 #include <cerrno>
 #include <pthread.h>
 #include <cstdio>
@@ -140,6 +141,22 @@ static void kernels_decide(const std::string & path) {
                     : float_weights ? "float weights go through cuBLAS, which the exact mode leaves as it is"
                                     : "only some layers on the GPU");
     }
+}
+
+static std::atomic<int8_t> g_argmax_outputs{-1}; // -1: EDITSPEC_DEVICE_ARGMAX decides at the first call
+
+bool engine_argmax_outputs() {
+    int8_t v = g_argmax_outputs.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char * e = std::getenv("EDITSPEC_DEVICE_ARGMAX");
+        v = e && std::strcmp(e, "1") == 0 ? 1 : 0;
+        g_argmax_outputs.store(v, std::memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+void engine_set_argmax_outputs(bool on) {
+    g_argmax_outputs.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 bool engine_gpu_exact_attention() {

@@ -224,7 +224,8 @@ bool step_engine::abort_cb(void * data) {
     return e->step_abort_.load(std::memory_order_relaxed);
 }
 
-bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out) {
+bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std::atomic<bool> * cancel, view_outputs & out,
+                              bool argmax) {
     if (b.n_tokens > params_.per_seq.n_batch) {
         ES_LOG_ERROR("%s: a batch of %d tokens is over the view's n_batch %d\n", __func__, b.n_tokens, params_.per_seq.n_batch);
         return false;
@@ -234,6 +235,7 @@ bool step_engine::view_decode(llama_seq_id seq, const llama_batch & b, const std
     s.b = &b;
     s.cancel = cancel;
     s.out = &out;
+    s.argmax = argmax;
     s.job = fiber::current();
     s.sched = t_engine;
     ES_ASSERT((!s.job || s.sched) && "a view decoded from a fiber no step engine runs");
@@ -645,6 +647,17 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
         }
         lent_.clear();
     }
+    // argmax outputs when every request with output rows reads their argmax only (set for every step: a
+    // flag of libllama's context)
+    bool argmax = true, any_outputs = false;
+    for (const submission * s : subs) {
+        bool outputs = false;
+        for (int32_t i = 0; i < s->b->n_tokens && !outputs; i++) outputs = s->b->logits[i] != 0;
+        argmax = argmax && (s->argmax || !outputs); // a prompt chunk without outputs reads nothing
+        any_outputs = any_outputs || outputs;
+    }
+    argmax = argmax && any_outputs;
+    llama_set_output_argmax(ctx_->get(), argmax);
     // a step whose every request is cancelled stops inside llama_decode (abort_cb)
     step_abort_ = all_cancelled(subs);
     const int32_t ret = step_abort_ ? 2 : llama_decode(ctx_->get(), mb.get());
@@ -662,6 +675,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
             for (int32_t i = 0; i < s->b->n_tokens; i++) p0 = std::min(p0, s->b->pos[i]), p1 = std::max(p1, s->b->pos[i]);
             llama_memory_seq_rm(mem, s->seq, p0, p1 + 1);
             s->out->row.clear();
+            s->out->top.clear();
             s->ok = false;
         }
         return false;
@@ -674,7 +688,19 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
         const llama_batch & b = *s.b;
         view_outputs & out = *s.out;
         out.row.assign((size_t) b.n_tokens, nullptr);
+        out.top.clear();
         s.ok = true;
+        if (argmax) {
+            // one token a row, copied
+            out.top.assign((size_t) b.n_tokens, -1);
+            for (int32_t i = 0; i < b.n_tokens && s.ok; i++) {
+                if (!b.logits[i]) continue;
+                out.top[i] = llama_get_argmax_ith(ctx_->get(), offset[k] + i);
+                s.ok = out.top[i] >= 0;
+            }
+            if (!s.ok) out.top.clear();
+            continue;
+        }
         for (int32_t i = 0; i < b.n_tokens && s.ok; i++) {
             if (!b.logits[i]) continue;
             out.row[i] = llama_get_logits_ith(ctx_->get(), offset[k] + i);
@@ -696,6 +722,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     }
     std::lock_guard<std::mutex> lock(mu_);
     stats_.rows_lent += n_lent;
+    stats_.steps_argmax += argmax;
     return true;
 }
 

@@ -159,6 +159,9 @@ std::string server_metrics::render_step(const step_stats & st, const char * pref
                   (double) st.rows_copied);
     metric_append(o, (p + "step_copy_seconds_total").c_str(), "counter", "time copying those rows (inside the steps' time)",
                   st.copy_ms / 1000.0);
+    metric_append(o, (p + "steps_argmax_total").c_str(), "counter",
+                  "steps that handed back each row's argmax instead of its logits (EDITSPEC_DEVICE_ARGMAX=1, every request greedy)",
+                  (double) st.steps_argmax);
     metric_append(o, (p + "steps_aborted_total").c_str(), "counter",
                   "steps cut short because every request in them was cancelled", (double) st.aborted);
     metric_append(o, (p + "step_cancelled_total").c_str(), "counter", "request batches dropped because their client left",

@@ -15,8 +15,11 @@ llama_token verify_greedy_token(const verify_input & in, const float * logits, s
 
 int32_t verify_greedy_step(const verify_input & in, const float * logits, std::span<const int32_t> children,
                            llama_token * target, std::span<const llama_token> path) {
-    const llama_token t = verify_greedy_token(in, logits, path);
-    *target = t;
+    *target = verify_greedy_token(in, logits, path);
+    return verify_greedy_child(in, children, *target);
+}
+
+int32_t verify_greedy_child(const verify_input & in, std::span<const int32_t> children, llama_token t) {
     for (int32_t c : children) {
         if (in.tree->nodes[c].token == t) {
             return c;

@@ -50,8 +50,8 @@ static bool verify_debug() {
 static void verify_check_input(const verify_input & in) {
     ES_ASSERT(in.tree != nullptr);
     ES_ASSERT(in.n_vocab > 0);
-    ES_ASSERT(in.root_logits != nullptr);
-    ES_ASSERT((int32_t) in.node_logits.size() == in.tree->size());
+    ES_ASSERT(in.root_logits != nullptr || in.root_argmax >= 0);
+    ES_ASSERT((int32_t) in.node_logits.size() == in.tree->size() || (int32_t) in.node_argmax.size() == in.tree->size());
     ES_ASSERT(in.lossy_ok.empty() || (int32_t) in.lossy_ok.size() == in.tree->size());
 }
 
@@ -146,14 +146,20 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
     if (in.constraint) path.assign(in.out.begin(), in.out.end());
     int32_t node = -1; // -1 = the root (the last committed token)
     while (true) {
-        const float * logits = node < 0 ? in.root_logits : in.node_logits[node];
-        ES_ASSERT(logits != nullptr);
+        const float * logits = node < 0 ? in.root_logits : in.node_logits.empty() ? nullptr : in.node_logits[node];
+        // the decode's argmax outputs stand for the logits of greedy verification without a constraint
+        const llama_token known = logits                ? -1
+                                : node < 0              ? in.root_argmax
+                                : in.node_argmax.empty() ? -1
+                                                         : in.node_argmax[node];
+        ES_ASSERT(logits != nullptr || (known >= 0 && greedy && !in.constraint && !rule));
         const std::span<const int32_t> kids = children.of(node);
 
         if (kids.empty()) {
             // nothing left to check: the bonus token, from the target's probabilities only
-            r.token     = greedy ? verify_greedy_token(in, logits, path)
-                                 : verify_target(logits, in.n_vocab, sp).draw(rng.coin());
+            r.token     = known >= 0 ? known
+                        : greedy     ? verify_greedy_token(in, logits, path)
+                                     : verify_target(logits, in.n_vocab, sp).draw(rng.coin());
             r.recovered = false;
             return r;
         }
@@ -164,7 +170,10 @@ verify_result verify_walk(const verify_input & in, const sampling_params & sp, r
         llama_token target_argmax = -1;
         std::optional<verify_target> target;
         if (next < 0) {
-            if (greedy) {
+            if (known >= 0) {
+                target_argmax = known;
+                next = verify_greedy_child(in, kids, known);
+            } else if (greedy) {
                 next = verify_greedy_step(in, logits, kids, &target_argmax, path);
             } else {
                 target.emplace(logits, in.n_vocab, sp);

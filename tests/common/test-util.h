@@ -57,6 +57,14 @@ struct two_contexts_test : public ::testing::Test {
 // loads a model or fails the calling test with the loader's message
 std::unique_ptr<model> load_or_fail(const std::string & path, bool vocab_only = false);
 
+// argmax outputs (engine_argmax_outputs) set for a scope, off again after it (a failed assertion too)
+struct argmax_outputs_on {
+    explicit argmax_outputs_on(bool on = true) { engine_set_argmax_outputs(on); }
+    ~argmax_outputs_on() { engine_set_argmax_outputs(false); }
+    argmax_outputs_on(const argmax_outputs_on &) = delete;
+    argmax_outputs_on & operator=(const argmax_outputs_on &) = delete;
+};
+
 // path of llama.cpp's ggml-vocab-<name>.gguf (e.g. "deepseek-coder")
 std::string vocab_path(const std::string & name);
 

@@ -4,6 +4,7 @@
 #include "editspec/decoder.h"
 #include "editspec/generate.h"
 #include "editspec/lookup.h"
+#include "editspec/sampling.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 using namespace editspec;
@@ -261,3 +263,76 @@ TEST_F(generate_fixture, a_cost_curve_cached_on_a_busier_machine_is_measured_aga
     unsetenv("EDITSPEC_CACHE");
     std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// argmax outputs (patches/llama-output-argmax.patch, engine_argmax_outputs): each row's token from a decode's
+// argmax outputs is the one the host takes from the same decode's logits, for every row of a pass, with 1 and 2
+// threads, on quantized weights users download
+TEST(argmax_outputs, tokens_equal_the_hosts_argmax_of_the_logits) {
+    for (const char * type : {"q8_0", "q4_k_m"}) {
+        auto m = test::load_or_fail(test::typed_model_path(type));
+        ASSERT_TRUE(m);
+        const int32_t n_vocab = m->facts().n_vocab;
+        std::mt19937 rng(5);
+        for (int32_t n_threads : {1, 2}) {
+            auto ctx = test::make_spec_context(*m, 512, n_threads);
+            ASSERT_TRUE(ctx);
+            token_vec prompt = test::random_code_prompt(*m, rng);
+            const token_vec more = test::random_code_prompt(*m, rng);
+            prompt.insert(prompt.end(), more.begin() + 1, more.end());
+            batch b(512, 1);
+            for (size_t i = 0; i < prompt.size(); i++) b.add(prompt[i], (llama_pos) i, {0}, true);
+            ASSERT_TRUE(ctx->decode(b, true)) << "argmax asked for, argmax outputs off";
+            EXPECT_FALSE(ctx->argmax_only());
+            std::vector<llama_token> host;
+            for (int32_t i = 0; i < b.size(); i++) host.push_back(sampling_argmax(ctx->logits(i), n_vocab));
+            ctx->kv_clear();
+            test::argmax_outputs_on on;
+            ASSERT_TRUE(ctx->decode(b, true));
+            ASSERT_TRUE(ctx->argmax_only());
+            for (int32_t i = 0; i < b.size(); i++) {
+                EXPECT_EQ(ctx->argmax(i), host[i]) << type << ", " << n_threads << " threads, row " << i << " of " << b.size();
+            }
+            ctx->kv_clear();
+            ASSERT_TRUE(ctx->decode(b)); // a decode that reads the logits gets them
+            EXPECT_FALSE(ctx->argmax_only());
+            EXPECT_EQ(sampling_argmax(ctx->logits(b.size() - 1), n_vocab), host.back());
+        }
+    }
+}
+
+// greedy and speculative answers with argmax outputs equal the answers from logits
+TEST(argmax_outputs, greedy_and_speculative_answers_equal_the_logits_ones) {
+    for (const char * type : {"q8_0", "q4_k_m"}) {
+        auto m = test::load_or_fail(test::typed_model_path(type));
+        ASSERT_TRUE(m);
+        std::mt19937 rng(9);
+        for (int32_t n_threads : {1, 2}) {
+            auto ctx = test::make_spec_context(*m, 512, n_threads);
+            ASSERT_TRUE(ctx);
+            for (int k = 0; k < 3; k++) {
+                const token_vec prompt = test::random_code_prompt(*m, rng);
+                generate_params gp;
+                gp.n_predict = 40;
+                ctx->kv_clear();
+                const generate_result ref = generate_ar(*ctx, prompt, gp);
+                ASSERT_NE(ref.stop, STOP_REASON_ERROR) << ref.error;
+                test::argmax_outputs_on on;
+                ctx->kv_clear();
+                const generate_result ar = generate_ar(*ctx, prompt, gp);
+                EXPECT_EQ(ar.tokens, ref.tokens) << type << ", " << n_threads << " threads, prompt " << k << ": greedy";
+                test::noisy_reference_drafter d(ref.tokens, rng(), m->facts().n_vocab);
+                drafter_i * ds[] = {&d};
+                spec_params spp;
+                spp.draft_max = 16;
+                ctx->kv_clear();
+                const generate_result spec = generate_spec(*ctx, prompt, gp, spp, ds);
+                EXPECT_EQ(spec.tokens, ref.tokens) << type << ", " << n_threads << " threads, prompt " << k << ": speculative";
+                EXPECT_GT(spec.accepted, 0);
+            }
+        }
+    }
+}
+
+} // namespace

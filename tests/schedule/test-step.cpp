@@ -36,8 +36,9 @@ struct job {
 // as_jobs: each stream's share runs as a job on the engine's thread (step_engine::spawn; hosted: on the
 // host's, decoding on the guest's views, as the server's requests use the draft model's engine), not on
 // a thread of its own
+// argmax_outputs: the views decode with argmax outputs (engine_argmax_outputs), the answers alone without
 void check_batched_equals_alone(const std::string & type, int32_t n_threads, uint32_t seed, bool hosted = false,
-                                bool regions = true, bool as_jobs = false) {
+                                bool regions = true, bool as_jobs = false, bool argmax_outputs = false) {
     auto m = test::load_or_fail(test::typed_model_path(type));
     ASSERT_TRUE(m);
     std::mt19937 rng(seed);
@@ -62,6 +63,7 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
         j.alone = generate_ar(*own, j.prompt, gp);
         ASSERT_NE(j.alone.stop, STOP_REASON_ERROR) << j.alone.error;
     }
+    test::argmax_outputs_on argmax_on(argmax_outputs);
 
     step_params sp;
     sp.n_seq = n_seq;
@@ -152,8 +154,16 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     EXPECT_GT(st.steps, 0);
     // the point of the engine: steps carried several requests' batches
     EXPECT_GT(st.batches, st.steps) << "no step carried two requests";
+    // argmax outputs: steps of greedy passes alone hand back tokens (prompt chunks' last rows are logits)
+    if (argmax_outputs) {
+        EXPECT_GT(st.steps_argmax, 0) << "no step handed back argmax outputs";
+        EXPECT_LT(st.steps_argmax, st.steps) << "prompts' last rows asked for logits";
+    } else {
+        EXPECT_EQ(st.steps_argmax, 0);
+    }
     // a job reads its rows in place; a view's own thread gets them copied
-    if (as_jobs) {
+    if (argmax_outputs) {
+    } else if (as_jobs) {
         EXPECT_GT(st.rows_lent, 0);
     } else {
         EXPECT_EQ(st.rows_lent, 0);
@@ -294,6 +304,13 @@ TEST(step_engine, a_guest_engine_decodes_on_its_hosts_thread) {
 TEST(step_engine, jobs_on_the_engines_thread_answer_as_alone) {
     check_batched_equals_alone("q8_0", 2, 13, false, true, true);
     check_batched_equals_alone("q4_k_m", 1, 15, false, false, true);
+}
+
+// argmax outputs (patches/llama-output-argmax.patch): steps whose every request verifies or generates
+// greedily hand back each row's argmax; the answers equal those decoded alone from logits, threads and jobs
+TEST(step_engine, argmax_outputs_answer_as_alone) {
+    check_batched_equals_alone("q8_0", 2, 17, false, true, false, true);
+    check_batched_equals_alone("q4_k_m", 1, 19, false, true, true, true);
 }
 
 // jobs on the host's thread decoding on a guest engine's views (the server's draft model): the guest's
