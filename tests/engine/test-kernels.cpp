@@ -12,14 +12,14 @@
 #include <ggml-cpu.h>
 #include <ggml.h>
 
+#include "editspec/exactness.h"
+
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -551,51 +551,16 @@ INSTANTIATE_TEST_SUITE_P(shapes, kernels_flash_attn,
                          });
 
 // ggml_argmax as patches/llama-output-argmax.patch leaves it (argmax outputs: the token of each row libllama
-// hands back instead of the row's logits): the lowest index of the row's largest value, a running best from
-// index 0 with NaNs never winning, as editspec's sampling_argmax on the host (test-sampling checks that one
-// against the same running best), over rows full of ties, NaNs, infinities and signed zeros; 1 and 2 threads
-TEST(kernels_argmax, rows_give_the_running_best) {
-    auto running_best = [](const float * l, int64_t n) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < (int32_t) n; i++) {
-            if (l[i] > l[best]) best = i;
-        }
-        return best;
-    };
-    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
-    std::mt19937 rng(3);
-    for (int32_t trial = 0; trial < 60; trial++) {
-        const int64_t n = 1 + (int64_t) (rng() % 300) + (trial % 7 == 0 ? 32256 : 0), n_rows = 1 + (int64_t) (rng() % 40);
-        std::vector<float> l((size_t) (n * n_rows));
-        for (int64_t r = 0; r < n_rows; r++) {
-            float * row = l.data() + r * n;
-            const int32_t levels = 1 + (int32_t) (rng() % 6); // few distinct values: many ties
-            for (int64_t i = 0; i < n; i++) row[i] = (float) (rng() % levels) - 2.0f;
-            for (int32_t k = (int32_t) (rng() % 4); k > 0; k--) {
-                const float special[] = {nan, -inf, inf, -0.0f, 0.0f, nan};
-                row[rng() % n] = special[rng() % 6];
-            }
-            if (r % 11 == 3) row[0] = nan;
-            if (r % 13 == 5) std::fill(row, row + n, r % 2 ? -inf : nan);
-        }
-        for (int n_threads : {1, 2}) {
-            const size_t bytes = sizeof(float) * l.size() + sizeof(int32_t) * n_rows + 4 * ggml_tensor_overhead() +
-                                 ggml_graph_overhead() + (1 << 16);
-            ggml_init_params ip = {bytes, nullptr, false};
-            ggml_context * ctx = ggml_init(ip);
-            ASSERT_NE(ctx, nullptr);
-            ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, n_rows);
-            memcpy(x->data, l.data(), sizeof(float) * l.size());
-            ggml_tensor * out = ggml_argmax(ctx, x);
-            ggml_cgraph * gf = ggml_new_graph(ctx);
-            ggml_build_forward_expand(gf, out);
-            ASSERT_EQ(ggml_graph_compute_with_ctx(ctx, gf, n_threads), GGML_STATUS_SUCCESS);
-            for (int64_t r = 0; r < n_rows; r++) {
-                EXPECT_EQ(((const int32_t *) out->data)[r], running_best(l.data() + r * n, n))
-                    << "trial " << trial << ", row " << r << " of " << n << " values, " << n_threads << " threads";
-            }
-            ggml_free(ctx);
-        }
+// hands back instead of the row's logits): the lowest index of the row's largest value, NaNs never winning, as
+// editspec's sampling_argmax on the host (test-sampling checks that one against a running best from index 0),
+// over rows full of ties, NaNs, infinities and signed zeros of many lengths: what `check-exact` runs on a GPU
+TEST(kernels_argmax, rows_give_the_hosts_token) {
+    for (const int32_t n : {1, 2, 7, 31, 300, 4099, 32256}) {
+        const editspec::argmax_check_result r = editspec::exactness_check_argmax(n);
+        ASSERT_TRUE(r.error.empty()) << r.error;
+        EXPECT_EQ(r.backend, "CPU");
+        EXPECT_EQ(r.rows, 256);
+        EXPECT_EQ(r.row, -1) << n << " values a row: row " << r.row << " gives " << r.got << ", the host " << r.want;
     }
 }
 
