@@ -48,9 +48,9 @@ std::vector<int32_t> exactness_batch_sizes(int32_t n_max);
 exactness_result exactness_check(const model & m, const exactness_params & p);
 
 // Argmax outputs (engine_argmax_outputs) hand back the token ggml_argmax picks on the backend that holds the
-// logits. This runs ggml_argmax on rows of ties, NaNs, infinities and signed zeros (n_vocab values each) on
-// this build's first GPU (the CPU where there is none) and compares each row's token with sampling_argmax's
-// on the host.
+// logits. This runs ggml_argmax on rows of ties, NaNs, infinities, signed zeros and denormals (n_vocab values
+// each) on this build's first GPU (gpu; the CPU where there is none, or with gpu false) and compares each
+// row's token with sampling_argmax's on the host.
 struct argmax_check_result {
     std::string error;    // non-empty: the check could not run
     std::string backend;  // the device it ran on, e.g. "CUDA0"
@@ -59,6 +59,6 @@ struct argmax_check_result {
     llama_token got = -1; // that row's token on the backend
     llama_token want = -1; // and on the host
 };
-argmax_check_result exactness_check_argmax(int32_t n_vocab);
+argmax_check_result exactness_check_argmax(int32_t n_vocab, bool gpu = true);
 
 } // namespace editspec

@@ -93,7 +93,7 @@ int run_check_exact(const check_exact_opts & o) {
     const argmax_check_result am = exactness_check_argmax(lr.model->facts().n_vocab);
     if (!am.error.empty()) return fail_runtime(cmd, am.error);
     if (am.row < 0) {
-        printf("argmax on %s: %d rows of ties, NaNs and infinities give the host's token (argmax outputs)\n", am.backend.c_str(),
+        printf("argmax on %s: %d rows of ties, NaNs, infinities and denormals give the host's token (argmax outputs)\n", am.backend.c_str(),
                am.rows);
     } else {
         printf("argmax on %s differs from the host's: row %d gives %d, the host %d (argmax outputs would change answers)\n",

@@ -219,10 +219,10 @@ exactness_result exactness_check(const model & m, const exactness_params & p) {
     return r;
 }
 
-argmax_check_result exactness_check_argmax(int32_t n_vocab) {
+argmax_check_result exactness_check_argmax(int32_t n_vocab, bool gpu) {
     argmax_check_result r;
     ggml_backend_dev_t dev = nullptr;
-    for (size_t i = 0; i < ggml_backend_dev_count() && !dev; i++) {
+    for (size_t i = 0; i < ggml_backend_dev_count() && !dev && gpu; i++) {
         if (ggml_backend_dev_type(ggml_backend_dev_get(i)) == GGML_BACKEND_DEVICE_TYPE_GPU) dev = ggml_backend_dev_get(i);
     }
     if (!dev) dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
@@ -232,8 +232,9 @@ argmax_check_result exactness_check_argmax(int32_t n_vocab) {
         return r;
     }
     r.backend = ggml_backend_dev_name(dev);
-    // rows of few distinct values (ties), with NaNs, infinities and signed zeros here and there; some with
-    // a NaN first, some all -inf or all NaN
+    // rows of few distinct values (ties), with NaNs, infinities, signed zeros and denormals here and there (a
+    // GPU's fast-math compares flush denormals); a third of them all denormal; some with a NaN first, some all
+    // -inf or all NaN
     const int64_t n = std::max<int32_t>(n_vocab, 1), n_rows = 256;
     std::vector<float> l((size_t) (n * n_rows));
     std::mt19937 rng(11);
@@ -241,10 +242,11 @@ argmax_check_result exactness_check_argmax(int32_t n_vocab) {
     for (int64_t row = 0; row < n_rows; row++) {
         float * x = l.data() + row * n;
         const int32_t levels = 1 + (int32_t) (rng() % 6);
-        for (int64_t i = 0; i < n; i++) x[i] = (float) (rng() % levels) - 2.0f;
+        const float scale = row % 3 == 1 ? 1e-40f : 1.0f;
+        for (int64_t i = 0; i < n; i++) x[i] = ((float) (rng() % levels) - 2.0f) * scale;
         for (int32_t k = (int32_t) (rng() % 6); k > 0; k--) {
-            const float special[] = {nan, -inf, inf, -0.0f, 0.0f, nan};
-            x[rng() % n] = special[rng() % 6];
+            const float special[] = {nan, -inf, inf, -0.0f, 0.0f, 1e-40f, -1e-40f, 1.4e-45f};
+            x[rng() % n] = special[rng() % 8];
         }
         if (row % 11 == 3) x[0] = nan;
         if (row % 13 == 5) std::fill(x, x + n, row % 2 ? -inf : nan);

@@ -553,10 +553,11 @@ INSTANTIATE_TEST_SUITE_P(shapes, kernels_flash_attn,
 // ggml_argmax as patches/llama-output-argmax.patch leaves it (argmax outputs: the token of each row libllama
 // hands back instead of the row's logits): the lowest index of the row's largest value, NaNs never winning, as
 // editspec's sampling_argmax on the host (test-sampling checks that one against a running best from index 0),
-// over rows full of ties, NaNs, infinities and signed zeros of many lengths: what `check-exact` runs on a GPU
+// over rows full of ties, NaNs, infinities, signed zeros and denormals of many lengths: what `check-exact` runs
+// on a GPU, here on the CPU
 TEST(kernels_argmax, rows_give_the_hosts_token) {
     for (const int32_t n : {1, 2, 7, 31, 300, 4099, 32256}) {
-        const editspec::argmax_check_result r = editspec::exactness_check_argmax(n);
+        const editspec::argmax_check_result r = editspec::exactness_check_argmax(n, false);
         ASSERT_TRUE(r.error.empty()) << r.error;
         EXPECT_EQ(r.backend, "CPU");
         EXPECT_EQ(r.rows, 256);
