@@ -18,7 +18,8 @@ not know how to check is an error, so nothing in the section goes unchecked:
                         the next server replaces it
   sh, curl              run as written against the server started last; exit status 0, a JSON answer
                         without "error", and the fields the route promises (a chat with `prediction`:
-                        usage.completion_tokens_details' prediction counts; /v1/models: every --alias)
+                        usage.completion_tokens_details' prediction counts, some drafted on the shipped
+                        model; /v1/models: every --alias)
   yaml (Continue), json (Zed), vim (llama.vim)
                         each URL is sent the request that client's own code sends (the bodies recorded
                         in tests/server/client-requests.json), and must answer the fields it reads;
@@ -227,8 +228,9 @@ def die_with_parent():
 
 
 class Runner:
-    def __init__(self, binary, work, ports, verbose):
+    def __init__(self, binary, work, ports, verbose, random_weights=False):
         self.binary, self.work, self.ports, self.verbose = binary, work, ports, verbose
+        self.random_weights = random_weights  # model.gguf from make-model (--model-shape)
         self.proc = None      # the server (or replicas.sh) started last
         self.what = ""
         self.base = None      # http://host:port of it
@@ -419,7 +421,10 @@ class Runner:
                 raise Failed(f"{route}: the request sends no prediction.content")
             used = need("usage/completion_tokens_details/accepted_prediction_tokens", int) + \
                 need("usage/completion_tokens_details/rejected_prediction_tokens", int)
-            if used == 0:
+            # a random-weight model's answers never follow the prediction: after the earlier requests' rejections
+            # the sizing may rightly draft none of it (2026-11-30: one token of 128 on one run, none on another);
+            # the counts must still be there
+            if used == 0 and not self.random_weights:
                 raise Failed(f"{route}: no prediction token was drafted: {json.dumps(body['usage'])}")
         elif route == "/v1/completions":
             need("choices/0/text", str)
@@ -714,7 +719,7 @@ def main():
         _, quick = section_blocks(a.readme, QUICK)
         prose, blocks = section_blocks(a.readme)
         blocks = quick + blocks
-        runner = Runner(binary, work, ports, a.verbose)
+        runner = Runner(binary, work, ports, a.verbose, random_weights=bool(a.model_shape))
         if not blocks:
             raise Failed("the section has no commands")
         try:
