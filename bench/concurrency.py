@@ -286,6 +286,9 @@ def main():
                     steps["copy_share"] = round(d.get("editspec_step_copy_seconds_total", 0) / busy, 3)
                     steps["rows_lent"] = int(d.get("editspec_step_rows_lent_total", 0))
                     steps["rows_copied"] = int(d.get("editspec_step_rows_copied_total", 0))
+                if "editspec_step_layout_seconds_total" in after:
+                    # the requests' batches laid into the step's one (inside the steps' time)
+                    steps["layout_share"] = round(d.get("editspec_step_layout_seconds_total", 0) / busy, 4)
                 if d.get("editspec_steps_argmax_total", 0) > 0:
                     # steps that handed back each row's argmax, not its logits (EDITSPEC_DEVICE_ARGMAX=1)
                     steps["argmax_steps_share"] = round(d["editspec_steps_argmax_total"] /

@@ -261,11 +261,11 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     done
     for f in plain-exact plain-exact-graphs; do
         grep -v '^{' "$out/$f.txt" 2>/dev/null
-        # the engine's host share and the output rows read in place / copied (item 5), per round
+        # the engine's host share, the steps' layout and the output rows read in place / copied (item 5), per round
         grep '^{' "$out/$f.txt" 2>/dev/null | python3 -c 'import json, sys
 for l in sys.stdin:
     r = json.loads(l)
-    if "host_share" in r: print(r["server"], r["clients"], "clients: host_share", r["host_share"], "copy_share", r.get("copy_share"), "rows lent/copied", r.get("rows_lent"), r.get("rows_copied"))'
+    if "host_share" in r: print(r["server"], r["clients"], "clients: host_share", r["host_share"], "copy_share", r.get("copy_share"), "layout_share", r.get("layout_share"), "rows lent/copied", r.get("rows_lent"), r.get("rows_copied"))'
     done
     grep -E "identical_to_ar=|CUDA error|skip|error" "$log" | tail -12
     exit 0

@@ -111,6 +111,8 @@ struct step_stats {
     int64_t rows_copied = 0; // output rows copied out for a view (a view's own thread, or lent rows a
                              // step that did not carry their view would overwrite)
     double  copy_ms    = 0; // time those copies took (inside decode_ms)
+    double  layout_ms  = 0; // time laying the requests' batches into the step's one (and its padding) before
+                            // llama_decode, on a step that decoded (inside decode_ms)
     int64_t steps_argmax = 0; // steps that handed back each row's argmax, not its logits (engine_argmax_outputs)
 };
 

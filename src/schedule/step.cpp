@@ -542,6 +542,7 @@ void step_engine::step(std::unique_lock<std::mutex> & lock, std::vector<submissi
 }
 
 bool step_engine::run_step(std::vector<submission *> & subs) {
+    const auto t_layout = clock_type::now();
     batch & mb = *merged_;
     mb.clear();
     llama_memory_t mem = llama_get_memory(ctx_->get());
@@ -633,6 +634,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     } else {
         run_ubatches_ += step_ubatches(laid, std::min(params_.n_ubatch_max(), mb.capacity()));
     }
+    const double layout_ms = ms_since(t_layout);
     // rows lent after an earlier decode to a view that has not asked again: copied out before the decode
     // overwrites them (a view in this step, or waiting for a later one, is done with its last rows)
     if (!lent_.empty()) {
@@ -721,6 +723,7 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
         }
     }
     std::lock_guard<std::mutex> lock(mu_);
+    stats_.layout_ms += layout_ms;
     stats_.rows_lent += n_lent;
     stats_.steps_argmax += argmax;
     return true;

@@ -159,6 +159,9 @@ std::string server_metrics::render_step(const step_stats & st, const char * pref
                   (double) st.rows_copied);
     metric_append(o, (p + "step_copy_seconds_total").c_str(), "counter", "time copying those rows (inside the steps' time)",
                   st.copy_ms / 1000.0);
+    metric_append(o, (p + "step_layout_seconds_total").c_str(), "counter",
+                  "time laying the requests' batches into each step's one before its llama_decode (inside the steps' time)",
+                  st.layout_ms / 1000.0);
     metric_append(o, (p + "steps_argmax_total").c_str(), "counter",
                   "steps that handed back each row's argmax instead of its logits (EDITSPEC_DEVICE_ARGMAX=1, every request greedy)",
                   (double) st.steps_argmax);

@@ -154,6 +154,8 @@ void check_batched_equals_alone(const std::string & type, int32_t n_threads, uin
     EXPECT_GT(st.steps, 0);
     // the point of the engine: steps carried several requests' batches
     EXPECT_GT(st.batches, st.steps) << "no step carried two requests";
+    EXPECT_GT(st.layout_ms, 0.0) << "the steps' layout was not timed";
+    EXPECT_LT(st.layout_ms, st.decode_ms) << "the layout is inside the steps' time";
     // argmax outputs: steps of greedy passes alone hand back tokens (prompt chunks' last rows are logits)
     if (argmax_outputs) {
         EXPECT_GT(st.steps_argmax, 0) << "no step handed back argmax outputs";
