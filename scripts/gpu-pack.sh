@@ -12,12 +12,13 @@
 #
 # The first build takes ~40 minutes on 2 cores (the CUDA kernels; llama-server ~3 more), packing ~5.
 # Needs nvcc (/usr/local/cuda, the device's CUDA release) and build/bin/editspec (scripts/build.sh).
-# EDITSPEC_CUDA_ARCH: CMake's architecture, default 90 (Hopper: H100, H200).
+# EDITSPEC_CUDA_ARCH: CMake's architecture, default 90 (Hopper: H100, H200); GPU_PACK_VOCABS: the make-model
+# vocabularies packed (default "deepseek-coder qwen2").
 # The call then: GPU_CHECK_PLAN=issue73 GPU_CHECK_SECONDS=540 scripts/gpu-check.sh .gpu, with models/ and
 # docs/ moved aside (the working tree and DIR travel in 64 MiB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 dir=$(mkdir -p "${1:-$root/.gpu}" && cd "${1:-$root/.gpu}" && pwd)
 arch=${EDITSPEC_CUDA_ARCH:-90}
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -66,6 +67,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/es/bin" "$stage/es/lib"
 cp -a "$prefix/lib" "$prefix/share" "$stage/"
 rm -rf "$stage/lib/cmake" "$stage/lib/pkgconfig"
+# the vocabularies of the shapes the plans make (ds13 and 6.7B: deepseek-coder; qwen2.5-coder-1.5b: qwen2); the
+# other 20 would add 16 MB to a call that must fit 64 MiB
+for v in "$stage"/share/editspec/vocab/ggml-vocab-*.gguf; do
+    case " ${GPU_PACK_VOCABS:-deepseek-coder qwen2} " in *" $(basename "$v" .gguf | sed 's/^ggml-vocab-//') "*) ;; *) rm "$v" ;; esac
+done
 cp "$build/llama-bench" "$stage/bin/"
 cp -P "$build/bin/llama-server" "$build"/bin/libllama-server-impl.so* "$build"/bin/libmtmd.so* "$stage/bin/" 2>/dev/null || true
 [ -x "$stage/bin/llama-server" ] || die "no llama-server in $build/bin"

@@ -34,10 +34,12 @@ struct cost_model {
                              // for a table from elsewhere, any unit (relative to a 1-token pass)
     int32_t depth0 = 256;    // the cache depth `ms` was measured at
     std::vector<cost_depth_curve> deeper; // ascending depths > depth0 (empty: cost does not depend on depth)
-    // the probe (cost_model_probe) timed right after the curve, ms; 0 = none. A cached curve is only as
-    // good as the machine was quiet while it was measured: cost_model_get times the probe again and
+    // the probes (cost_model_probe) timed right after the curve, ms; 0 = none. A cached curve is only as
+    // good as the machine was quiet while it was measured: cost_model_get times the probes again and
     // measures anew when the machine is now much faster than the curve says (a first start beside other work)
-    double probe_ms = 0.0;
+    double probe_ms = 0.0;      // a 1-token pass
+    double probe_wide_ms = 0.0; // a COST_PROBE_WIDE-token pass (beside other work a 1-token pass came out
+                                // 1.2x, an 8-token one 2x: the threads' barriers wait for a descheduled one)
 
     bool empty() const { return n.empty(); }
     // ms for a pass of n_tokens at depth0, linear between measured points, extrapolated past the last
@@ -95,19 +97,21 @@ std::vector<int32_t> cost_model_depths(int32_t n_prefix, int32_t n_max, int32_t 
 bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t reps, std::string * error,
                         int32_t n_prefix = 256, bool all_logits = true, const std::vector<int32_t> & depths = {});
 
-// a short timing that compares like with like across runs: a 1-token pass after one cached token, the
-// fastest of `reps`, each pass alone (the curve's t(1) is timed between larger passes and comes out ~1.8x
-// a pass timed alone, so the probe, not t(1), is what a later run compares). ms; <= 0 when a decode
-// fails. Leaves the KV cache empty.
-double cost_model_probe(context & ctx, int32_t reps = 5);
+// a short timing that compares like with like across runs: a pass of n_tokens (every row's logits) after
+// one cached token, the fastest of `reps`, each pass alone (the curve's t(1) is timed between larger
+// passes and comes out ~1.8x a pass timed alone, so the probe, not t(1), is what a later run compares).
+// ms; <= 0 when a decode fails. Leaves the KV cache empty.
+double cost_model_probe(context & ctx, int32_t reps = 5, int32_t n_tokens = 1);
 
-// a cached curve whose probe took more than this times the probe now was measured on a busier machine
+// the wide probe's tokens: a pass that uses every thread (1-4 token passes barely slow down beside other work)
+inline constexpr int32_t COST_PROBE_WIDE = 8;
+// a cached curve whose probe (either) took more than this times the probe now was measured on a busier machine
 inline constexpr double COST_PROBE_STALE = 1.5;
 
 // loads the cached model for this model file and thread count, or measures and caches it, with the
 // depths of cost_model_depths (~/.cache/editspec/cost/, EDITSPEC_CACHE overrides the root). A cached
-// curve whose probe is COST_PROBE_STALE times slower than the probe now is measured again, and the
-// faster of the two (by probe) is kept: a curve measured beside other work does not stay.
+// curve whose 1-token or wide probe is COST_PROBE_STALE times slower than the same probe now is measured
+// again, and the faster of the two (by their probes) is kept: a curve measured beside other work does not stay.
 bool cost_model_get(context & ctx, cost_model & out, std::string * error);
 
 // writes cm as the cached model for this context's model file and thread count

@@ -64,6 +64,11 @@ int run_cost(const cost_opts & o) {
            ggml_type_name(cp.type_k), o.flash_attn ? "on" : "off",
            engine_cuda_exact() ? "exact" : "stock", engine_has_gpu() ? " (GPU)" : " (CPU)",
            o.last_logits ? ", the last row's logits only" : "");
+    // the probes a later start times again to tell whether this curve was measured on a busier machine
+    if (cm.probe_ms > 0) {
+        printf("# probes (passes alone, after 1 cached token): 1 token %.3f ms, %d tokens %.3f ms\n", cm.probe_ms, COST_PROBE_WIDE,
+               cm.probe_wide_ms);
+    }
     // the columns past the first four: the same pass after more cached tokens (a pass deep in a file)
     printf("# ms: after %d cached tokens%s\n", cm.depth0, cm.deeper.empty() ? "" : "; ms@D: after D (*: not timed, the base curve's shape)");
     printf("%8s %10s %10s %14s", "tokens", "ms", "tokens/s", "cost vs 1");

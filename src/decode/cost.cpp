@@ -276,20 +276,21 @@ bool cost_model_measure(context & ctx, cost_model & out, int32_t n_max, int32_t 
     }
     ctx.kv_clear();
     out.probe_ms = std::max(0.0, cost_model_probe(ctx));
+    out.probe_wide_ms = std::max(0.0, cost_model_probe(ctx, 3, COST_PROBE_WIDE));
     return true;
 }
 
-double cost_model_probe(context & ctx, int32_t reps) {
+double cost_model_probe(context & ctx, int32_t reps, int32_t n_tokens) {
     const int32_t n_vocab = ctx.owner().facts().n_vocab;
     const llama_token t0 = (llama_token) std::min(1000, n_vocab / 4), t1 = (llama_token) std::min(1001, n_vocab / 4 + 1);
-    batch b(1, 1);
+    batch b(std::max(1, n_tokens), 1);
     ctx.kv_clear();
     b.add(t0, 0, {0}, true);
     double best = 0.0;
     if (!ctx.decode(b, true)) return -1.0;
     for (int32_t r = 0; r <= reps; r++) { // round 0 warms up
         b.clear();
-        b.add(t1, 1, {0}, true);
+        for (int32_t i = 0; i < std::max(1, n_tokens); i++) b.add(t1, 1 + i, {0}, true);
         const auto start = clock_type::now();
         if (!ctx.decode(b, true)) {
             ctx.kv_clear();
@@ -309,6 +310,7 @@ std::string cost_model_to_json(const cost_model & cm) {
     for (const cost_depth_curve & c : cm.deeper) deeper.push_back({{"depth", c.depth}, {"ms", c.ms}});
     j["deeper"] = deeper;
     if (cm.probe_ms > 0) j["probe_ms"] = cm.probe_ms;
+    if (cm.probe_wide_ms > 0) j["probe_wide_ms"] = cm.probe_wide_ms;
     return j.dump();
 }
 
@@ -336,6 +338,10 @@ bool cost_model_from_json(const std::string & text, cost_model & out) {
     if (j.contains("probe_ms")) {
         if (!j["probe_ms"].is_number() || j["probe_ms"].get<double>() < 0) return false;
         cm.probe_ms = j["probe_ms"].get<double>();
+    }
+    if (j.contains("probe_wide_ms")) {
+        if (!j["probe_wide_ms"].is_number() || j["probe_wide_ms"].get<double>() < 0) return false;
+        cm.probe_wide_ms = j["probe_wide_ms"].get<double>();
     }
     // depth curves: optional (a file of one curve costs every depth alike), each over the same sizes
     if (j.contains("depth0")) {
@@ -404,7 +410,9 @@ static std::string cache_path(const context & ctx) {
         // v21: item 6 loads a row's Q chunk once for its 4 cells: passes of 4+ tokens deep in a file cost 5-11% less
         // v22: on AVX2, item 6's scores 4 cells at a time and 2-4 rows of a head together: passes deep in a file cost less
         // v23: on AVX2, item 6 reads a decode's block in the cache's order: 1-2 token passes deep in a file cost less
-        << "-v23"
+        // v24: the wide probe (COST_PROBE_WIDE): a curve measured beside other work, which the 1-token probe
+        // passed (1.2x; its passes of 8+ tokens 1.6-2x), is measured again
+        << "-v24"
         // a quantized KV cache (--cache-type q8_0) reads other bytes through other loads
         << (ctx.params().type_k != GGML_TYPE_F16 ? std::string("-kv") + ggml_type_name(ctx.params().type_k) : "");
     // a GPU build's curve depends on the layers offloaded; layers on RPC workers pay a round trip
@@ -474,12 +482,16 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
                     return true;
                 }
                 const double now = cost_model_probe(ctx);
-                if (now <= 0 || out.probe_ms <= COST_PROBE_STALE * now) {
-                    ES_LOG_INFO("cost model: cached %s (probe %.3f ms, now %.3f ms)\n", path.c_str(), out.probe_ms, now);
+                const double now_wide = out.probe_wide_ms > 0 ? cost_model_probe(ctx, 3, COST_PROBE_WIDE) : 0.0;
+                const bool stale = (now > 0 && out.probe_ms > COST_PROBE_STALE * now) ||
+                                   (now_wide > 0 && out.probe_wide_ms > COST_PROBE_STALE * now_wide);
+                if (!stale) {
+                    ES_LOG_INFO("cost model: cached %s (probes %.3f / %.3f ms, now %.3f / %.3f ms)\n", path.c_str(), out.probe_ms,
+                                out.probe_wide_ms, now, now_wide);
                     return true;
                 }
-                ES_LOG_INFO("cost model: %s was measured on a busier machine (probe %.3f ms, now %.3f ms): measuring again\n",
-                            path.c_str(), out.probe_ms, now);
+                ES_LOG_INFO("cost model: %s was measured on a busier machine (probes %.3f / %.3f ms, now %.3f / %.3f ms): "
+                            "measuring again\n", path.c_str(), out.probe_ms, out.probe_wide_ms, now, now_wide);
                 cached = out;
             } else if (out.deeper.size() < depths.size()) {
                 ES_LOG_INFO("cost model: %s holds %zu depths, this context can measure %zu\n", path.c_str(),
@@ -500,8 +512,11 @@ bool cost_model_get(context & ctx, cost_model & out, std::string * error) {
     }
     // busy again while it measured: the faster curve stays (each measurement again needs a probe
     // COST_PROBE_STALE times faster than the last kept, so a machine that swings measures a few times at most)
-    if (!cached.empty() && cached.probe_ms <= out.probe_ms) {
-        ES_LOG_INFO("cost model: the new curve's probe (%.3f ms) is no faster: keeping the cached one\n", out.probe_ms);
+    // (by both probes where both curves have them)
+    const bool wide = cached.probe_wide_ms > 0 && out.probe_wide_ms > 0;
+    if (!cached.empty() && cached.probe_ms + (wide ? cached.probe_wide_ms : 0.0) <= out.probe_ms + (wide ? out.probe_wide_ms : 0.0)) {
+        ES_LOG_INFO("cost model: the new curve's probes (%.3f / %.3f ms) are no faster: keeping the cached one\n", out.probe_ms,
+                    out.probe_wide_ms);
         out = cached;
         return true;
     }

@@ -220,9 +220,9 @@ TEST(prompt_cache, reused_prefix_gives_the_fresh_output) {
 }
 
 // A cost curve cached while the machine was busy (a first start beside other work) says every pass is
-// slower than it is; its probe, stored with it and timed again at each fetch, tells: a curve whose probe
-// is far slower than the probe now is measured again and replaced, one whose probe agrees stays, and a
-// curve from before the probe is taken as it is
+// slower than it is; its probes, stored with it and timed again at each fetch, tell: a curve whose 1-token
+// or wide probe is far slower than the same probe now is measured again and replaced, one whose probes
+// agree stays, and a curve from before the probes is taken as it is
 TEST_F(generate_fixture, a_cost_curve_cached_on_a_busier_machine_is_measured_again) {
     const std::string dir = ::testing::TempDir() + "editspec-probe-" + std::to_string(getpid());
     std::filesystem::remove_all(dir);
@@ -231,14 +231,16 @@ TEST_F(generate_fixture, a_cost_curve_cached_on_a_busier_machine_is_measured_aga
     std::string err;
     ASSERT_TRUE(cost_model_get(*ctx, first, &err)) << err;
     ASSERT_GT(first.probe_ms, 0.0);
+    ASSERT_GT(first.probe_wide_ms, 0.0);
     std::vector<std::filesystem::path> files;
     for (const auto & e : std::filesystem::directory_iterator(dir + "/cost")) files.push_back(e.path());
     ASSERT_EQ(files.size(), 1u);
-    // the cached curve, every pass 100x slower than measured, with the probe given
-    auto cache = [&](double probe_ms) {
+    // the cached curve, every pass 100x slower than measured, with the probes given
+    auto cache = [&](double probe_ms, double probe_wide_ms) {
         cost_model c = first;
         for (double & v : c.ms) v *= 100.0;
         c.probe_ms = probe_ms;
+        c.probe_wide_ms = probe_wide_ms;
         std::ofstream(files[0]) << cost_model_to_json(c);
     };
     auto fetched = [&] {
@@ -246,20 +248,35 @@ TEST_F(generate_fixture, a_cost_curve_cached_on_a_busier_machine_is_measured_aga
         EXPECT_TRUE(cost_model_get(*ctx, c, &err)) << err;
         return c;
     };
-    cache(1e-6); // its probe as fast as any now: it stays
+    auto saved = [&] {
+        std::ifstream f(files[0]);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        cost_model c;
+        EXPECT_TRUE(cost_model_from_json(ss.str(), c));
+        return c;
+    };
+    cache(1e-6, 1e-6); // its probes as fast as any now: it stays
     EXPECT_DOUBLE_EQ(fetched().ms[0], first.ms[0] * 100.0);
-    cache(0.0); // no probe (a curve from before it): taken as it is
+    cache(0.0, 0.0); // no probe (a curve from before it): taken as it is
     EXPECT_DOUBLE_EQ(fetched().ms[0], first.ms[0] * 100.0);
-    cache(1e6); // its probe 1,000 s: measured beside other work, measured again and replaced
-    const cost_model again = fetched();
+    cache(1e-6, 0.0); // a 1-token probe that agrees and no wide one (a curve from before it): it stays
+    EXPECT_DOUBLE_EQ(fetched().ms[0], first.ms[0] * 100.0);
+    // its 1-token probe 1,000 s: measured beside other work, measured again and replaced
+    cache(1e6, 0.0);
+    cost_model again = fetched();
     EXPECT_LT(again.ms[0], first.ms[0] * 10.0);
     EXPECT_LT(again.probe_ms, 1e3);
-    std::ifstream f(files[0]);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    cost_model saved;
-    ASSERT_TRUE(cost_model_from_json(ss.str(), saved));
-    EXPECT_DOUBLE_EQ(saved.probe_ms, again.probe_ms);
+    EXPECT_GT(again.probe_wide_ms, 0.0);
+    EXPECT_DOUBLE_EQ(saved().probe_ms, again.probe_ms);
+    EXPECT_DOUBLE_EQ(saved().probe_wide_ms, again.probe_wide_ms);
+    // its 1-token probe agrees, the wide one 1,000 s (beside other work a 1-token pass barely slows down, a
+    // pass that uses every thread does): measured again and replaced
+    cache(1e-6 + again.probe_ms, 1e6);
+    again = fetched();
+    EXPECT_LT(again.ms[0], first.ms[0] * 10.0);
+    EXPECT_LT(again.probe_wide_ms, 1e3);
+    EXPECT_DOUBLE_EQ(saved().probe_wide_ms, again.probe_wide_ms);
     unsetenv("EDITSPEC_CACHE");
     std::filesystem::remove_all(dir);
 }
