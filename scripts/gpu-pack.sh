@@ -76,13 +76,33 @@ cp "$build/llama-bench" "$stage/bin/"
 cp -P "$build/bin/llama-server" "$build"/bin/libllama-server-impl.so* "$build"/bin/libmtmd.so* "$stage/bin/" 2>/dev/null || true
 [ -x "$stage/bin/llama-server" ] || die "no llama-server in $build/bin"
 strip -o "$stage/es/bin/editspec" "$es"
+# its RPATH names this machine's CPU build of libllama, searched before LD_LIBRARY_PATH: where that path exists
+# the CPU libraries would load in place of the CUDA ones. The packed binary looks in the tarball's lib/ instead
+# (the path's bytes in .dynstr overwritten, NUL-padded: no patchelf needed)
+python3 - "$stage/es/bin/editspec" <<'PY'
+import subprocess, sys
+path = sys.argv[1]
+out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
+old = [l.split("[", 1)[1].rstrip("]") for l in out.splitlines() if "(RPATH)" in l or "(RUNPATH)" in l]
+data = bytearray(open(path, "rb").read())
+for o in old:
+    ob, nb = o.encode(), b"$ORIGIN/../../lib"
+    at = data.find(ob + b"\0")
+    if at < 0 or data.find(ob + b"\0", at + 1) >= 0 or len(nb) > len(ob):
+        sys.exit(f"gpu-pack: {path}: cannot rewrite its RPATH {o}")
+    data[at:at + len(ob)] = nb + b"\0" * (len(ob) - len(nb))
+open(path, "wb").write(data)
+PY
 # editspec's Debian libraries that a CUDA machine's image may lack
 for l in libcpp-httplib.so.0.11 libdivsufsort.so.3 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
     cp -L "/lib/x86_64-linux-gnu/$l" "$stage/es/lib/" 2>/dev/null || say "warning: no /lib/x86_64-linux-gnu/$l"
 done
 # the binary must link against these libraries' API (same commit): a missing symbol is said here, not there
-LD_LIBRARY_PATH=$stage/lib:$stage/es/lib ldd -r "$stage/es/bin/editspec" 2>&1 | grep -E "undefined symbol: llama_|not found" \
+LD_LIBRARY_PATH=$stage/es/lib ldd -r "$stage/es/bin/editspec" 2>&1 | grep -E "undefined symbol: llama_|not found" \
     | grep -v "libcuda" && die "editspec does not link against $prefix"
+loaded=$(LD_LIBRARY_PATH=$stage/es/lib ldd "$stage/es/bin/editspec" | awk '$1 == "libllama.so.0" { print $3 }')
+[ -n "$loaded" ] && [ "$(realpath "$loaded")" = "$(realpath "$stage/lib/libllama.so.0")" ] \
+    || die "the packed editspec loads libllama from '$loaded', not the tarball's lib/"
 
 say "packing $dir/cuda.tar.xz"
 tar -C "$stage" -c lib bin share es | xz -T"$jobs" -9e >"$dir/cuda.tar.xz.tmp"
