@@ -22,9 +22,9 @@ es=$root/build/bin/editspec
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for r in $(seq 1 "$rounds"); do
-    "$es" cost -m "$model" -t "$threads" --max 64 --reps 3 --prefix "$depth" --fresh --no-save \
+    "$es" cost -m "$model" -t "$threads" --max 64 --reps 3 --prefix "$depth" --depths 0 --no-flash-attn --fresh --no-save \
         >"$out/es-$r.txt" 2>/dev/null
-    "$es" cost -m "$model" -t "$threads" --max 64 --reps 3 --prefix "$depth" --fresh --last-logits \
+    "$es" cost -m "$model" -t "$threads" --max 64 --reps 3 --prefix "$depth" --depths 0 --no-flash-attn --fresh --last-logits \
         >"$out/esl-$r.txt" 2>/dev/null
     "$peers/llama-bench" -m "$model" -t "$threads" -p 8,32,64 -n 32 -d "$depth" -fa 0 -r 3 -o json \
         >"$out/lb-$r.json" 2>/dev/null
@@ -38,7 +38,7 @@ for r in range(1, rounds + 1):
     for name, d in (("es", es), ("esl", esl)):
         for line in open(f"{out}/{name}-{r}.txt"):
             f = line.split()
-            if len(f) == 4 and f[0].isdigit():
+            if len(f) >= 4 and f[0].isdigit():  # tokens, ms, tokens/s, cost vs 1[, ms@D ...]
                 d.setdefault(int(f[0]), []).append(float(f[2]))
     for t in json.load(open(f"{out}/lb-{r}.json")):
         n = t["n_prompt"] if t["n_prompt"] > 0 else 1  # tg: one token per pass

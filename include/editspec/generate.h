@@ -79,6 +79,9 @@ struct generate_result {
     int32_t     prompt_stale  = 0;   // prompt tokens whose KV was computed against another text (PIE)
     double      prompt_ms     = 0.0; // prefill wall time
     double      gen_ms        = 0.0; // generation wall time (after the prompt)
+    double      first_pass_ms = 0.0; // of gen_ms: until the first pass's tokens are known; that pass
+                                     // decodes the prompt's uncached end, which llama-server's timings
+                                     // count as prompt time (prompt_ms + first_pass_ms ~ time to first token)
     int32_t     target_passes = 0;   // target passes that yielded tokens, the prompt pass included
     int64_t     draft_tokens  = 0;   // draft nodes sent to the target
     int64_t     accepted      = 0;   // draft tokens accepted

@@ -256,6 +256,7 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
         const llama_token t = greedy        ? ctx.argmax(last)
                               : p.constraint ? constrained_argmax(ctx.logits(last), n_vocab, *p.constraint, r.tokens)
                                              : sampling_sample(ctx.logits(last), n_vocab, p.sampling, rng.coin());
+        if (r.target_passes == 1) r.first_pass_ms = ms_since(t1);
         if (t < 0) {
             r.stop = STOP_REASON_ERROR;
             r.error = "the constraint allows no token after " + std::to_string(r.tokens.size()) + " tokens";

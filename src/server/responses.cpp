@@ -3,6 +3,8 @@
 #include "server-state.h"
 #include "editspec/apply.h"
 
+#include <algorithm>
+
 namespace editspec {
 
 using json = nlohmann::json;
@@ -28,14 +30,19 @@ json usage_json(const served_request & g) {
 }
 
 json timings_json(const generate_result & r) {
+    // llama-server's fields, counted as it counts them: the pass that reads the prompt's end (and gives
+    // the first token) is prompt time, generation the passes after it
+    const double prompt_ms = r.prompt_ms + r.first_pass_ms;
+    const double gen_ms    = std::max(0.0, r.gen_ms - r.first_pass_ms);
+    const double n_gen     = (double) r.tokens.size();
     return {{"prompt_n", r.prompt_tokens},
-            {"prompt_ms", r.prompt_ms},
-            {"prompt_per_token_ms", r.prompt_tokens > 0 ? r.prompt_ms / r.prompt_tokens : 0.0},
-            {"prompt_per_second", r.prompt_ms > 0 ? 1000.0 * r.prompt_tokens / r.prompt_ms : 0.0},
+            {"prompt_ms", prompt_ms},
+            {"prompt_per_token_ms", r.prompt_tokens > 0 ? prompt_ms / r.prompt_tokens : 0.0},
+            {"prompt_per_second", prompt_ms > 0 ? 1000.0 * r.prompt_tokens / prompt_ms : 0.0},
             {"predicted_n", (int64_t) r.tokens.size()},
-            {"predicted_ms", r.gen_ms},
-            {"predicted_per_token_ms", r.tokens.empty() ? 0.0 : r.gen_ms / r.tokens.size()},
-            {"predicted_per_second", r.tokens_per_s()},
+            {"predicted_ms", gen_ms},
+            {"predicted_per_token_ms", n_gen > 0 ? gen_ms / n_gen : 0.0},
+            {"predicted_per_second", gen_ms > 0 ? 1000.0 * n_gen / gen_ms : 0.0},
             {"draft_n", r.draft_tokens},
             {"draft_n_accepted", r.accepted},
             {"drafters", r.drafters},  // editspec's: which drafters ran (`auto` resolved)

@@ -56,6 +56,28 @@ TEST_F(generate_fixture, greedy_is_deterministic) {
     EXPECT_EQ(a.target_passes, 24);
 }
 
+// llama-server's timings count the pass that reads the prompt's end as prompt time; the server reports
+// prompt_ms + first_pass_ms there, so the first pass must be timed on its own, inside gen_ms
+TEST_F(generate_fixture, the_first_pass_is_timed_inside_generation) {
+    generate_params gp;
+    gp.n_predict = 16;
+    const token_vec prompt = m->tokenize(std::string(40, ' ') + "def fib(n):\n    return", true, false);
+    const generate_result ar = generate_ar(*ctx, prompt, gp);
+    ASSERT_EQ(ar.tokens.size(), 16u);
+    EXPECT_GT(ar.first_pass_ms, 0.0);
+    EXPECT_LT(ar.first_pass_ms, ar.gen_ms);
+    std::mt19937 rng(3);
+    test::noisy_reference_drafter d(ar.tokens, rng(), m->facts().n_vocab);
+    drafter_i * ds[] = {&d};
+    spec_params spp;
+    spp.draft_max = 8;
+    ctx->kv_clear();
+    const generate_result spec = generate_spec(*ctx, prompt, gp, spp, ds);
+    EXPECT_EQ(spec.tokens, ar.tokens);
+    EXPECT_GT(spec.first_pass_ms, 0.0);
+    EXPECT_LE(spec.first_pass_ms, spec.gen_ms);
+}
+
 TEST_F(generate_fixture, seeded_sampling_is_deterministic_per_seed) {
     generate_params gp;
     gp.n_predict = 32;

@@ -117,6 +117,11 @@ TEST(server, editor_shaped_requests_and_greedy_equality) {
     ASSERT_EQ(status, 200) << r.dump();
     // /metrics counts every draft node the passes held, tested or not: the request's own draft_n
     EXPECT_GT(r["timings"]["draft_n"].get<int64_t>(), 0) << r.dump();
+    // llama-server's split: the pass that reads the prompt's end is prompt time, the rest generation
+    EXPECT_GT(r["timings"]["prompt_ms"].get<double>(), 0.0) << r.dump();
+    EXPECT_GT(r["timings"]["predicted_ms"].get<double>(), 0.0) << r.dump();
+    EXPECT_NEAR(r["timings"]["predicted_per_second"].get<double>(),
+                1000.0 * r["timings"]["predicted_n"].get<double>() / r["timings"]["predicted_ms"].get<double>(), 1e-6) << r.dump();
     EXPECT_EQ(metric(s, "editspec_draft_tokens_sent_total") - sent0, r["timings"]["draft_n"].get<double>()) << r.dump();
     // libllama reuses a pass's graph only where the one before had its shape (drafted passes vary)
     EXPECT_LE(metric(s, "editspec_step_graphs_reused_total"), metric(s, "editspec_step_ubatches_total"));
