@@ -131,6 +131,7 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
         {"prompt_tokens", r.prompt_tokens},
         {"prompt_ms", r.prompt_ms},
         {"gen_ms", r.gen_ms},
+        {"first_pass_ms", r.first_pass_ms}, // of gen_ms: the pass that decodes the prompt's end
         {"tokens_per_s", r.tokens_per_s()},
         {"target_passes", r.target_passes},
         {"tokens_per_pass", r.tokens_per_pass()},

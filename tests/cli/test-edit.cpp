@@ -241,7 +241,7 @@ TEST(edit_cli, json_parses_with_statistics) {
     EXPECT_GE(j["target_passes"].get<int>(), 1);
     EXPECT_GT(j["tokens_per_pass"].get<double>(), 0.0);
     EXPECT_TRUE(j["by_source"].is_object());
-    for (const char * k : {"prompt_tokens", "gen_ms", "tokens_per_s", "draft_tokens", "accepted", "stop", "model"}) {
+    for (const char * k : {"prompt_tokens", "gen_ms", "first_pass_ms", "tokens_per_s", "draft_tokens", "accepted", "stop", "model"}) {
         EXPECT_TRUE(j.contains(k)) << k;
     }
     EXPECT_EQ(read_text(d.path / "f.py"), sample_code); // not --in-place: untouched
