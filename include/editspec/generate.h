@@ -48,7 +48,8 @@ struct generate_params {
     std::vector<std::string> stop;     // stop strings; the text ends before the first one
     // llama.cpp's infill limits, checked line by line: the text ends before a line (after the
     // first) indented by fewer than n_indent spaces or tabs (the block being completed has ended),
-    // and at the first newline generated after t_max_ms of generation (no half line). 0 = off
+    // and at the first newline generated after t_max_ms of generation (no half line; counted from the
+    // first token, as llama-server counts t_max_predict_ms). 0 = off
     int32_t n_indent = 0;
     double  t_max_ms = 0.0;
     // streaming: called with each new piece of text (whole UTF-8 characters, held back while it
@@ -82,6 +83,7 @@ struct generate_result {
     double      first_pass_ms = 0.0; // of gen_ms: until the first pass's tokens are known; that pass
                                      // decodes the prompt's uncached end, which llama-server's timings
                                      // count as prompt time (prompt_ms + first_pass_ms ~ time to first token)
+    int32_t     first_pass_tokens = 0; // of tokens: those the first pass gave (1 without drafts)
     int32_t     target_passes = 0;   // target passes that yielded tokens, the prompt pass included
     int64_t     draft_tokens  = 0;   // draft nodes sent to the target
     int64_t     accepted      = 0;   // draft tokens accepted
@@ -131,7 +133,8 @@ private:
     std::string pending_; // text not yet streamed
     size_t max_stop_len_ = 0;
     size_t line_scan_ = 0; // n_indent: lines that begin after text_[line_scan_, ...) newlines are undecided
-    std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(); // t_max_ms counts from here
+    std::chrono::steady_clock::time_point t0_; // t_max_ms counts from here: the first token's push
+    bool clock_started_ = false;
 };
 
 // checks a prompt against the context (and a constraint against the sampling) before decoding;

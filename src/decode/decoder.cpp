@@ -280,7 +280,8 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         r.draft_ms += ms_since(td);
         if (!step_decode(s)) break;
         const verify_result vr = step_verify(s, rng);
-        if (r.first_pass_ms == 0.0) r.first_pass_ms = ms_since(t1);
+        const bool first_pass = r.first_pass_ms == 0.0;
+        if (first_pass) r.first_pass_ms = ms_since(t1);
         if (vr.token < 0) {
             r.stop = STOP_REASON_ERROR;
             r.error = "the constraint allows no token after " + std::to_string(r.tokens.size() + vr.accepted.size()) + " tokens";
@@ -291,6 +292,7 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
         r.accepted += (int64_t) vr.accepted.size();
         if (!step_keep(s, vr)) break;
         running = step_commit(s, vr, sink);
+        if (first_pass) r.first_pass_tokens = (int32_t) r.tokens.size();
     }
     sink.finish();
     r.gen_ms = ms_since(t1);

@@ -54,6 +54,12 @@ static size_t utf8_incomplete_tail(const std::string & s) {
 }
 
 bool output_sink::push(llama_token token) {
+    if (!clock_started_) {
+        // t_max_ms is generation time, as llama-server counts it: from the first token on, after the
+        // pass that decoded the prompt's end (a long uncached prompt does not eat the budget)
+        t0_ = std::chrono::steady_clock::now();
+        clock_started_ = true;
+    }
     if (model_.is_eog(token)) {
         result_.stop = STOP_REASON_EOG;
         return false;
@@ -262,7 +268,9 @@ generate_result generate_ar(context & ctx, std::span<const llama_token> prompt, 
             r.error = "the constraint allows no token after " + std::to_string(r.tokens.size()) + " tokens";
             break;
         }
-        if (!sink.push(t)) {
+        const bool more = sink.push(t);
+        if (r.target_passes == 1) r.first_pass_tokens = (int32_t) r.tokens.size();
+        if (!more) {
             break;
         }
         pending.assign(1, t);

@@ -34,11 +34,15 @@ json timings_json(const generate_result & r) {
     // the first token) is prompt time, generation the passes after it
     const double prompt_ms = r.prompt_ms + r.first_pass_ms;
     const double gen_ms    = std::max(0.0, r.gen_ms - r.first_pass_ms);
-    const double n_gen     = (double) r.tokens.size();
-    return {{"prompt_n", r.prompt_tokens},
+    // its rates leave out the first token, which came with the prompt's pass; ours the first pass's tokens
+    const double n_gen     = (double) std::max<int64_t>(0, (int64_t) r.tokens.size() - r.first_pass_tokens);
+    // prompt_n: the tokens decoded; cache_n: those the cache held (in place or moved)
+    const int32_t n_encoded = r.prompt_tokens - r.prompt_cached;
+    return {{"cache_n", r.prompt_cached},
+            {"prompt_n", n_encoded},
             {"prompt_ms", prompt_ms},
-            {"prompt_per_token_ms", r.prompt_tokens > 0 ? prompt_ms / r.prompt_tokens : 0.0},
-            {"prompt_per_second", prompt_ms > 0 ? 1000.0 * r.prompt_tokens / prompt_ms : 0.0},
+            {"prompt_per_token_ms", n_encoded > 0 ? prompt_ms / n_encoded : 0.0},
+            {"prompt_per_second", prompt_ms > 0 ? 1000.0 * n_encoded / prompt_ms : 0.0},
             {"predicted_n", (int64_t) r.tokens.size()},
             {"predicted_ms", gen_ms},
             {"predicted_per_token_ms", n_gen > 0 ? gen_ms / n_gen : 0.0},
