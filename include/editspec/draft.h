@@ -52,6 +52,9 @@ struct draft_node {
                           // source and class
     uint8_t     agreed = 0; // a drafter of independent evidence proposed the same token here too
                             // (draft_tree::add, add_path; draft_sources_independent)
+    uint8_t     proposers = 0; // bit 1 << draft_source of every drafter that proposed this token here,
+                               // the placer's included (draft_tree::add, add_path): Predicted Outputs'
+                               // counts are the nodes Reuse proposed, wherever it stands in the order
 };
 
 constexpr int32_t DRAFT_CONF_COUNT = 8;

@@ -94,6 +94,9 @@ struct generate_result {
     double      decode_ms_at[COST_DEPTH_BUCKETS] = {};
     double      decode_model_ms_at[COST_DEPTH_BUCKETS] = {};
     source_stats by_source[DRAFT_SOURCE_COUNT]; // indexed by draft_source
+    // the same nodes counted for every drafter that proposed them, placed or agreed (n_offered unused):
+    // a prediction's accepted and rejected tokens are Reuse's here
+    source_stats by_proposer[DRAFT_SOURCE_COUNT];
     std::string drafters;            // the drafters that ran, "+"-joined ("" = autoregressive; `auto` resolved)
     std::string policy;              // the acceptance policy that verified them (sampling when a method's
                                      // own policy was not named and the temperature is above 0)

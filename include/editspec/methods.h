@@ -2,10 +2,10 @@
 // verifies them. Used by `editspec complete/edit/apply/serve --method` and `editspec bench --methods`.
 //
 //   ar          autoregressive, one token per pass (the reference)
-//   auto        every drafter the request can feed, in one tree the cost model sizes per source:
-//               Reuse when there is code being edited, prompt lookup and CopySpec's copy over the
-//               context, FastCoder when datastores are loaded, the draft model when one is loaded
-//               and has at most a fifth of the target's parameters
+//   auto        every drafter the request can feed, in one tree the cost model sizes per source,
+//               placed in this order: prompt lookup (FastCoder when datastores are loaded) and
+//               CopySpec's copy over the context, Reuse when there is code being edited, the draft
+//               model when one is loaded and has at most a fifth of the target's parameters
 //   NAME        one drafter of the table (drafters.h; `editspec --help` of a command lists them)
 //   a+b         several drafters merged into one tree (first named, first placed)
 //   NAME@N      fixed cap of N draft tokens per pass instead of the cost model

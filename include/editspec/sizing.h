@@ -97,9 +97,11 @@ draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sz, co
                          const pass_shape & shape);
 
 // After a pass: every node whose parent was accepted (or that hangs off the root) was tested.
-// `accepted` lists the accepted path's nodes root first; by_source (8 entries) counts per source.
+// `accepted` lists the accepted path's nodes root first; by_source (DRAFT_SOURCE_COUNT entries) counts
+// each tested node for the source that placed it, by_proposer (the same, optional) for every source that
+// proposed it (draft_node::proposers).
 void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std::span<const int32_t> accepted,
-                              source_stats * by_source);
+                              source_stats * by_source, source_stats * by_proposer = nullptr);
 
 // Statistics in hindsight (greedy verification): every node the drafters offered is scored once the
 // output reaches its position, sent or not. Scoring only what was sent (accept_stats_record_pass)

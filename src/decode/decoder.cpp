@@ -288,7 +288,7 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
             break;
         }
         if (debug) log_pass(s, vr);
-        accept_stats_record_pass(s.stats, s.tree, vr.accepted, r.by_source);
+        accept_stats_record_pass(s.stats, s.tree, vr.accepted, r.by_source, r.by_proposer);
         r.accepted += (int64_t) vr.accepted.size();
         if (!step_keep(s, vr)) break;
         running = step_commit(s, vr, sink);

@@ -153,8 +153,11 @@ std::function<bool(const draft_node &)> method_lossy_ok(const method_spec & spec
             return [](const draft_node & nd) { return nd.source == DRAFT_SOURCE_MODEL; };
         }
     }
-    // Reuse's drafts are verified greedily (EfficientEdit §III-A, eq. 7)
-    return [](const draft_node & nd) { return nd.source != DRAFT_SOURCE_REUSE; };
+    // Reuse's drafts are verified greedily (EfficientEdit §III-A, eq. 7), also where another drafter
+    // placed the same token first
+    return [](const draft_node & nd) {
+        return nd.source != DRAFT_SOURCE_REUSE && !(nd.proposers & (1u << DRAFT_SOURCE_REUSE));
+    };
 }
 
 } // namespace editspec

@@ -238,7 +238,7 @@ draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, co
 }
 
 void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std::span<const int32_t> accepted,
-                              source_stats * by_source) {
+                              source_stats * by_source, source_stats * by_proposer) {
     const int32_t n = tree.size();
     std::vector<bool> on_path(n, false);
     for (int32_t a : accepted) on_path[a] = true;
@@ -250,6 +250,14 @@ void accept_stats_record_pass(accept_stats & stats, const draft_tree & tree, std
             if (by_source) {
                 by_source[tree.nodes[i].source].n_drafted++;
                 by_source[tree.nodes[i].source].n_accepted += on_path[i];
+            }
+            if (by_proposer) {
+                const uint32_t bits = tree.nodes[i].proposers | (1u << tree.nodes[i].source);
+                for (int s = 0; s < DRAFT_SOURCE_COUNT; s++) {
+                    if (!(bits & (1u << s))) continue;
+                    by_proposer[s].n_drafted++;
+                    by_proposer[s].n_accepted += on_path[i];
+                }
             }
         }
     }

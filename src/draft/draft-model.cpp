@@ -349,7 +349,7 @@ std::span<const drafter_desc> model_drafters() {
          // auto's last, only when its pass is much cheaper than the target's: the shipped pair (a 4.5M
          // draft for a 17M target, 0.26) lost to no draft model on every task (sd 0.4-0.9x of ar on
          // CanItEdit edits, docs/results/issue38-auto); real pairs (0.5B for 7B) are near 0.07
-         4, [](const drafter_inputs & in) { return 5 * in.draft_model->facts().n_params <= in.target->facts().n_params; }},
+         5, [](const drafter_inputs & in) { return 5 * in.draft_model->facts().n_params <= in.target->facts().n_params; }},
     };
     return rows;
 }

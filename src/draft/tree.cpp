@@ -53,9 +53,10 @@ int32_t draft_tree::add(int32_t parent, llama_token token, uint8_t source, uint8
     const int32_t c = find_child(parent, token);
     if (c >= 0) {
         nodes[c].agreed |= draft_sources_independent(nodes[c].source, source);
+        nodes[c].proposers |= (uint8_t) (1u << source);
         return c;
     }
-    nodes.push_back({token, parent, source, conf});
+    nodes.push_back({token, parent, source, conf, 0, (uint8_t) (1u << source)});
     return (int32_t) nodes.size() - 1;
 }
 
@@ -66,13 +67,14 @@ int32_t draft_tree::add_path(int32_t parent, std::span<const llama_token> tokens
         const int32_t c = find_child(cur, tokens[i]);
         if (c >= 0) {
             nodes[c].agreed |= draft_sources_independent(nodes[c].source, source);
+            nodes[c].proposers |= (uint8_t) (1u << source);
             cur = c;
             continue;
         }
         if ((int32_t) nodes.size() >= max_nodes) {
             break;
         }
-        nodes.push_back({tokens[i], cur, source, conf});
+        nodes.push_back({tokens[i], cur, source, conf, 0, (uint8_t) (1u << source)});
         cur = (int32_t) nodes.size() - 1;
     }
     return cur;

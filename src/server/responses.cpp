@@ -10,7 +10,8 @@ namespace editspec {
 using json = nlohmann::json;
 
 json usage_json(const served_request & g) {
-    const source_stats & reuse = g.r.by_source[DRAFT_SOURCE_REUSE];
+    // Reuse drafts the prediction: the nodes it proposed, whichever drafter placed them first
+    const source_stats & reuse = g.r.by_proposer[DRAFT_SOURCE_REUSE];
     json u = {{"prompt_tokens", g.r.prompt_tokens},
               // cached: kept in place (exact); shifted: kept from an earlier request at another
               // position (--kv-reuse pie); encoded: decoded for this request

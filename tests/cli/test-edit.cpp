@@ -788,9 +788,9 @@ TEST_F(lossless_fixture, a_drafter_added_as_one_row_enters_the_lossless_sweep) {
     ASSERT_TRUE(method_parse("test-repeat+lookup@8", ms, &err)) << err;
     drafter_inputs in;
     in.original = cases[0].original;
-    EXPECT_EQ(method_auto_drafters(in), (std::vector<std::string>{"reuse", "lookup-longest", "copy"}));
+    EXPECT_EQ(method_auto_drafters(in), (std::vector<std::string>{"lookup-longest", "copy", "reuse"}));
     g_auto_takes_repeat = true;
-    EXPECT_EQ(method_auto_drafters(in), (std::vector<std::string>{"reuse", "lookup-longest", "copy", "test-repeat"}));
+    EXPECT_EQ(method_auto_drafters(in), (std::vector<std::string>{"lookup-longest", "copy", "reuse", "test-repeat"}));
     g_auto_takes_repeat = false;
     generate_params gp;
     gp.n_predict = 24;

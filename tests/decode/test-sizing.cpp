@@ -116,6 +116,30 @@ TEST(accept_stats, a_servers_pooled_evidence_stands_in_where_a_slots_own_is_thin
     EXPECT_EQ(pool.accepted[DRAFT_SOURCE_LOOKUP][0][1], 5.0f);
 }
 
+TEST(accept_stats, a_node_counts_for_every_drafter_that_proposed_it) {
+    // lookup places 10 11 12; Reuse proposes 10 11 13 after it: 10 and 11 are lookup's (placed first)
+    // and Reuse's too (a prediction's tokens), 13 Reuse's alone
+    draft_tree t;
+    const llama_token a[] = {10, 11, 12}, b[] = {10, 11, 13};
+    t.add_path(-1, a, DRAFT_SOURCE_LOOKUP, 64);
+    t.add_path(-1, b, DRAFT_SOURCE_REUSE, 64);
+    ASSERT_EQ(t.size(), 4);
+    EXPECT_EQ(t.nodes[1].source, DRAFT_SOURCE_LOOKUP);
+    EXPECT_TRUE(t.nodes[1].agreed);
+    accept_stats s;
+    source_stats by[DRAFT_SOURCE_COUNT] = {}, prop[DRAFT_SOURCE_COUNT] = {};
+    const int32_t path[] = {0, 1, 3}; // 10 11 13 accepted
+    accept_stats_record_pass(s, t, path, by, prop);
+    EXPECT_EQ(by[DRAFT_SOURCE_LOOKUP].n_drafted, 3);
+    EXPECT_EQ(by[DRAFT_SOURCE_LOOKUP].n_accepted, 2);
+    EXPECT_EQ(by[DRAFT_SOURCE_REUSE].n_drafted, 1);
+    EXPECT_EQ(prop[DRAFT_SOURCE_REUSE].n_drafted, 3);
+    EXPECT_EQ(prop[DRAFT_SOURCE_REUSE].n_accepted, 3);
+    EXPECT_EQ(prop[DRAFT_SOURCE_LOOKUP].n_drafted, 3);
+    EXPECT_EQ(prop[DRAFT_SOURCE_LOOKUP].n_accepted, 2);
+    EXPECT_EQ(prop[DRAFT_SOURCE_COPY].n_drafted, 0);
+}
+
 TEST(accept_stats, a_pass_records_the_tested_nodes_only) {
     // accepted path 1 -> 2: nodes under the root and under accepted nodes were tested (1, 5, 2, 4;
     // 3 hangs under 2, which was accepted, so it too); nothing else
