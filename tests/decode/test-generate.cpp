@@ -37,6 +37,18 @@ struct generate_fixture : public ::testing::Test {
     }
 };
 
+// speculative decoding from a cleared cache, drafted by a noisy copy of the reference answer `ref`
+// (right drafts, wrong ones and branches: accepted and rejected paths in every run)
+generate_result spec_from_reference(context & ctx, std::span<const llama_token> prompt, const generate_params & gp,
+                                    const token_vec & ref, uint32_t seed, int32_t draft_max) {
+    test::noisy_reference_drafter d(ref, seed, ctx.owner().facts().n_vocab);
+    drafter_i * ds[] = {&d};
+    spec_params spp;
+    spp.draft_max = draft_max;
+    ctx.kv_clear();
+    return generate_spec(ctx, prompt, gp, spp, ds);
+}
+
 // streams gp's text into out (out must outlive the generation)
 void stream_into(generate_params & gp, std::string & out) {
     gp.on_text = [&out](std::string_view s) {
@@ -66,13 +78,7 @@ TEST_F(generate_fixture, the_first_pass_is_timed_inside_generation) {
     ASSERT_EQ(ar.tokens.size(), 16u);
     EXPECT_GT(ar.first_pass_ms, 0.0);
     EXPECT_LT(ar.first_pass_ms, ar.gen_ms);
-    std::mt19937 rng(3);
-    test::noisy_reference_drafter d(ar.tokens, rng(), m->facts().n_vocab);
-    drafter_i * ds[] = {&d};
-    spec_params spp;
-    spp.draft_max = 8;
-    ctx->kv_clear();
-    const generate_result spec = generate_spec(*ctx, prompt, gp, spp, ds);
+    const generate_result spec = spec_from_reference(*ctx, prompt, gp, ar.tokens, 3, 8);
     EXPECT_EQ(spec.tokens, ar.tokens);
     EXPECT_GT(spec.first_pass_ms, 0.0);
     EXPECT_LE(spec.first_pass_ms, spec.gen_ms);
@@ -361,12 +367,7 @@ TEST(argmax_outputs, greedy_and_speculative_answers_equal_the_logits_ones) {
                 ctx->kv_clear();
                 const generate_result ar = generate_ar(*ctx, prompt, gp);
                 EXPECT_EQ(ar.tokens, ref.tokens) << type << ", " << n_threads << " threads, prompt " << k << ": greedy";
-                test::noisy_reference_drafter d(ref.tokens, rng(), m->facts().n_vocab);
-                drafter_i * ds[] = {&d};
-                spec_params spp;
-                spp.draft_max = 16;
-                ctx->kv_clear();
-                const generate_result spec = generate_spec(*ctx, prompt, gp, spp, ds);
+                const generate_result spec = spec_from_reference(*ctx, prompt, gp, ref.tokens, rng(), 16);
                 EXPECT_EQ(spec.tokens, ref.tokens) << type << ", " << n_threads << " threads, prompt " << k << ": speculative";
                 EXPECT_GT(spec.accepted, 0);
             }
