@@ -73,7 +73,8 @@ bool method_make_drafters(const method_spec & spec, const drafter_inputs & in,
                           std::vector<std::unique_ptr<drafter_i>> & out, std::string * error);
 
 // the method as a request with code being edited (a `prediction`) runs it: itself when it drafts
-// from that code already, else Reuse first ("reuse+" + its name; "reuse" for ar)
+// from that code already, else with Reuse where `auto` places it, after the text drafters and before
+// a model's ("lookup-longest+reuse", "reuse+sd"; "reuse" for ar)
 method_spec method_with_original(const method_spec & spec);
 
 // spec_params::lossy_ok for the method: null for a lossless policy (unused); else the nodes its

@@ -138,8 +138,18 @@ bool method_make_drafters(const method_spec & spec, const drafter_inputs & in,
 method_spec method_with_original(const method_spec & spec) {
     if (spec.uses_original()) return spec;
     method_spec out = spec;
-    out.drafters.insert(out.drafters.begin(), "reuse");
-    out.name = spec.is_ar() ? "reuse" : "reuse+" + spec.name;
+    // where `auto` places it: after the text drafters, before one that runs a model (a draft model or a
+    // head). First, Reuse's long runs of the original took nodes the others would have placed with more
+    // accepted tokens (docs/results/issue38-auto: HumanEval 9.87 -> 10.87 tokens a pass placed after)
+    const auto runs_model = [](const std::string & n) {
+        const drafter_desc * d = drafter_find(n);
+        return d && (d->needs & (DRAFTER_NEEDS_DRAFT_MODEL | DRAFTER_NEEDS_HEAD));
+    };
+    out.drafters.insert(std::find_if(out.drafters.begin(), out.drafters.end(), runs_model), "reuse");
+    std::string name;
+    for (const std::string & n : out.drafters) name += (name.empty() ? "" : "+") + n;
+    const size_t suffix = spec.name.find_first_of("@:"); // the cap and policy as written
+    out.name = suffix == std::string::npos ? name : name + spec.name.substr(suffix);
     return out;
 }
 

@@ -36,7 +36,7 @@ struct server_state {
     server_params params;
     runner rn;
     method_spec method;      // for requests without a prediction
-    method_spec with_reuse;  // with one: Reuse first, then the method's drafters
+    method_spec with_reuse;  // with one: the method with Reuse (method_with_original)
     std::unique_ptr<step_engine> engine;     // every slot's decodes, batched into one pass a step
     std::unique_ptr<step_engine> draft_engine; // with a draft model: every slot's draft-model passes, likewise
     std::unique_ptr<shared_head> head;       // with a head row: every slot's head, following the engine's steps
