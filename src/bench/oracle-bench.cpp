@@ -238,7 +238,11 @@ std::string oracle_report_md(const bench_params & p, const oracle_results & res)
         s += buf;
     }
     s += "| tokens in the pass |";
-    for (int32_t n : res.cost.n) s += " " + std::to_string(n) + " |";
+    for (int32_t n : res.cost.n) {
+        s += ' ';
+        s += std::to_string(n);
+        s += " |";
+    }
     s += "\n| --- |";
     for (size_t i = 0; i < res.cost.n.size(); i++) s += " ---: |";
     s += "\n| cost vs 1 token |";

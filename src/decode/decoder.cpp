@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 namespace editspec {
 
@@ -171,8 +172,15 @@ void log_pass(const spec_loop & s, const verify_result & vr) {
         if (l[v] > top1) { top2 = top1; top1 = l[v]; } else if (l[v] > top2) { top2 = l[v]; }
     }
     std::string t, a;
-    for (const draft_node & nd : s.tree.nodes) t += " " + std::to_string(nd.token) + ":" + std::to_string(nd.parent);
-    for (int32_t x : vr.accepted) a += " " + std::to_string(x);
+    char buf[32];
+    for (const draft_node & nd : s.tree.nodes) {
+        snprintf(buf, sizeof(buf), " %d:%d", nd.token, nd.parent);
+        t += buf;
+    }
+    for (int32_t x : vr.accepted) {
+        snprintf(buf, sizeof(buf), " %d", x);
+        a += buf;
+    }
     ES_LOG_DEBUG("spec: n_past %d pending %d nodes %d leaves %d accepted %d token %d margin %.3g\n"
                  "spec: tree%s\nspec: accepted%s\n",
                  s.n_past, s.tp.n_pending, s.tp.n_nodes, s.tp.n_leaves, k, vr.token, top1 - top2, t.c_str(), a.c_str());
