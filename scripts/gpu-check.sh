@@ -147,127 +147,164 @@ if [ "${GPU_CHECK_PLAN:-}" = heads ]; then
     grep -E "skip|error|Error|exited|failed|Traceback" "$log"
     exit 0
 fi
-# GPU_CHECK_PLAN=issue73: the exact default (batch-invariant kernels with the fixed split of K) against the
-# stock kernels and llama.cpp, in the order of issue 73's bar: check-exact on ds13 Q8_0 / Q4_K_M and the
-# qwen2.5-coder-1.5b shape (grouped-query attention); the pass cost (exact, exact without the split, stock);
-# check-exact and the pass cost with the exact mode's row-wise fusions (EDITSPEC_CUDA_FUSION=1, the patch's item 5);
-# the pass cost without the in-kernel fixup (item 2), without the shared quantization (item 6), with CUDA graphs
-# kept per pass shape (item 7), with argmax outputs (EDITSPEC_DEVICE_ARGMAX=1); the CanItEdit edit replay (exact
-# ar/auto, with argmax outputs, and with graphs and fusion; stock
-# ar/auto/llama-ngram-simple); plain completions at 1, 8, 16
-# and 32 clients against llama-server (issue 70's GPU line: its host_share at 16); the 3k-token applies of bench/apply-sizes.py on the 6.7B shape (DIR/apply3k.jsonl);
-# then the other weight types
+# GPU_CHECK_PLAN=issue73: issue 73's bar in one call, for the exact default (batch-invariant kernels, the fixed
+# split of K, the fixup in the kernel and one quantization per input: the patch's items 2 and 6) and for the
+# candidate default, that mode with what is built but not yet measured on a GPU: the row-wise fusions
+# (EDITSPEC_CUDA_FUSION=1, items 5 and 8), a CUDA graph per pass shape (EDITSPEC_CUDA_GRAPHS=1, item 7) and argmax
+# outputs (EDITSPEC_DEVICE_ARGMAX=1, item 9). In the bar's order: check-exact of both (the candidate's knobs each
+# alone where all three together fail), the pass cost of each knob, the CanItEdit edit replays on ds13 Q8_0 and
+# Q4_K_M (exact, candidate, stock with llama.cpp's ngram-simple), plain completions at 1-32 clients against
+# llama-server, the 3k-token applies on the 6.7B shape (DIR/apply3k.jsonl), then the other weight types; the
+# summary compares every replay's outputs across the kernels (two exact modes must agree token for token)
 if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$prefix/bin # llama-server's own libraries (libmtmd, its impl) sit beside it
     ds=$m/$shape-q8_0.gguf
+    q4=$m/$shape-q4_k_m.gguf
     qw=${GPU_CHECK_GQA_SHAPE:-qwen2.5-coder-1.5b}
     exact=$out/exact.txt
-    ck() { "$es" check-exact -m "$1" --max 256 --prefix 0 --prefix 300 >>"$exact" 2>&1; echo "rc $? $(basename "$1")" >>"$exact"; }
-    export -f ck; export exact
+    ck() { "$es" check-exact -m "$1" --max 256 --prefix 0 --prefix 300 >>"$exact" 2>&1; echo "rc $? $(basename "$1") ${2:-}" >>"$exact"; }
+    ck_step() { "$es" check-exact -m "$1" --max 64 --prefix 300 --requests 4 --requests 16 >>"$exact" 2>&1; echo "rc $? $(basename "$1") step ${2:-}" >>"$exact"; }
+    passed() { tail -1 "$exact" | grep -q "^rc 0 "; }
+    export -f ck ck_step; export exact
     model_and_check() { [ -f "$m/$1-$2.gguf" ] || make_model "$1" "$2"; ck "$m/$1-$2.gguf"; }
     export -f model_and_check
     stage 30 "$shape q8_0" make_model "$shape" q8_0
-    stage 25 "check-exact $shape q8_0" ck "$ds"
-    # new, not yet run on a GPU: the patch's item 2 adds a tile's parts in the MMQ kernel (its last block), item 6
-    # shares one quantization of an input; not exact or crashed: their first versions (the fixup launch, a
-    # quantization a matrix) one, then the other, then both, for the whole plan, said in the log
-    if ! tail -1 "$exact" | grep -q "^rc 0 "; then
+    stage 25 "check-exact $shape q8_0" ck "$ds" default
+    # items 2 and 6 not exact or crashed: their first versions (the fixup launch, a quantization a matrix) one,
+    # then the other, then both, for the whole plan, said in the log
+    if ! passed; then
         for fallback in GGML_CUDA_BATCH_INVARIANT_FIXUP=launch GGML_CUDA_BATCH_INVARIANT_SHARE=0 \
                 "GGML_CUDA_BATCH_INVARIANT_FIXUP=launch GGML_CUDA_BATCH_INVARIANT_SHARE=0"; do
             echo "== not exact or crashed with items 2 and 6: $fallback" >>"$exact"
-            stage 25 "check-exact $shape q8_0, $fallback" env $fallback bash -c 'ck "$1"' _ "$ds"
-            if tail -1 "$exact" | grep -q "^rc 0 "; then
+            stage 25 "check-exact $shape q8_0, $fallback" env $fallback bash -c 'ck "$1" "$2"' _ "$ds" "$fallback"
+            if passed; then
                 say "items 2/6 not exact or crashed: $fallback for the plan"
                 export $fallback
                 break
             fi
         done
     fi
+    # the candidate: the three knobs together; where that fails, each alone, and the ones that pass together
+    cand="EDITSPEC_CUDA_FUSION=1 EDITSPEC_CUDA_GRAPHS=1 EDITSPEC_DEVICE_ARGMAX=1"
+    stage 25 "check-exact $shape q8_0, candidate" env $cand bash -c 'ck "$1" "$2"' _ "$ds" candidate
+    if ! passed; then
+        ok=""
+        for k in $cand; do
+            stage 25 "check-exact $shape q8_0, $k" env $k bash -c 'ck "$1" "$2"' _ "$ds" "$k"
+            passed && ok="$ok $k"
+        done
+        cand=${ok# }
+        [ -n "$cand" ] && stage 25 "check-exact $shape q8_0, candidate $cand" env $cand bash -c 'ck "$1" "$2"' _ "$ds" "candidate $cand"
+        passed || cand=""
+    fi
+    say "candidate: ${cand:-none (the exact default alone)}"
+    echo "== candidate: ${cand:-none}" >>"$exact"
+    export cand
+    cenv() { env $cand "$@"; } # a command in the candidate's environment
+    export -f cenv
     stage 45 "check-exact $shape q4_k_m" model_and_check "$shape" q4_k_m
+    [ -n "$cand" ] && stage 25 "check-exact $shape q4_k_m, candidate" cenv bash -c 'ck "$1" candidate' _ "$q4"
     stage 45 "check-exact $qw q4_k_m" model_and_check "$qw" q4_k_m
     # the server's step: 4 and 16 requests in one decode (a GPU's layout: a KV stream each), each row against the
     # request alone (check-exact --requests)
-    ck_step() { "$es" check-exact -m "$1" --max 64 --prefix 300 --requests 4 --requests 16 >>"$exact" 2>&1; echo "rc $? $(basename "$1") step" >>"$exact"; }
-    export -f ck_step
-    stage 40 "check-exact $shape q8_0, 4 and 16 requests" ck_step "$ds"
-    stage 40 "check-exact $shape q4_k_m, 4 and 16 requests" ck_step "$m/$shape-q4_k_m.gguf"
-    # the patch's item 5: the row-wise fusions in the exact mode (EDITSPEC_CUDA_FUSION=1), exact or not
-    echo "== check-exact with EDITSPEC_CUDA_FUSION=1" >>"$exact"
-    stage 25 "check-exact $shape q8_0, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$ds"
-    stage 25 "check-exact $shape q4_k_m, fusion" env EDITSPEC_CUDA_FUSION=1 bash -c 'ck "$1"' _ "$m/$shape-q4_k_m.gguf"
+    stage 40 "check-exact $shape q8_0, 4 and 16 requests" ck_step "$ds" default
+    [ -n "$cand" ] && stage 30 "check-exact $shape q8_0, 4 and 16 requests, candidate" cenv bash -c 'ck_step "$1" candidate' _ "$ds"
+    stage 30 "check-exact $shape q4_k_m, 4 and 16 requests" ck_step "$q4" default
     cost=$out/cost.txt
-    for k in exact argmax fixup-launch share-off fusion graphs all split1 stock; do
+    for k in exact candidate fusion graphs argmax fixup-launch share-off split1 stock; do
         case $k in
         exact) env=() ;;
+        candidate) env=($cand) ;;
+        fusion) env=(EDITSPEC_CUDA_FUSION=1) ;;
+        graphs) env=(EDITSPEC_CUDA_GRAPHS=1) ;;
         argmax) env=(EDITSPEC_DEVICE_ARGMAX=1) ;;
         fixup-launch) env=(GGML_CUDA_BATCH_INVARIANT_FIXUP=launch) ;;
         share-off) env=(GGML_CUDA_BATCH_INVARIANT_SHARE=0) ;;
-        fusion) env=(EDITSPEC_CUDA_FUSION=1) ;;
-        graphs) env=(EDITSPEC_CUDA_GRAPHS=1) ;;
-        all) env=(EDITSPEC_CUDA_FUSION=1 EDITSPEC_CUDA_GRAPHS=1) ;;
         split1) env=(GGML_CUDA_BATCH_INVARIANT_SPLIT=1) ;;
         stock) env=(EDITSPEC_CUDA_EXACT=0) ;;
         esac
-        echo "== cost, kernels: $k" >>"$cost"
+        echo "== cost, kernels: $k ${env[*]}" >>"$cost"
         stage 15 "cost $k" env "${env[@]}" "$es" cost -m "$ds" --fresh --no-save --max 256 --reps 5 >>"$cost" 2>>"$log"
     done
-    replay() { # NAME KERNELS METHODS
-        "$es" bench --replay --dataset "$root/datasets/canitedit/normalized.jsonl" --kernels "$2" \
-            --setting "real-shape replay, $(nvidia-smi --query-gpu=name --format=csv,noheader), kernels $2" \
-            --out "/tmp/bench-$1" -m "$ds" --task edit --limit 20 --methods "$3" >>"$log" 2>&1
+    knobs() { env | grep -E '^(EDITSPEC_CUDA_FUSION|EDITSPEC_CUDA_GRAPHS|EDITSPEC_DEVICE_ARGMAX|GGML_CUDA_BATCH_INVARIANT_[A-Z]+)=' | sort | tr '\n' ' '; }
+    export -f knobs
+    replay() { # NAME MODEL KERNELS METHODS
+        "$es" bench --replay --dataset "$root/datasets/canitedit/normalized.jsonl" --kernels "$3" \
+            --setting "real-shape replay, $(nvidia-smi --query-gpu=name --format=csv,noheader), kernels $3 $(knobs)" \
+            --out "/tmp/bench-$1" -m "$2" --task edit --limit 20 --methods "$4" >>"$log" 2>&1
         cp "/tmp/bench-$1/report.md" "$out/$1-report.md"
+        cp "/tmp/bench-$1/results.json" "$out/$1-results.json"
     }
-    export -f replay; export ds
-    stage 60 "edit replay, exact" replay edit-exact exact ar,auto
-    # argmax outputs (patches/llama-output-argmax.patch, item 5): one token a row crosses to the host, not its logits
-    stage 60 "edit replay, exact, argmax outputs" env EDITSPEC_DEVICE_ARGMAX=1 bash -c 'replay "$@"' _ edit-exact-argmax exact ar,auto
-    # CUDA graphs kept per pass shape (the patch's item 7) and the row-wise fusions, in the exact mode
-    stage 60 "edit replay, exact, graphs and fusion" env EDITSPEC_CUDA_GRAPHS=1 EDITSPEC_CUDA_FUSION=1 \
-        bash -c 'replay "$@"' _ edit-exact-graphs exact ar,auto
-    stage 40 "edit replay, stock" replay edit-stock stock ar,auto,llama-ngram-simple
+    export -f replay; export ds q4
+    stage 60 "edit replay q8_0, exact" replay edit-exact "$ds" exact ar,auto
+    [ -n "$cand" ] && stage 60 "edit replay q8_0, candidate" cenv bash -c 'replay "$@"' _ edit-candidate "$ds" exact ar,auto
+    stage 45 "edit replay q8_0, stock" replay edit-stock "$ds" stock ar,auto,llama-ngram-simple
+    [ -n "$cand" ] && stage 60 "edit replay q4_k_m, candidate" cenv bash -c 'replay "$@"' _ q4-candidate "$q4" exact ar,auto
+    stage 45 "edit replay q4_k_m, stock" replay q4-stock "$q4" stock ar,auto,llama-ngram-simple
     conc() { python3 "$root/bench/concurrency.py" --es "$es" --peers "$prefix/bin" --peer-args "-ngl 99" --threads 4 "$@"; }
     export -f conc; export prefix
     # both servers up at once, rounds back to back (--interleave); 16 clients for issue 70's host share
-    [ -x "$prefix/bin/llama-server" ] && stage 120 "plain 1,8,16,32, exact" conc --model "$ds" --mode plain \
-        --clients "${GPU_CHECK_CLIENTS:-1,8,16,32}" --interleave --requests 4 --n-predict 128 \
-        --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
-    # the exact mode with CUDA graphs (a graph per pass shape) and the row-wise fusions, at 1 and 8 clients
-    [ -x "$prefix/bin/llama-server" ] && stage 60 "plain 1,8, exact, graphs and fusion" env EDITSPEC_CUDA_GRAPHS=1 \
-        EDITSPEC_CUDA_FUSION=1 bash -c 'conc "$@"' _ --model "$ds" --mode plain --clients 1,8 --interleave --requests 4 \
-        --n-predict 128 --json "$out/plain-exact-graphs.json" >"$out/plain-exact-graphs.txt" 2>>"$log"
+    if [ -x "$prefix/bin/llama-server" ]; then
+        stage 60 "plain 1,8,16,32, exact" conc --model "$ds" --mode plain --clients "${GPU_CHECK_CLIENTS:-1,8,16,32}" \
+            --interleave --requests 4 --n-predict 128 --json "$out/plain-exact.json" >"$out/plain-exact.txt" 2>>"$log"
+        [ -n "$cand" ] && stage 50 "plain 1,8,32, candidate" cenv bash -c 'conc "$@"' _ --model "$ds" --mode plain \
+            --clients "${GPU_CHECK_CLIENTS_CAND:-1,8,32}" --interleave --requests 4 --n-predict 128 \
+            --json "$out/plain-candidate.json" >"$out/plain-candidate.txt" 2>>"$log"
+    fi
     if [ -f "$carried/apply3k.jsonl" ]; then
         stage 60 "$big q8_0" make_model "$big" q8_0
         apply3k() { # NAME KERNELS
             "$es" bench --replay --dataset "$carried/apply3k.jsonl" --kernels "$2" --task apply --no-ar --methods auto -c 8192 \
-                --setting "real-shape replay, $(nvidia-smi --query-gpu=name --format=csv,noheader), kernels $2" \
+                --setting "real-shape replay, $(nvidia-smi --query-gpu=name --format=csv,noheader), kernels $2 $(knobs)" \
                 --out "/tmp/bench-$1" -m "$m/$big-q8_0.gguf" >>"$log" 2>&1
             cp "/tmp/bench-$1/report.md" "$out/$1-report.md"
+            cp "/tmp/bench-$1/results.json" "$out/$1-results.json"
         }
         export -f apply3k; export big carried
-        stage 40 "apply 3k, exact" apply3k apply3k-exact exact
-        stage 30 "apply 3k, stock" apply3k apply3k-stock stock
+        stage 30 "apply 3k, exact" apply3k apply3k-exact exact
+        [ -n "$cand" ] && stage 30 "apply 3k, candidate" cenv bash -c 'apply3k "$@"' _ apply3k-candidate exact
+        stage 25 "apply 3k, stock" apply3k apply3k-stock stock
+        [ "$big" != "$shape" ] && rm -f "$m/$big-q8_0.gguf" # 7 GB; in a dry run (one tiny shape) it is the edits' model
     fi
-    for t in q6_k q5_k_m q4_0 q8_0; do stage 40 "check-exact $qw $t" model_and_check "$qw" $t; done
+    stage 60 "edit replay q4_k_m, exact" replay q4-exact "$q4" exact ar,auto
+    for t in q6_k q5_k_m q4_0 q8_0; do stage 30 "check-exact $qw $t" model_and_check "$qw" $t; done
     say "done"
     echo "=== summary"
-    grep -E "^rc |exact|differs" "$exact" | grep -v "^#" | tail -40
-    grep -v "^$" "$cost"
-    for f in edit-exact edit-exact-argmax edit-exact-graphs edit-stock apply3k-exact apply3k-stock; do
-        echo "== $f"; grep -E "^\| (ar|auto|llama)" "$out/$f-report.md" 2>/dev/null | head -4
+    grep -E "^rc |^== candidate|differs" "$exact" | tail -40
+    grep -v "^$" "$cost" | grep -E "^==|^ +(1|8|16|32|64|128|256) "
+    for f in edit-exact edit-candidate edit-stock q4-exact q4-candidate q4-stock apply3k-exact apply3k-candidate apply3k-stock; do
+        [ -f "$out/$f-report.md" ] || continue
+        echo "== $f"; grep -E "^\| (ar|auto|llama)" "$out/$f-report.md" | head -4
         # issue 73 item 5: a decode with outputs waits for the device, so "other ms" is the host's own time
         awk -F'|' '$2 ~ /^ (ar|auto) $/ { d = $9 + 0; c = $10 + 0; o = $12 + 0; if (d + c + o > 0)
             printf "%s: host share %.3f (draft %.0f + other %.0f ms of %.0f; passes %d)\n", $2, (d + o) / (d + c + o), d, o, d + c + o, $6 }' \
-            "$out/$f-report.md" 2>/dev/null
+            "$out/$f-report.md"
     done
-    for f in plain-exact plain-exact-graphs; do
+    # the outputs across kernels: exact and candidate must agree token for token; stock may differ from both
+    python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+def codes(name):
+    p = os.path.join(out, name + "-results.json")
+    if not os.path.exists(p): return None
+    return {(i["item"], i["method"]): i["code"] for i in json.load(open(p))["items"]}
+for fam in ("edit", "q4", "apply3k"):
+    runs = {k: codes(f"{fam}-{k}") for k in ("exact", "candidate", "stock")}
+    for a, b in (("exact", "candidate"), ("exact", "stock")):
+        if runs[a] is None or runs[b] is None: continue
+        keys = sorted(set(runs[a]) & set(runs[b]))
+        same = sum(runs[a][k] == runs[b][k] for k in keys)
+        print(f"{fam}: {a} vs {b}: {same} of {len(keys)} outputs identical")
+PY
+    for f in plain-exact plain-candidate; do
         grep -v '^{' "$out/$f.txt" 2>/dev/null
         # the engine's host share, the steps' layout and the output rows read in place / copied (item 5), per round
         grep '^{' "$out/$f.txt" 2>/dev/null | python3 -c 'import json, sys
 for l in sys.stdin:
     r = json.loads(l)
-    if "host_share" in r: print(r["server"], r["clients"], "clients: host_share", r["host_share"], "copy_share", r.get("copy_share"), "layout_share", r.get("layout_share"), "rows lent/copied", r.get("rows_lent"), r.get("rows_copied"))'
+    if "host_share" in r: print(r["server"], r["clients"], "clients: host_share", r["host_share"], "copy_share", r.get("copy_share"), "layout_share", r.get("layout_share"), "rows lent/copied", r.get("rows_lent"), r.get("rows_copied"), "argmax steps", r.get("argmax_steps_share"))'
     done
-    grep -E "identical_to_ar=|CUDA error|skip|error" "$log" | tail -12
+    grep -E "identical_to_ar=|CUDA error|skip|error|Traceback" "$log" | tail -16
     exit 0
 fi
 for t in f16 q8_0 q4_k_m; do stage 5 "tiny-256 $t" make_model tiny-256 $t; done
