@@ -14,7 +14,7 @@
 # Needs nvcc (/usr/local/cuda, the device's CUDA release) and build/bin/editspec (scripts/build.sh).
 # EDITSPEC_CUDA_ARCH: CMake's architecture, default 90 (Hopper: H100, H200); GPU_PACK_VOCABS: the make-model
 # vocabularies packed (default "deepseek-coder qwen2").
-# The call then: GPU_CHECK_PLAN=issue73 GPU_CHECK_SECONDS=540 scripts/gpu-check.sh .gpu, with models/ and
+# The call then: GPU_CHECK_PLAN=issue73 GPU_CHECK_SECONDS=570 scripts/gpu-check.sh .gpu, with models/ and
 # docs/ moved aside (the working tree and DIR travel in 64 MiB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -113,4 +113,4 @@ python3 "$root/bench/apply-sizes.py" --out "$stage/sizes.jsonl" >/dev/null
 grep '"3k-' "$stage/sizes.jsonl" >"$dir/apply3k.jsonl" || die "bench/apply-sizes.py made no 3k-token file"
 
 say "done: $(du -sh "$dir/cuda.tar.xz" | cut -f1) cuda.tar.xz (llama.cpp $variant, editspec $(git -C "$root" rev-parse --short HEAD)), $(wc -l <"$dir/apply3k.jsonl") applies"
-echo "gpu-pack: the call: move models/ and docs/ aside, then GPU_CHECK_PLAN=issue73 GPU_CHECK_SECONDS=540 scripts/gpu-check.sh .gpu (carry .gpu)" >&2
+echo "gpu-pack: the call: move models/ and docs/ aside, then GPU_CHECK_PLAN=issue73 GPU_CHECK_SECONDS=570 scripts/gpu-check.sh .gpu (carry .gpu)" >&2
