@@ -57,6 +57,11 @@ struct model_facts {
     bool add_bos = false;      // the tokenizer adds BOS when add_special is set
 };
 
+// text as llama_tokenize can take it: llama.cpp's tokenizers throw, uncaught, on a UTF-8 sequence above
+// U+10FFFF (a lead byte F4 then 90-BF, or F5-F7), so each such lead byte becomes U+FFFD in out, as llama.cpp
+// makes every other invalid byte; false (out untouched) when the text has none. model::tokenize calls it.
+bool tokenizer_safe_text(std::string_view text, std::string & out);
+
 class model : public tokenizer {
 public:
     ~model() override;

@@ -307,7 +307,40 @@ std::string_view model::token_text(int32_t t) const {
     return llama_vocab_get_text(vocab_, t);
 }
 
+// at a byte F4-F7: llama.cpp's decoder (unicode_cpt_from_utf8) reads a 4-byte sequence there that decodes
+// above U+10FFFF (without three continuation bytes it makes the byte U+FFFD itself)
+static bool utf8_above_max_at(std::string_view s, size_t i) {
+    if (i + 3 >= s.size()) return false;
+    uint32_t cpt = (unsigned char) s[i] & 0x07;
+    for (size_t k = 1; k <= 3; k++) {
+        const unsigned char c = (unsigned char) s[i + k];
+        if ((c & 0xc0) != 0x80) return false;
+        cpt = cpt << 6 | (c & 0x3f);
+    }
+    return cpt > 0x10ffff;
+}
+
+bool tokenizer_safe_text(std::string_view text, std::string & out) {
+    // llama.cpp reads such a sequence as a code point and throws, uncaught, out of llama_tokenize when it
+    // writes it back ("invalid codepoint", unicode_cpt_to_utf8): a file holding those bytes aborted `editspec
+    // apply` and `index` (fuzz-apply found it). A byte F4-F7 is never a continuation byte, so it starts a
+    // sequence in llama.cpp's walk too: only those need reading.
+    size_t done = 0; // text before it is in out
+    bool any = false;
+    for (size_t i = 0; i < text.size(); i++) {
+        if ((unsigned char) text[i] < 0xf4 || (unsigned char) text[i] > 0xf7 || !utf8_above_max_at(text, i)) continue;
+        if (!any) out.clear();
+        any = true;
+        out.append(text.substr(done, i - done)).append("\xEF\xBF\xBD");
+        done = i + 1;
+    }
+    if (any) out.append(text.substr(done));
+    return any;
+}
+
 token_vec model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+    std::string safe;
+    if (tokenizer_safe_text(text, safe)) text = safe;
     // a token is at least one byte, plus room for BOS/EOS
     token_vec out(text.size() + 4);
     int32_t n = llama_tokenize(vocab_, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(),

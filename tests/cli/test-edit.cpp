@@ -925,6 +925,24 @@ TEST(apply_cli, progress_on_a_terminal_only) {
     EXPECT_EQ(out.find("tokens in"), std::string::npos) << "progress with --quiet: " << out;
 }
 
+// a file's bytes are its own: any byte sequence merges whole (a sequence above U+10FFFF once aborted
+// `editspec apply`: llama.cpp's tokenizers throw on it, tokenizer_safe_text), and the bytes come back as they were
+TEST(apply_cli, a_file_of_any_bytes_merges_whole) {
+    const std::string shipped = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
+    if (!fs::exists(shipped)) GTEST_SKIP() << "no shipped model";
+    temp_dir d;
+    const std::string code = "def f():\n    return \"x\xF5\x80\x80\x80y caf\xE9\"\n\n\ndef g():\n    return 1\n";
+    write_text(d.path / "bad.py", code);
+    write_text(d.path / "u.py", "def g():\n    return 2\n");
+    std::string out;
+    ASSERT_EQ(test::run_command(std::string(bin()) + " apply -m " + shipped + " -t 1 -f " + (d.path / "bad.py").string() +
+                                    " -u " + (d.path / "u.py").string() + " 2>/dev/null",
+                                &out),
+              0)
+        << out;
+    EXPECT_EQ(out, code.substr(0, code.rfind("1\n")) + "2\n");
+}
+
 // --kernels (every command): parsed, in --help, and on a machine without a GPU a warning that the CPU's
 // kernels are the exact ones whatever is chosen; the cost model's curve is keyed by the kernels in force
 TEST(kernels_cli, parsed_warned_and_shown) {

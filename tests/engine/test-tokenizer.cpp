@@ -48,6 +48,39 @@ TEST_P(tokenizer_test, add_special_prepends_bos_when_the_model_asks) {
 INSTANTIATE_TEST_SUITE_P(vocabs, tokenizer_test,
                          ::testing::Values("deepseek-coder", "qwen2", "llama-bpe", "starcoder"));
 
+// bytes no UTF-8 text holds: llama.cpp's tokenizers threw, uncaught, on a sequence above U+10FFFF (an
+// `editspec apply` of a file holding one aborted); every other invalid byte they make U+FFFD themselves
+TEST(tokenizer, any_bytes_tokenize) {
+    const std::string bad[] = {
+        "x = \"\xF5\x80\x80\x80\"\n",   // F5: above U+10FFFF whatever follows
+        "\xF4\x90\x80\x80 tail",         // U+110000
+        "caf\xE9 \xFF\xFE \xC0\x80 \xED\xA0\x80 \xF4\x8F\xBF\xBF \xF7\xBF\xBF", // invalid but never thrown on
+    };
+    for (const char * vocab : {"deepseek-coder", "qwen2", "llama-bpe", "starcoder", "llama-spm", "gpt-2"}) {
+        auto m = test::load_or_fail(test::vocab_path(vocab), true);
+        ASSERT_TRUE(m);
+        for (const std::string & text : bad) {
+            token_vec toks;
+            EXPECT_NO_THROW(toks = m->tokenize(text, false, false)) << vocab;
+            EXPECT_FALSE(toks.empty()) << vocab;
+        }
+    }
+}
+
+TEST(tokenizer, safe_text_replaces_only_what_llama_cpp_throws_on) {
+    std::string out = "untouched";
+    // valid text, a truncated sequence, U+10FFFF itself, F8 (never a lead byte), a lone continuation: as they are
+    for (const char * t : {"def f(): pass", "\xF5\x80\x80", "\xF4\x8F\xBF\xBF", "\xF8\x80\x80\x80", "\x80\xF4"}) {
+        EXPECT_FALSE(tokenizer_safe_text(t, out)) << t;
+        EXPECT_EQ(out, "untouched");
+    }
+    // above U+10FFFF: the lead byte becomes U+FFFD, its continuation bytes stay (llama.cpp makes each one U+FFFD)
+    ASSERT_TRUE(tokenizer_safe_text("a\xF5\x80\x80\x80" "b\xF4\x90\x80\x80", out));
+    EXPECT_EQ(out, "a\xEF\xBF\xBD\x80\x80\x80" "b\xEF\xBF\xBD\x90\x80\x80");
+    ASSERT_TRUE(tokenizer_safe_text(std::string_view("\xF7\xBF\xBF\xBF\0z", 6), out));
+    EXPECT_EQ(out, std::string("\xEF\xBF\xBD\xBF\xBF\xBF\0z", 8));
+}
+
 // parse_special turns control-token text into the control token; without it the text stays text
 TEST(tokenizer, parse_special_controls_control_tokens) {
     auto m = test::load_or_fail(test::vocab_path("qwen2"), true);
