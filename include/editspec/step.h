@@ -214,7 +214,7 @@ private:
         step_engine * sched = nullptr;  // the engine whose thread runs that fiber (this one or the host)
     };
 
-    step_engine(const model & m) : model_(m) {}
+    step_engine() = default;
     void loop();
     // the guests' work waiting for this engine's thread (mu_ held; released while each runs)
     void run_guest_jobs(std::unique_lock<std::mutex> & lock);
@@ -246,7 +246,6 @@ private:
     // a batch waits for this engine's thread to step it (mu_ held)
     bool has_batch() const;
 
-    const model & model_;
     step_params params_;
     std::unique_ptr<context> ctx_;   // the shared context (regions of one unified cache, or n_seq streams)
     bool regions_ = false;

@@ -99,7 +99,7 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     if (p.per_seq.n_ctx < 1) {
         return fail("step engine: each request needs a context size (it is " + std::to_string(p.per_seq.n_ctx) + ")");
     }
-    std::unique_ptr<step_engine> e(new step_engine(m));
+    std::unique_ptr<step_engine> e(new step_engine());
     e->params_ = p;
     const step_layout layout = step_layout_of(p);
     e->params_.n_step_tokens = layout.cp.n_batch;
