@@ -272,6 +272,12 @@ if [ "${GPU_CHECK_PLAN:-}" = issue73 ]; then
     # llama.cpp's graphs crashed on speculative passes of changing sizes with the stock kernels (docs/gpu.md):
     # with a graph per pass shape (item 7), the stock kernels as llama-server runs them
     stage 45 "edit replay q8_0, stock, graphs" env EDITSPEC_CUDA_GRAPHS=1 bash -c 'replay "$@"' _ edit-stock-graphs "$ds" stock ar,auto
+    # the 6.7B shape's K-quants (2026-11-28 checked its Q8_0 only), 128 tokens a pass at most as then
+    ck_big() { [ -f "$m/$big-$1.gguf" ] || make_model "$big" "$1"; "$es" check-exact -m "$m/$big-$1.gguf" --max 128 \
+        --prefix 0 --prefix 300 >>"$exact" 2>&1; echo "rc $? $big-$1.gguf ${2:-}" >>"$exact"; }
+    export -f ck_big; export big
+    stage 60 "check-exact $big q4_k_m" ck_big q4_k_m default
+    [ -n "$cand" ] && stage 40 "check-exact $big q4_k_m, candidate" cenv bash -c 'ck_big q4_k_m candidate'
     say "done"
     echo "=== summary"
     grep -E "^rc |^== candidate|differs" "$exact" | tail -40
