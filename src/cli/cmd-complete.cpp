@@ -28,23 +28,11 @@ struct complete_opts {
     std::vector<std::string> stop;
 };
 
-bool read_file(const std::string & path, std::string & out, std::string & error) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        error = "cannot read '" + path + "'";
-        return false;
-    }
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    out = ss.str();
-    return true;
-}
-
 int run_complete(const complete_opts & o) {
     const char * cmd = "complete";
     std::string prompt = o.prompt;
     std::string error;
-    if (!o.file.empty() && !read_file(o.file, prompt, error)) {
+    if (!o.file.empty() && !read_text_file(o.file, prompt, error)) {
         return fail_input(cmd, error);
     }
     if (o.n_predict < -1 || o.n_predict > 1000000) {

@@ -52,22 +52,6 @@ struct edit_opts {
     std::string view = "auto";   // apply.h: how much of the file the prompt shows
 };
 
-bool read_all(const std::string & path, std::string & out, std::string & error) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        error = "cannot read '" + path + "': " + std::strerror(errno);
-        return false;
-    }
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    if (f.bad()) {
-        error = "error reading '" + path + "'";
-        return false;
-    }
-    out = ss.str();
-    return true;
-}
-
 // writes `text` to `path` through a temporary file in the same folder and rename(2): readers see
 // the old file or the new one, never a part. mode: permission bits of the new file.
 bool write_atomic(const std::string & path, const std::string & text, mode_t mode, std::string & error) {
@@ -107,11 +91,12 @@ int read_code(const char * cmd, const std::string & file, std::string & code, mo
             return fail_input(cmd, "'" + file + "' is not a regular file");
         }
         *mode = st.st_mode & 07777;
-        if (!read_all(file, code, error)) {
+        if (!read_text_file(file, code, error)) {
             return fail_input(cmd, error);
         }
     } else {
         code.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        if (const std::string why = not_utf8_reason(code, "stdin"); !why.empty()) return fail_input(cmd, why);
     }
     if (code.empty()) {
         return fail_input(cmd, "nothing to edit: " + (file.empty() ? std::string("stdin") : "'" + file + "'") + " is empty");
@@ -124,7 +109,8 @@ int read_update(const char * cmd, const std::string & file, std::string & update
     std::string error;
     if (file == "-") {
         update.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    } else if (!read_all(file, update, error)) {
+        if (const std::string why = not_utf8_reason(update, "stdin"); !why.empty()) return fail_input(cmd, why);
+    } else if (!read_text_file(file, update, error)) {
         return fail_input(cmd, error);
     }
     if (update.find_first_not_of(" \t\r\n") == std::string::npos) {

@@ -44,6 +44,13 @@ int parse_prompt_layout(const char * cmd, const std::string & value, prompt_layo
 // same for runtime failures; returns 1
 int fail_runtime(const char * cmd, const std::string & msg);
 
+// a file's whole text into out; false with *error naming the file and why (unreadable, or not UTF-8:
+// not_utf8_reason)
+bool read_text_file(const std::string & path, std::string & out, std::string & error);
+// why `text` (what: "'FILE'", "stdin") is not UTF-8 text a merge may write back: a UTF-16 or UTF-32
+// byte-order mark; "" when none. Other bytes are the file's own: they tokenize and come back as they were.
+std::string not_utf8_reason(std::string_view text, const std::string & what);
+
 // a warning on stderr when the prompt and the answer expected after it (n_answer tokens; 0 = unknown)
 // go past the context the model was trained on (the shipped models: 512 tokens)
 void warn_past_train_ctx(const char * cmd, const model & m, int32_t n_prompt, int32_t n_answer);

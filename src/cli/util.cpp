@@ -3,9 +3,13 @@
 #include "editspec/draft.h"
 #include "editspec/drafters.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <sys/stat.h>
 
 namespace editspec::cli {
@@ -31,6 +35,38 @@ int fail_input(const char * cmd, const std::string & msg) {
 int fail_runtime(const char * cmd, const std::string & msg) {
     fprintf(stderr, "editspec %s: error: %s\n", cmd, msg.c_str());
     return 1;
+}
+
+bool read_text_file(const std::string & path, std::string & out, std::string & error) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+        error = "cannot read '" + path + "': " + std::strerror(errno);
+        return false;
+    }
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    if (f.bad()) {
+        error = "error reading '" + path + "'";
+        return false;
+    }
+    out = ss.str();
+    error = not_utf8_reason(out, "'" + path + "'");
+    return error.empty();
+}
+
+std::string not_utf8_reason(std::string_view text, const std::string & what) {
+    // the byte-order marks: UTF-32's first, as UTF-32LE's begins with UTF-16LE's
+    static const struct { std::string_view bom; const char * name; const char * family; } marks[] = {
+        {std::string_view("\xFF\xFE\0\0", 4), "UTF-32LE", "UTF-32"}, {std::string_view("\0\0\xFE\xFF", 4), "UTF-32BE", "UTF-32"},
+        {"\xFF\xFE", "UTF-16LE", "UTF-16"}, {"\xFE\xFF", "UTF-16BE", "UTF-16"},
+    };
+    for (const auto & m : marks) {
+        if (text.substr(0, m.bom.size()) != m.bom) continue;
+        // a merge of UTF-8 into it would write a file of two encodings
+        return what + " is " + m.name + " text (it begins with that byte-order mark); editspec reads UTF-8: convert it "
+               "first (iconv -f " + m.family + " -t UTF-8)";
+    }
+    return "";
 }
 
 void warn_past_train_ctx(const char * cmd, const model & m, int32_t n_prompt, int32_t n_answer) {

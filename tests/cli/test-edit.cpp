@@ -926,7 +926,8 @@ TEST(apply_cli, progress_on_a_terminal_only) {
 }
 
 // a file's bytes are its own: any byte sequence merges whole (a sequence above U+10FFFF once aborted
-// `editspec apply`: llama.cpp's tokenizers throw on it, tokenizer_safe_text), and the bytes come back as they were
+// `editspec apply`: llama.cpp's tokenizers throw on it, tokenizer_safe_text), and the bytes come back as they
+// were; only a file in another encoding than UTF-8 is refused
 TEST(apply_cli, a_file_of_any_bytes_merges_whole) {
     const std::string shipped = std::string(EDITSPEC_MODELS) + "/editspec-target.gguf";
     if (!fs::exists(shipped)) GTEST_SKIP() << "no shipped model";
@@ -941,6 +942,18 @@ TEST(apply_cli, a_file_of_any_bytes_merges_whole) {
               0)
         << out;
     EXPECT_EQ(out, code.substr(0, code.rfind("1\n")) + "2\n");
+    // a UTF-16 or UTF-32 file (a byte-order mark) is refused: a merge of UTF-8 into it would mix two encodings
+    const std::string u16("\xFF\xFE" "d\0e\0f\0 \0f\0(\0)\0:\0\n\0", 20), u32be("\0\0\xFE\xFF\0\0\0x", 8);
+    for (const std::string & text : {u16, u32be}) {
+        write_text(d.path / "enc.py", text);
+        EXPECT_EQ(test::run_command(std::string(bin()) + " apply -m " + shipped + " -t 1 -f " + (d.path / "enc.py").string() +
+                                        " -u " + (d.path / "u.py").string() + " --in-place 2>&1",
+                                    &out),
+                  2)
+            << out;
+        EXPECT_NE(out.find(text[0] == '\0' ? "is UTF-32BE text" : "is UTF-16LE text"), std::string::npos) << out;
+        EXPECT_EQ(test::read_text(d.path / "enc.py"), text) << "the file was changed";
+    }
 }
 
 // --kernels (every command): parsed, in --help, and on a machine without a GPU a warning that the CPU's
