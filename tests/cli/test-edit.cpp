@@ -567,32 +567,31 @@ TEST_F(lossless_fixture, efficientedit_greedy_equals_ar) {
 TEST(method_with_original, reuse_goes_where_auto_places_it) {
     // a request with code being edited runs the server's method with Reuse: after the text drafters,
     // before a model's (auto's order); a method that drafts from the original already runs as it is
-    const auto with = [](const char * text) {
-        method_spec ms;
+    static const struct { const char * method, * name, * drafters; } cases[] = {
+        {"ar", "reuse", "reuse"},
+        {"lookup-longest", "lookup-longest+reuse", "lookup-longest reuse"},
+        {"lookup-longest+copy@48:topk", "lookup-longest+copy+reuse@48:topk", "lookup-longest copy reuse"},
+        {"sd", "reuse+sd", "reuse sd"},
+        {"copy+sd", "copy+reuse+sd", "copy reuse sd"},
+        {"lookup+llama-draft-mtp", "lookup+reuse+llama-draft-mtp", "lookup reuse llama-draft-mtp"},
+        {"sd+reuse", "sd+reuse", "sd reuse"},
+        {"efficientedit", "efficientedit", "efficientedit"},
+    };
+    for (const auto & c : cases) {
+        method_spec ms, back;
         std::string err;
-        EXPECT_TRUE(method_parse(text, ms, &err)) << err;
+        ASSERT_TRUE(method_parse(c.method, ms, &err)) << err;
         const method_spec out = method_with_original(ms);
         std::string drafters;
         for (const std::string & d : out.drafters) drafters += (drafters.empty() ? "" : " ") + d;
-        return out.name + " = " + drafters;
-    };
-    EXPECT_EQ(with("ar"), "reuse = reuse");
-    EXPECT_EQ(with("lookup-longest"), "lookup-longest+reuse = lookup-longest reuse");
-    EXPECT_EQ(with("lookup-longest+copy@48:topk"), "lookup-longest+copy+reuse@48:topk = lookup-longest copy reuse");
-    EXPECT_EQ(with("sd"), "reuse+sd = reuse sd");
-    EXPECT_EQ(with("copy+sd"), "copy+reuse+sd = copy reuse sd");
-    EXPECT_EQ(with("lookup+llama-draft-mtp"), "lookup+reuse+llama-draft-mtp = lookup reuse llama-draft-mtp");
-    EXPECT_EQ(with("sd+reuse"), "sd+reuse = sd reuse");
-    EXPECT_EQ(with("efficientedit"), "efficientedit = efficientedit");
-    // the name parses back to the same drafters, cap and policy
-    method_spec ms, back;
-    std::string err;
-    ASSERT_TRUE(method_parse("copy@16:topk", ms, &err)) << err;
-    const method_spec out = method_with_original(ms);
-    ASSERT_TRUE(method_parse(out.name, back, &err)) << err;
-    EXPECT_EQ(back.drafters, out.drafters);
-    EXPECT_EQ(back.draft_max, 16);
-    EXPECT_EQ(back.policy, VERIFY_POLICY_TOPK);
+        EXPECT_EQ(out.name, c.name) << c.method;
+        EXPECT_EQ(drafters, c.drafters) << c.method;
+        // the name parses back to the same drafters, cap and policy
+        ASSERT_TRUE(method_parse(out.name, back, &err)) << err;
+        EXPECT_EQ(back.drafters, out.drafters) << c.method;
+        EXPECT_EQ(back.draft_max, ms.draft_max) << c.method;
+        EXPECT_EQ(back.policy, ms.policy) << c.method;
+    }
 }
 
 TEST_F(lossless_fixture, efficientedit_entropy_runs_and_is_lossy_on_model_nodes_only) {
