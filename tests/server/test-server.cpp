@@ -120,9 +120,11 @@ TEST(server, editor_shaped_requests_and_greedy_equality) {
     // llama-server's split: the pass that reads the prompt's end is prompt time, the rest generation
     EXPECT_GT(r["timings"]["prompt_ms"].get<double>(), 0.0) << r.dump();
     EXPECT_GT(r["timings"]["predicted_ms"].get<double>(), 0.0) << r.dump();
-    // its rates leave the first pass's tokens out (llama-server's, its first token); its counts are the
+    // its rates leave the first pass's tokens out (llama-server's, its first token): 0 where the first pass's
+    // tree held the whole answer (the cost model's sizing decides; test-generate's
+    // the_first_pass_is_timed_inside_generation checks a positive rate deterministically); its counts are the
     // decoded prompt tokens and the cached ones
-    EXPECT_GT(r["timings"]["predicted_per_second"].get<double>(), 0.0) << r.dump();
+    EXPECT_GE(r["timings"]["predicted_per_second"].get<double>(), 0.0) << r.dump();
     EXPECT_LT(r["timings"]["predicted_per_second"].get<double>(),
               1000.0 * r["timings"]["predicted_n"].get<double>() / r["timings"]["predicted_ms"].get<double>()) << r.dump();
     EXPECT_EQ(r["timings"]["prompt_n"].get<int64_t>() + r["timings"]["cache_n"].get<int64_t>(),
