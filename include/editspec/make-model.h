@@ -53,8 +53,8 @@ struct model_shape_token {
 
 struct model_shape {
     std::string name;        // "deepseek-coder-1.3b"
-    std::string arch;        // general.architecture: "llama", "qwen2", "mimo2" (multi-token prediction), or a
-                             // head file's "eagle3" or "dflash"
+    std::string arch;        // general.architecture: "llama", "qwen2", "qwen3moe" (a mixture of experts),
+                             // "mimo2" (multi-token prediction), or a head file's "eagle3" or "dflash"
     std::string vocab;       // tokenizer: <vocab dir>/ggml-vocab-<vocab>.gguf, e.g. "deepseek-coder"
     std::string source;      // where the numbers come from (HF repo), for --list; may be empty
 
@@ -65,7 +65,8 @@ struct model_shape {
                                   // counts both; llama.cpp's draft-mtp drafts with them)
     uint32_t n_embd      = 0;
     uint32_t n_ff        = 0;
-    uint32_t n_head      = 0;     // head size = n_embd / n_head (= rope dimension)
+    uint32_t n_head      = 0;     // head size = n_embd / n_head (= rope dimension) unless head_dim says
+    uint32_t head_dim    = 0;     // 0 = n_embd / n_head; Qwen3's heads are wider (attention.key_length)
     uint32_t n_head_kv   = 0;     // < n_head: grouped-query attention
     uint32_t n_ctx_train = 0;     // tokens
 
@@ -75,6 +76,13 @@ struct model_shape {
     float rms_eps = 1e-5f;
 
     bool qkv_bias    = false;     // attn_q/k/v.bias (Qwen2)
+    bool qk_norm     = false;     // attn_q_norm/attn_k_norm: an RMS norm of each head before rope (Qwen3)
+
+    // qwen3moe: every layer's feed-forward is n_expert experts of n_ff_exp, n_expert_used of them a token
+    // (ffn_gate_inp routes; ffn_{gate,up,down}_exps hold the experts); n_ff is then only metadata
+    uint32_t n_expert      = 0;
+    uint32_t n_expert_used = 0;
+    uint32_t n_ff_exp      = 0;
     bool tied_output = false;     // no output.weight: the output layer reuses token_embd
 
     // a speculative head file over a target (arch "eagle3" or "dflash"; llama.cpp's draft-eagle3,
@@ -98,8 +106,8 @@ struct model_dims {
 model_dims model_shape_dims(const model_shape & shape);
 void model_shape_set_dims(model_shape & shape, const model_dims & d);
 
-// built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, deepseek-coder-1.3b, deepseek-coder-6.7b,
-// qwen2.5-coder-1.5b, mimo-7b; head files for tiny-256: tiny-256-eagle3, tiny-256-dflash, tiny-256-dspark
+// built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, tiny-qwen3moe, deepseek-coder-1.3b,
+// deepseek-coder-6.7b, qwen2.5-coder-1.5b, mimo-7b, qwen3-coder-30b-a3b; head files for tiny-256: tiny-256-eagle3, tiny-256-dflash, tiny-256-dspark
 const std::vector<model_shape> & model_shapes();
 
 // nullptr when no built-in shape has that name

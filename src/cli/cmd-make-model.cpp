@@ -59,10 +59,10 @@ std::string format_bytes(uint64_t n) {
 }
 
 int run_list(ggml_type type, const std::string & type_name) {
-    printf("%-20s %-6s %6s %6s %6s %5s %4s %7s %6s %8s %10s  %-15s %s\n", "shape", "arch", "layers", "n_embd", "n_ff",
+    printf("%-20s %-8s %6s %6s %6s %5s %4s %7s %6s %8s %10s  %-15s %s\n", "shape", "arch", "layers", "n_embd", "n_ff",
            "heads", "kv", "vocab", "ctx", "params", (type_name + " size").c_str(), "tokenizer", "source");
     for (const model_shape & s : model_shapes()) {
-        printf("%-20s %-6s %6u %6u %6u %5u %4u %7u %6u %8s %10s  %-15s %s\n", s.name.c_str(), s.arch.c_str(), s.n_layer,
+        printf("%-20s %-8s %6u %6u %6u %5u %4u %7u %6u %8s %10s  %-15s %s\n", s.name.c_str(), s.arch.c_str(), s.n_layer,
                s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_vocab, s.n_ctx_train,
                format_count(model_shape_n_params(s)).c_str(), format_bytes(model_shape_n_bytes(s, type)).c_str(),
                s.vocab.c_str(), s.source.c_str());

@@ -127,7 +127,16 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
     gguf_set_val_u32(c, (a + ".attention.head_count_kv").c_str(), s.n_head_kv);
     gguf_set_val_f32(c, (a + ".attention.layer_norm_rms_epsilon").c_str(), s.rms_eps);
     gguf_set_val_f32(c, (a + ".rope.freq_base").c_str(), s.rope_freq_base);
-    gguf_set_val_u32(c, (a + ".rope.dimension_count").c_str(), s.n_embd / s.n_head);
+    gguf_set_val_u32(c, (a + ".rope.dimension_count").c_str(), model_shape_head_dim(s));
+    if (s.head_dim != 0) {
+        gguf_set_val_u32(c, (a + ".attention.key_length").c_str(), s.head_dim);
+        gguf_set_val_u32(c, (a + ".attention.value_length").c_str(), s.head_dim);
+    }
+    if (s.n_expert > 0) {
+        gguf_set_val_u32(c, (a + ".expert_count").c_str(), s.n_expert);
+        gguf_set_val_u32(c, (a + ".expert_used_count").c_str(), s.n_expert_used);
+        gguf_set_val_u32(c, (a + ".expert_feed_forward_length").c_str(), s.n_ff_exp);
+    }
     if (s.rope_scaling == LLAMA_ROPE_SCALING_TYPE_LINEAR) {
         gguf_set_val_str(c, (a + ".rope.scaling.type").c_str(), "linear");
         gguf_set_val_f32(c, (a + ".rope.scaling.factor").c_str(), s.rope_scaling_factor);
@@ -294,7 +303,7 @@ static void slab_generate(const tensor_plan & t, uint64_t stream, int64_t row0, 
         std::vector<float> buf(rows_per_chunk * t.ne0);  // [rows_per_chunk, ne0]
         for (int64_t ci = next++; ci < c1; ci = next++) {
             const int64_t r0 = ci * rows_per_chunk;
-            const int64_t nr = std::min(rows_per_chunk, t.ne1 - r0);
+            const int64_t nr = std::min(rows_per_chunk, tensor_rows(t) - r0);
             float * x = t.type == GGML_TYPE_F32 ? (float *) (dst + (r0 - row0) * row_size) : buf.data();
             if (t.init == INIT_CONST) {
                 std::fill(x, x + nr * t.ne0, t.scale);
@@ -402,7 +411,8 @@ static uint64_t tensors_add(gguf_context * meta, const std::vector<tensor_plan> 
     uint64_t total = 0;
     for (const tensor_plan & t : plan) {
         ggml_tensor * x = t.n_dims == 1 ? ggml_new_tensor_1d(tctx.get(), t.type, t.ne0)
-                                        : ggml_new_tensor_2d(tctx.get(), t.type, t.ne0, t.ne1);
+                        : t.n_dims == 2 ? ggml_new_tensor_2d(tctx.get(), t.type, t.ne0, t.ne1)
+                                        : ggml_new_tensor_3d(tctx.get(), t.type, t.ne0, t.ne1, t.ne2);
         ggml_set_name(x, t.name.c_str());
         gguf_add_tensor(meta, x); // copies the info
         total += GGML_PAD(tensor_nbytes(t), gguf_get_alignment(meta));
@@ -476,8 +486,8 @@ struct model_writer {
             const int64_t rows_per_chunk = std::max<int64_t>(1, CHUNK_ELEMS / t.ne0);
             const int64_t rows_per_slab = rows_per_chunk * std::max<int64_t>(1, SLAB_BYTES / (rows_per_chunk * row_size));
             const uint64_t stream = mix64(mix64(p.seed) ^ hash_name(t.name));
-            for (int64_t r0 = 0; r0 < t.ne1; r0 += rows_per_slab) {
-                const int64_t nr = std::min(rows_per_slab, t.ne1 - r0);
+            for (int64_t r0 = 0; r0 < tensor_rows(t); r0 += rows_per_slab) {
+                const int64_t nr = std::min(rows_per_slab, tensor_rows(t) - r0);
                 slab.resize(nr * row_size);
                 slab_generate(t, stream, r0, nr, slab.data(), n_threads);
                 if (!write(slab.data(), slab.size()) || !progress(written += slab.size())) {

@@ -100,12 +100,43 @@ static std::vector<model_shape> shapes_build() {
     mimo.tied_output = false;
     // at toy size with deepseek-coder's tokenizer (32k rows instead of 152k: a test model of a few
     // MB), 256 wide so that K-quants apply
-    model_shape tiny_mimo = toy(mimo, "tiny-mimo2", "mimo2 (one MTP block) at toy size, deepseek-coder's tokenizer", 256, 768, 2);
-    tiny_mimo.vocab = ds.vocab;
-    tiny_mimo.n_vocab = ds.n_vocab;
-    tiny_mimo.add_bos = -1;
-    tiny_mimo.tokens.clear();
-    v.push_back(tiny_mimo);
+    auto deepseek_vocab = [&ds](model_shape s) {
+        s.vocab = ds.vocab;
+        s.n_vocab = ds.n_vocab;
+        s.add_bos = -1;
+        s.tokens.clear();
+        return s;
+    };
+    v.push_back(deepseek_vocab(toy(mimo, "tiny-mimo2", "mimo2 (one MTP block) at toy size, deepseek-coder's tokenizer", 256, 768, 2)));
+
+    // Qwen/Qwen3-Coder-30B-A3B-Instruct config.json: 48 layers, 2048 wide, 32 heads of 128 (wider than
+    // 2048 / 32), 4 KV heads, per-head Q and K norms, 128 experts of 768, 8 a token, no tied output
+    model_shape q3m = qw;
+    q3m.name = "qwen3-coder-30b-a3b";
+    q3m.arch = "qwen3moe";
+    q3m.source = "Qwen/Qwen3-Coder-30B-A3B-Instruct";
+    model_shape_set_dims(q3m, {151936, 48, 2048, 6144, 32, 4, 262144});
+    q3m.head_dim = 128;
+    q3m.rope_freq_base = 10000000.0f;
+    q3m.qkv_bias = false;
+    q3m.qk_norm = true;
+    q3m.tied_output = false;
+    q3m.n_expert = 128;
+    q3m.n_expert_used = 8;
+    q3m.n_ff_exp = 768;
+    int32_t id = q3m.tokens.back().id;
+    for (const char * n : {"<tool_response>", "</tool_response>", "<think>", "</think>"}) {
+        q3m.tokens.push_back({++id, n, LLAMA_TOKEN_TYPE_USER_DEFINED}); // Qwen3's additions to Qwen2.5's
+    }
+    // at toy size with deepseek-coder's tokenizer: 8 experts of 256, 2 a token, heads of 128 as the
+    // released model's (the K-quants and the repacked kernels apply to every matrix)
+    model_shape tiny_q3m = deepseek_vocab(toy(q3m, "tiny-qwen3moe", "qwen3-coder-30b-a3b at toy size, deepseek-coder's tokenizer",
+                                              256, 768, 2));
+    tiny_q3m.n_ctx_train = ds.n_ctx_train;
+    tiny_q3m.n_expert = 8;
+    tiny_q3m.n_expert_used = 2;
+    tiny_q3m.n_ff_exp = 256;
+    v.push_back(tiny_q3m);
 
     // speculative head files for tiny-256 (llama.cpp's draft-eagle3, draft-dflash, draft-dspark): one
     // block as wide as the target, the target's tokenizer, token embeddings and output layer taken from
@@ -140,6 +171,7 @@ static std::vector<model_shape> shapes_build() {
 
     v.push_back(qw);
     v.push_back(mimo);
+    v.push_back(q3m);
     return v;
 }
 
@@ -162,8 +194,16 @@ bool model_shape_validate(const model_shape & s, std::string * error) {
         if (error) *error = "shape '" + s.name + "': " + msg;
         return false;
     };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "mimo2" && s.arch != "eagle3" && s.arch != "dflash") {
-        return fail("arch '" + s.arch + "' not supported (llama, qwen2, mimo2, eagle3, dflash)");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "mimo2" && s.arch != "eagle3" &&
+        s.arch != "dflash") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2, qwen3moe, mimo2, eagle3, dflash)");
+    }
+    if ((s.arch == "qwen3moe") != (s.n_expert > 0)) {
+        return fail("experts (n_expert " + std::to_string(s.n_expert) + ") go with arch qwen3moe and only there");
+    }
+    if (s.n_expert > 0 && (s.n_expert_used == 0 || s.n_expert_used > s.n_expert || s.n_ff_exp == 0)) {
+        return fail("n_expert_used " + std::to_string(s.n_expert_used) + " must be in [1, n_expert " +
+                    std::to_string(s.n_expert) + "] and n_ff_exp > 0 (got " + std::to_string(s.n_ff_exp) + ")");
     }
     if (s.arch == "eagle3" && (s.target_layers.size() != 3 || s.n_layer != 1 || s.target_hidden == 0)) {
         return fail("an eagle3 head has 1 block, 3 target layers and the target's width (target_hidden)");
@@ -189,9 +229,12 @@ bool model_shape_validate(const model_shape & s, std::string * error) {
         return fail("n_embd, n_ff and n_ctx_train must be > 0 (got " + std::to_string(s.n_embd) + ", " +
                     std::to_string(s.n_ff) + ", " + std::to_string(s.n_ctx_train) + ")");
     }
-    if (s.n_head == 0 || s.n_embd % s.n_head != 0 || (s.n_embd / s.n_head) % 2 != 0) {
+    if (s.n_head == 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0) || model_shape_head_dim(s) % 2 != 0) {
         return fail("n_head " + std::to_string(s.n_head) + " must divide n_embd " + std::to_string(s.n_embd) +
-                    " into heads of even size (rope)");
+                    " (or head_dim be given) into heads of even size (rope)");
+    }
+    if (s.head_dim != 0 && (s.arch == "mimo2" || s.arch == "eagle3" || s.arch == "dflash")) {
+        return fail("head_dim " + std::to_string(s.head_dim) + ": only llama, qwen2 and qwen3moe shapes take one");
     }
     if (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
         return fail("n_head_kv " + std::to_string(s.n_head_kv) + " must divide n_head " + std::to_string(s.n_head));
@@ -262,9 +305,10 @@ constexpr float LOGIT_STD = 5.0f;
 
 std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, ggml_type type) {
     const int64_t n_embd    = s.n_embd;
-    const int64_t n_embd_kv = (int64_t) s.n_embd / s.n_head * s.n_head_kv;
+    const int64_t head_dim  = model_shape_head_dim(s);
+    const int64_t n_embd_q  = head_dim * s.n_head;    // n_embd unless head_dim says otherwise
+    const int64_t n_embd_kv = head_dim * s.n_head_kv;
     const int64_t n_ff      = s.n_ff;
-    const int64_t head_dim  = (int64_t) s.n_embd / s.n_head;
 
     std::vector<tensor_plan> v;
     // 1-D tensors stay F32; a row size the block size does not divide falls back to F16, as
@@ -275,6 +319,12 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
     };
     auto vec = [&](const std::string & name, int64_t ne0, init_kind init, float scale) {
         v.push_back({name, ne0, 1, 1, GGML_TYPE_F32, init, scale});
+    };
+    // n_expert matrices of ne1 rows each, one 3-D tensor (ffn_*_exps)
+    auto experts = [&](const std::string & name, int64_t ne0, int64_t ne1, float std) {
+        mat(name, ne0, ne1, std);
+        v.back().n_dims = 3;
+        v.back().ne2 = s.n_expert;
     };
     auto lecun = [](int64_t fan_in) { return 1.0f / std::sqrt((float) fan_in); };
 
@@ -323,22 +373,35 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
         const std::string p = "blk." + std::to_string(il) + ".";
         vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
         if (fused_qkv) {
-            mat(p + "attn_qkv.weight", n_embd, n_embd + 2 * n_embd_kv, lecun(n_embd));
+            mat(p + "attn_qkv.weight", n_embd, n_embd_q + 2 * n_embd_kv, lecun(n_embd));
         } else {
-            mat(p + "attn_q.weight", n_embd, n_embd, lecun(n_embd));
+            mat(p + "attn_q.weight", n_embd, n_embd_q, lecun(n_embd));
             mat(p + "attn_k.weight", n_embd, n_embd_kv, lecun(n_embd));
             mat(p + "attn_v.weight", n_embd, n_embd_kv, lecun(n_embd));
         }
         if (s.qkv_bias) {
-            vec(p + "attn_q.bias", n_embd, INIT_NORMAL, 0.02f);
+            vec(p + "attn_q.bias", n_embd_q, INIT_NORMAL, 0.02f);
             vec(p + "attn_k.bias", n_embd_kv, INIT_NORMAL, 0.02f);
             vec(p + "attn_v.bias", n_embd_kv, INIT_NORMAL, 0.02f);
         }
-        mat(p + "attn_output.weight", n_embd, n_embd, 0.3f * lecun(n_embd));
+        if (s.qk_norm) {
+            vec(p + "attn_q_norm.weight", head_dim, INIT_CONST, 1.0f);
+            vec(p + "attn_k_norm.weight", head_dim, INIT_CONST, 1.0f);
+        }
+        mat(p + "attn_output.weight", n_embd_q, n_embd, 0.3f * lecun(n_embd_q));
         vec(p + "ffn_norm.weight", n_embd, INIT_CONST, 1.0f);
-        mat(p + "ffn_gate.weight", n_embd, n_ff, lecun(n_embd));
-        mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));
-        mat(p + "ffn_down.weight", n_ff, n_embd, lecun(n_ff));
+        if (s.n_expert > 0) {
+            // the router at 4x LeCun: its softmax picks a few experts clearly, as a trained router does
+            mat(p + "ffn_gate_inp.weight", n_embd, s.n_expert, 4.0f * lecun(n_embd));
+            v.back().type = GGML_TYPE_F32; // llama-quantize keeps the router in F32
+            experts(p + "ffn_gate_exps.weight", n_embd, s.n_ff_exp, lecun(n_embd));
+            experts(p + "ffn_up_exps.weight", n_embd, s.n_ff_exp, lecun(n_embd));
+            experts(p + "ffn_down_exps.weight", s.n_ff_exp, n_embd, lecun(s.n_ff_exp));
+        } else {
+            mat(p + "ffn_gate.weight", n_embd, n_ff, lecun(n_embd));
+            mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));
+            mat(p + "ffn_down.weight", n_ff, n_embd, lecun(n_ff));
+        }
         if (il >= s.n_layer) {
             mat(p + "nextn.eh_proj.weight", 2 * n_embd, n_embd, lecun(2 * n_embd));
             vec(p + "nextn.enorm.weight", n_embd, INIT_CONST, 1.0f);
@@ -354,13 +417,17 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
 }
 
 uint64_t tensor_nbytes(const tensor_plan & t) {
-    return ggml_row_size(t.type, t.ne0) * (uint64_t) t.ne1;
+    return ggml_row_size(t.type, t.ne0) * (uint64_t) tensor_rows(t);
+}
+
+uint32_t model_shape_head_dim(const model_shape & s) {
+    return s.head_dim != 0 ? s.head_dim : s.n_head != 0 ? s.n_embd / s.n_head : 0;
 }
 
 uint64_t model_shape_n_params(const model_shape & s) {
     uint64_t n = 0;
     for (const tensor_plan & t : tensors_plan(s, s.n_vocab, GGML_TYPE_F32)) {
-        n += (uint64_t) t.ne0 * t.ne1;
+        n += (uint64_t) t.ne0 * tensor_rows(t);
     }
     return n;
 }

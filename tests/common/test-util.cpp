@@ -27,8 +27,8 @@ std::string vocab_path(const std::string & name) {
     return std::string(EDITSPEC_VOCAB_DIR) + "/ggml-vocab-" + name + ".gguf";
 }
 
-std::string typed_model_path(const std::string & type) {
-    return std::string(EDITSPEC_TEST_MODEL_DIR) + "/tiny-256-" + type + ".gguf";
+std::string typed_model_path(const std::string & type, const std::string & shape) {
+    return std::string(EDITSPEC_TEST_MODEL_DIR) + "/" + shape + "-" + type + ".gguf";
 }
 
 ::testing::AssertionResult model_and_two_contexts(const std::string & path, std::unique_ptr<model> & m,

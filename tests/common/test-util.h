@@ -90,8 +90,9 @@ inline constexpr const char * k_read_config_py =
 // a context of n_ctx tokens with 2 sequences (a spare one for KV edits), one thread
 std::unique_ptr<context> make_two_seq_context(const model & m, int32_t n_ctx);
 
-// the tiny-256 model of a weight type made by the ctest fixture (make-typed-test-models), e.g. "q4_k_m"
-std::string typed_model_path(const std::string & type);
+// the model of a weight type made by the ctest fixture (make-typed-test-models), e.g. "q4_k_m": tiny-256's
+// (every type), or tiny-qwen3moe's (a mixture of experts: q8_0, q4_0, q4_k_m, q6_k)
+std::string typed_model_path(const std::string & type, const std::string & shape = "tiny-256");
 
 // a random prompt of 1-30 code-like words, BOS first
 token_vec random_code_prompt(const model & m, std::mt19937 & rng);

@@ -1,6 +1,7 @@
 // Greedy speculative output equals autoregressive output only if every row of an n-token pass is
 // bit-identical to decoding that token alone (docs/exactness.md). This checks it for every weight
-// type a user downloads (tiny-256 models: rows wide enough for K-quants and the repacked kernels),
+// type a user downloads (tiny-256 models: rows wide enough for K-quants and the repacked kernels; and
+// tiny-qwen3moe, a mixture of experts),
 // passes of 1 to 256 tokens, after prefixes of several lengths, with 1, 2 and 3 threads, flash
 // attention on (the default; the patch gives it one per-row kernel) and off, the F16 KV cache
 // editspec uses and the Q8_0 one --cache-type q8_0 picks.
@@ -30,10 +31,17 @@ exactness_result first_mismatch(const model & m, int32_t n_threads, int32_t n_pr
     return r;
 }
 
+// "q8_0": tiny-256's; "tiny-qwen3moe:q8_0": that shape's
+std::string param_model_path(const std::string & param) {
+    const size_t colon = param.find(':');
+    return colon == std::string::npos ? test::typed_model_path(param)
+                                      : test::typed_model_path(param.substr(colon + 1), param.substr(0, colon));
+}
+
 class batch_exact : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(batch_exact, rows_match_single_token_decoding) {
-    auto m = test::load_or_fail(test::typed_model_path(GetParam()));
+    auto m = test::load_or_fail(param_model_path(GetParam()));
     ASSERT_TRUE(m);
     struct setting { bool flash_attn; int32_t n_threads; int32_t n_prefix; ggml_type kv_type = GGML_TYPE_F16; };
     std::vector<setting> settings;
@@ -79,8 +87,8 @@ exactness_result step_mismatch(const model & m, int32_t n_threads, bool regions,
 }
 
 TEST(batch_exact_step, rows_match_each_request_alone) {
-    for (const char * type : {"q8_0", "q4_k_m", "f16"}) {
-        auto m = test::load_or_fail(test::typed_model_path(type));
+    for (const char * type : {"q8_0", "q4_k_m", "f16", "tiny-qwen3moe:q4_k_m"}) {
+        auto m = test::load_or_fail(param_model_path(type));
         ASSERT_TRUE(m);
         for (bool regions : {true, false}) {
             for (int32_t n_threads : {1, 2}) {
@@ -131,5 +139,10 @@ TEST(batch_exact_paths, the_avx2_library_when_asked) {
 INSTANTIATE_TEST_SUITE_P(types, batch_exact,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "iq4_nl", "q4_k_m",
                                            "q4_k_s", "q5_k_m", "q6_k"));
+// a mixture of experts: each expert's rows through MUL_MAT_ID (ggml groups a pass's rows by expert, so
+// an expert sees 1 row alone and up to the pass's in a batch), the router's top-k, per-head Q/K norms
+INSTANTIATE_TEST_SUITE_P(moe, batch_exact,
+                         ::testing::Values("tiny-qwen3moe:q8_0", "tiny-qwen3moe:q4_0", "tiny-qwen3moe:q4_k_m",
+                                           "tiny-qwen3moe:q6_k"));
 
 } // namespace

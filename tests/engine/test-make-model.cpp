@@ -143,10 +143,24 @@ TEST(make_model_shape, real_hyperparameters) {
     EXPECT_TRUE(qw->qkv_bias);
     EXPECT_TRUE(qw->tied_output);
 
-    // the published sizes: 1.3B, 6.7B, 1.54B
+    const model_shape * q3m = model_shape_find("qwen3-coder-30b-a3b");
+    ASSERT_TRUE(q3m);
+    EXPECT_EQ(q3m->arch, "qwen3moe");
+    EXPECT_EQ(model_shape_dims(*q3m), (model_dims{151936, 48, 2048, 6144, 32, 4, 262144}));
+    EXPECT_EQ(q3m->head_dim, 128u);
+    EXPECT_EQ(q3m->rope_freq_base, 10000000.0f);
+    EXPECT_TRUE(q3m->qk_norm);
+    EXPECT_FALSE(q3m->qkv_bias);
+    EXPECT_FALSE(q3m->tied_output);
+    EXPECT_EQ(q3m->n_expert, 128u);
+    EXPECT_EQ(q3m->n_expert_used, 8u);
+    EXPECT_EQ(q3m->n_ff_exp, 768u);
+
+    // the published sizes: 1.3B, 6.7B, 1.54B, 30.5B
     EXPECT_NEAR(model_shape_n_params(*ds) / 1e9, 1.35, 0.01);
     EXPECT_NEAR(model_shape_n_params(*ds7) / 1e9, 6.74, 0.01);
     EXPECT_NEAR(model_shape_n_params(*qw) / 1e9, 1.54, 0.01);
+    EXPECT_NEAR(model_shape_n_params(*q3m) / 1e9, 30.53, 0.01);
 
     for (const model_shape & s : model_shapes()) {
         std::string err;
@@ -166,6 +180,15 @@ TEST(make_model_shape, invalid_shapes_name_the_value) {
     s.arch = "gpt2";
     EXPECT_FALSE(model_shape_validate(s, &err));
     EXPECT_NE(err.find("gpt2"), std::string::npos) << err;
+
+    s = *model_shape_find("tiny-qwen3moe");
+    s.n_expert_used = 9; // of 8
+    EXPECT_FALSE(model_shape_validate(s, &err));
+    EXPECT_NE(err.find("n_expert_used 9"), std::string::npos) << err;
+    s.n_expert_used = 2;
+    s.arch = "llama"; // experts on a dense arch
+    EXPECT_FALSE(model_shape_validate(s, &err));
+    EXPECT_NE(err.find("n_expert 8"), std::string::npos) << err;
 
     // fewer embedding rows than the tokenizer has tokens
     s = *model_shape_find("tiny");
@@ -211,9 +234,28 @@ TEST(make_model_tiny, tokenizer_is_deepseek_coder) {
     EXPECT_EQ(m->facts().eos, 32014);
 }
 
-// random weights, but greedy output follows the prompt and does not collapse into one token
+void greedy_output_depends_on_context_of(const std::string & path);
+
+// random weights, but greedy output follows the prompt and does not collapse into one token: the dense
+// tiny model and the mixture of experts (whose router picks 2 of 8 experts a token)
 TEST(make_model_tiny, greedy_output_depends_on_context) {
-    auto m = test::load_or_fail(test::tiny_model_path());
+    for (const std::string path : {std::string(test::tiny_model_path()), test::typed_model_path("q8_0", "tiny-qwen3moe")}) {
+        SCOPED_TRACE(path);
+        greedy_output_depends_on_context_of(path);
+    }
+}
+
+TEST(make_model_tiny, a_mixture_of_experts_loads_with_its_shape) {
+    auto m = test::load_or_fail(test::typed_model_path("q4_k_m", "tiny-qwen3moe"));
+    ASSERT_TRUE(m);
+    const model_shape * s = model_shape_find("tiny-qwen3moe");
+    EXPECT_EQ(m->facts().arch, "qwen3moe");
+    EXPECT_EQ(m->facts().n_layer, (int32_t) s->n_layer);
+    EXPECT_EQ(m->facts().n_params, model_shape_n_params(*s));
+}
+
+void greedy_output_depends_on_context_of(const std::string & path) {
+    auto m = test::load_or_fail(path);
     ASSERT_TRUE(m);
     std::string err;
     context_params cp;
@@ -321,7 +363,7 @@ TEST(make_model, unknown_shape_lists_the_known_ones) {
 TEST(make_model, full_size_shapes_load_in_llama) {
     const temp_folder tmp;
     const std::string & dir = tmp.path;
-    for (const char * name : {"deepseek-coder-1.3b", "deepseek-coder-6.7b", "qwen2.5-coder-1.5b"}) {
+    for (const char * name : {"deepseek-coder-1.3b", "deepseek-coder-6.7b", "qwen2.5-coder-1.5b", "qwen3-coder-30b-a3b"}) {
         SCOPED_TRACE(name);
         const model_shape & s = *model_shape_find(name);
         make_model_params p;
@@ -358,7 +400,20 @@ TEST(make_model, full_size_shapes_load_in_llama) {
         EXPECT_EQ(gguf_get_arr_n(g.get(), k_tokens), s.n_vocab);
         EXPECT_EQ(gguf_find_tensor(g.get(), "output.weight") >= 0, !s.tied_output);
         EXPECT_EQ(gguf_find_tensor(g.get(), "blk.0.attn_k.bias") >= 0, s.qkv_bias);
-        EXPECT_EQ(gguf_get_tensor_type(g.get(), gguf_find_tensor(g.get(), "blk.0.ffn_down.weight")), GGML_TYPE_Q8_0);
+        const bool moe = s.n_expert > 0;
+        const int64_t down = gguf_find_tensor(g.get(), moe ? "blk.0.ffn_down_exps.weight" : "blk.0.ffn_down.weight");
+        ASSERT_GE(down, 0);
+        EXPECT_EQ(gguf_get_tensor_type(g.get(), down), GGML_TYPE_Q8_0);
+        if (moe) {
+            EXPECT_EQ(gguf_u32(g.get(), a + ".expert_count"), s.n_expert);
+            EXPECT_EQ(gguf_u32(g.get(), a + ".expert_used_count"), s.n_expert_used);
+            EXPECT_EQ(gguf_u32(g.get(), a + ".expert_feed_forward_length"), s.n_ff_exp);
+            EXPECT_EQ(gguf_u32(g.get(), a + ".attention.key_length"), s.head_dim);
+            EXPECT_EQ(gguf_u32(g.get(), a + ".rope.dimension_count"), s.head_dim);
+            EXPECT_EQ(gguf_get_tensor_type(g.get(), gguf_find_tensor(g.get(), "blk.0.ffn_gate_inp.weight")), GGML_TYPE_F32);
+            EXPECT_GE(gguf_find_tensor(g.get(), "blk.0.attn_q_norm.weight"), 0);
+            EXPECT_STREQ(gguf_get_arr_str(g.get(), gguf_find_key(g.get(), "tokenizer.ggml.tokens"), 151667), "<think>");
+        }
         EXPECT_EQ(gguf_get_tensor_type(g.get(), gguf_find_tensor(g.get(), "blk.0.attn_norm.weight")), GGML_TYPE_F32);
         struct stat st;
         ASSERT_EQ(stat(p.out.c_str(), &st), 0);
@@ -369,8 +424,8 @@ TEST(make_model, full_size_shapes_load_in_llama) {
             EXPECT_STREQ(gguf_get_arr_str(g.get(), k_tokens, 151665), "[PAD151665]");
         }
 
-        // 6.7B: the tokenizer only (a full load maps 7 GB); the others load whole
-        const bool vocab_only = s.n_layer == 32;
+        // 6.7B and 30B: the tokenizer only (a full load maps 7 or 32 GB); the others load whole
+        const bool vocab_only = model_shape_n_params(s) > 5e9;
         auto m = test::load_or_fail(p.out, vocab_only);
         ASSERT_TRUE(m);
         EXPECT_EQ(m->facts().n_vocab, (int32_t) s.n_vocab);
