@@ -55,6 +55,10 @@ struct model_facts {
     // target, whose middle then continues its prefix)
     bool fim_spm = false;
     bool add_bos = false;      // the tokenizer adds BOS when add_special is set
+    // a recurrent state beside or instead of the KV cache (Mamba, Qwen3.5, Qwen3-Next, Granite 4 hybrids):
+    // a pass's last tokens can leave it only as far back as the context keeps snapshots
+    // (context::rollback_max)
+    bool recurrent = false;
 };
 
 // text as llama_tokenize can take it: llama.cpp's tokenizers throw, uncaught, on a UTF-8 sequence above
@@ -156,6 +160,11 @@ struct context_params {
     ggml_type type_k   = GGML_TYPE_F16; // KV cache types; F32 for exact shifts; Q8_0 (both) with flash
     ggml_type type_v   = GGML_TYPE_F16; // attention on the CPU: half the bytes, exact (kv_cache_type_parse)
 };
+
+// a recurrent model's snapshots of its state a context keeps (llama.cpp's n_rs_seq): the longest draft
+// it verifies, as llama-server sizes them for its drafters (--spec-draft-n-max); each costs one copy of the
+// recurrent state per sequence (Qwen3.5-9B: 48 MB)
+constexpr int32_t CONTEXT_RS_ROLLBACK = 16;
 
 // the KV cache types a user may pick (--cache-type): "f16" (the default) and "q8_0", the types the
 // patched CPU attention keeps batch-invariant (a Q8_0 cache holds other values than F16's, so its
@@ -263,13 +272,19 @@ public:
     // sequence 0's state (KV cells) as llama_state_seq_* reads and writes it: its size, a copy into
     // dst (returns the bytes written, 0 = failure), and a load from src (returns the bytes read, 0 =
     // failure, the sequence is then empty)
-    size_t state_size();
-    size_t state_get(uint8_t * dst, size_t size);
-    size_t state_set(const uint8_t * src, size_t size);
+    // partial: a recurrent model's recurrent state only (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY), its attention's
+    // cells left where they are (a checkpoint: load it, then kv_rm the cells past it)
+    size_t state_size(bool partial = false);
+    size_t state_get(uint8_t * dst, size_t size, bool partial = false);
+    size_t state_set(const uint8_t * src, size_t size, bool partial = false);
 
     int32_t n_ctx() const;
     int32_t n_batch() const;
     int32_t n_seq_max() const;
+    // the most trailing tokens one kv_rm may drop after a decode: unbounded for a KV cache; a recurrent
+    // model's snapshots (CONTEXT_RS_ROLLBACK where llama.cpp can roll its architecture back, else 0:
+    // then drafts are never decoded, and decoding is plain)
+    int32_t rollback_max() const;
     int32_t n_threads() const;
     const context_params & params() const { return params_; }
     const model & owner() const { return model_; }
@@ -365,6 +380,20 @@ bool engine_gpu_exact_attention();
 // measured: scripts/gpu-check.sh's issue73 plan times both); engine_set_argmax_outputs overrides it.
 bool engine_argmax_outputs();
 void engine_set_argmax_outputs(bool on);
+
+// Where a sequence's passes start again, for measurements that decode many passes from one prefix
+// (check-exact, the cost model): a KV cache drops the cells past the prefix; a recurrent state goes back
+// only within the decode that made it (context::rollback_max), so its state after the prefix is saved
+// here once and loaded before each pass, as llama-server's checkpoints do. An owned context (not a view).
+struct seq_restart {
+    seq_restart(context & ctx, llama_seq_id seq, llama_pos n_prefix);
+    bool restore(); // false: the cache refused (the caller's error)
+
+    context & ctx;
+    llama_seq_id seq;
+    llama_pos n_prefix;
+    std::vector<uint8_t> saved; // a recurrent state's, after a prefix
+};
 
 // one throwaway decode, then an empty cache: the model's pages are mapped and the compute
 // buffers touched before the first request rather than during it (~0.3 s for a 1.3B file here,

@@ -88,6 +88,9 @@ struct step_params {
                                    // < 0: while the padded pass costs no more than the ubatches it
                                    // replaces, by the pass cost (step_engine::set_pass_cost), 1.5 before
                                    // one is known (EDITSPEC_STEP_PAD overrides)
+    bool    recurrent     = false; // the model keeps a recurrent state (model_facts::recurrent; create sets it
+                                   // from the model): a stream per view (libllama splits such a batch by
+                                   // sequence), never padded (a pad's tokens could not leave the state)
     int32_t n_ubatch_max() const { return per_seq.n_ubatch; }
 };
 

@@ -61,6 +61,7 @@ int run_check_exact(const check_exact_opts & o) {
                 if (n_req > 1) { // the server's step engine's layout for n_req requests of this size
                     step_params sp;
                     sp.n_seq = n_req;
+                    sp.recurrent = lr.model->facts().recurrent;
                     sp.per_seq.n_ctx = pf + 13 * (n_req - 1) + std::min(o.n_max, 64) + 16;
                     sp.per_seq.n_threads = t;
                     sp.per_seq.flash_attn = o.flash_attn;
@@ -74,7 +75,13 @@ int run_check_exact(const check_exact_opts & o) {
                 if (!r.error.empty()) return fail_runtime(cmd, r.error);
                 all_exact = all_exact && r.row < 0;
                 char res[200];
-                if (r.row < 0) {
+                if (r.n_max == 0) {
+                    snprintf(res, sizeof(res), "no drafts: libllama cannot take tokens back out of this %s model's "
+                             "recurrent state, so editspec decodes it one token a pass (ar)", lr.model->facts().arch.c_str());
+                } else if (r.row < 0 && r.n_max < o.n_max) {
+                    snprintf(res, sizeof(res), "exact (passes to %d tokens: a recurrent state takes back no more, so no "
+                             "draft is longer)", r.n_max);
+                } else if (r.row < 0) {
                     snprintf(res, sizeof(res), "exact");
                 } else if (r.request >= 0) {
                     snprintf(res, sizeof(res), "differs: step of %d tokens a request%s, request %d, row %d, relative L2 %.2e%s",

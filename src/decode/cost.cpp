@@ -154,6 +154,7 @@ static bool time_sizes(context & ctx, batch & b, const std::vector<int32_t> & si
                        int32_t reps, bool all_logits, const std::function<llama_token(int32_t)> & tok,
                        std::vector<double> & best, std::string * error) {
     best.assign(sizes.size(), 0.0);
+    seq_restart start(ctx, 0, n_prefix);
     double warm_ms = 0.0, left_ms = 0.0; // round 0's time, and what the later rounds will take by it
     for (int32_t r = 0; r <= rounds; r++) {
         if (r == 1 && isatty(STDERR_FILENO) && warm_ms > 2000.0) {
@@ -179,7 +180,7 @@ static bool time_sizes(context & ctx, batch & b, const std::vector<int32_t> & si
                 warm_ms += ms;
                 left_ms += ms * (n <= 8 ? rounds : reps);
             }
-            if (!ctx.kv_rm(0, n_prefix, -1)) {
+            if (!start.restore()) {
                 if (error) *error = "cost model: the model's cache cannot drop a pass (kv_rm)";
                 return false;
             }
@@ -288,16 +289,20 @@ double cost_model_probe(context & ctx, int32_t reps, int32_t n_tokens) {
     b.add(t0, 0, {0}, true);
     double best = 0.0;
     if (!ctx.decode(b, true)) return -1.0;
+    seq_restart start(ctx, 0, 1);
     for (int32_t r = 0; r <= reps; r++) { // round 0 warms up
         b.clear();
         for (int32_t i = 0; i < std::max(1, n_tokens); i++) b.add(t1, 1 + i, {0}, true);
-        const auto start = clock_type::now();
+        const auto t_start = clock_type::now();
         if (!ctx.decode(b, true)) {
             ctx.kv_clear();
             return -1.0;
         }
-        const double ms = ms_since(start);
-        ctx.kv_rm(0, 1, -1);
+        const double ms = ms_since(t_start);
+        if (!start.restore()) {
+            ctx.kv_clear();
+            return -1.0;
+        }
         if (r > 0 && (best == 0.0 || ms < best)) best = ms;
     }
     ctx.kv_clear();

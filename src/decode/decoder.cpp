@@ -84,6 +84,13 @@ void step_draft(spec_loop & s) {
     shape.max_nodes = std::max(0, s.ctx.n_ctx() - 1 - root_pos);
     shape.max_leaves = std::max(1, s.ctx.n_seq_max() - 1);
     shape.chain_only = s.chain_only;
+    if (s.ctx.owner().facts().recurrent) {
+        // a recurrent state takes back a chain's rejected tail, as far as its snapshots go (step_keep)
+        shape.max_nodes = std::min(shape.max_nodes, s.ctx.rollback_max());
+        shape.max_depth = std::min(shape.max_depth, shape.max_nodes);
+        shape.max_leaves = 1;
+        shape.chain_only = true;
+    }
     shape.depth = s.n_past;
     shape.step_tokens = (int32_t) s.pending.size() - 1; // the root's own pass carries those (a prompt's end, at first)
     shape.step_prompt = shape.step_tokens;

@@ -65,15 +65,39 @@ struct model_drafter::impl {
     token_vec               cached; // [n_cached] token at each position of the draft cache
     std::vector<greedy_prediction> pred;   // [n_cached] greedy prediction after each position
 
+    // a recurrent draft model (Qwen3.5's small ones): its state cannot drop the drafts it decoded one
+    // pass each, so the state after the committed history is saved (checkpoint) and loaded back
+    // (truncate) before the tokens the target committed since are decoded in one pass
+    const bool recurrent;
+    std::vector<uint8_t> ckpt; // the state after cached[0 .. ckpt_n)
+    size_t ckpt_n = 0;         // 0 = none
+
     impl(const model & m, std::unique_ptr<context> own, context * c)
         : draft_model(m), owned(std::move(own)), ctx(owned ? owned.get() : c), b(ctx->n_batch(), 1),
-          n_vocab(m.facts().n_vocab) {}
+          n_vocab(m.facts().n_vocab), recurrent(m.facts().recurrent) {}
+
+    void checkpoint() {
+        if (!recurrent) return;
+        ckpt.resize(ctx->state_size(true));
+        ckpt.resize(ctx->state_get(ckpt.data(), ckpt.size(), true));
+        ckpt_n = ckpt.empty() ? 0 : cached.size();
+    }
 
     // drops positions [p, n_cached) from the cache and the record; false when the cache refused a
-    // partial removal (then it is cleared)
+    // partial removal (then it is cleared). A recurrent state goes back to its checkpoint where that is
+    // at or before p: the record then ends there, before p, and the caller decodes the rest
     bool truncate(size_t p) {
         if (p >= cached.size()) {
             return true;
+        }
+        if (recurrent) {
+            // the recurrent state back to the checkpoint, then the attention's cells past it
+            const bool ok = ckpt_n > 0 && ckpt_n <= p && ctx->state_set(ckpt.data(), ckpt.size(), true) == ckpt.size() &&
+                            ctx->kv_rm(0, (llama_pos) ckpt_n, -1);
+            if (!ok) reset();
+            cached.resize(std::min(cached.size(), ckpt_n));
+            pred.resize(cached.size());
+            return ok;
         }
         bool ok = ctx->kv_rm(0, (llama_pos) p, -1);
         if (!ok) {
@@ -89,6 +113,7 @@ struct model_drafter::impl {
         ctx->kv_clear();
         cached.clear();
         pred.clear();
+        ckpt_n = 0;
     }
 };
 
@@ -220,17 +245,21 @@ bool model_drafter::catch_up(std::span<const llama_token> history) {
     if (q == H && s.pred[H - 1].token == LLAMA_TOKEN_NULL) {
         q = H - 1; // the last committed row's logits were never read: decode it again
     }
-    if (q == H) {
+    // a recurrent state holds no drafts past the history: what is drafted next is decoded from its end
+    if (q == H && !(s.recurrent && s.cached.size() > H)) {
         return true;
     }
     // drop everything from the first difference and decode history[q .. H), logits on the last row
     s.truncate(q);
-    q = s.cached.size(); // 0 when the cache refused a partial removal
-    if (!prefill(history.subspan(q))) {
-        fail("decode of the committed tokens", (int64_t) H);
-        return false;
+    q = s.cached.size(); // 0 when the cache refused a partial removal (a recurrent state: its checkpoint)
+    if (q < H) {
+        if (!prefill(history.subspan(q))) {
+            fail("decode of the committed tokens", (int64_t) H);
+            return false;
+        }
+        s.pred[H - 1] = predict_greedy(s.ctx->logits(s.b.size() - 1), s.n_vocab);
     }
-    s.pred[H - 1] = predict_greedy(s.ctx->logits(s.b.size() - 1), s.n_vocab);
+    s.checkpoint();
     return true;
 }
 

@@ -106,6 +106,9 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     cp.type_v = p.type_v;
     cp.no_perf = true;
     cp.embeddings = false;
+    // a recurrent state drops a rejected draft by going back to a snapshot (libllama clamps this to 0 for
+    // an architecture it cannot roll back: context::rollback_max)
+    if (m.facts().recurrent) cp.n_rs_seq = (uint32_t) CONTEXT_RS_ROLLBACK;
 
     std::unique_ptr<context> c(new context(m));
     // a cancel flag cuts a long decode short (between graph nodes)
@@ -294,6 +297,21 @@ void context::kv_clear() {
     llama_memory_clear(llama_get_memory(ctx_), true);
 }
 
+seq_restart::seq_restart(context & ctx, llama_seq_id seq, llama_pos n_prefix) : ctx(ctx), seq(seq), n_prefix(n_prefix) {
+    if (!ctx.owner().facts().recurrent || n_prefix == 0) return;
+    const llama_state_seq_flags partial = LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY; // the attention's cells stay
+    saved.resize(llama_state_seq_get_size_ext(ctx.get(), seq, partial));
+    saved.resize(llama_state_seq_get_data_ext(ctx.get(), saved.data(), saved.size(), seq, partial));
+}
+
+bool seq_restart::restore() {
+    if (!saved.empty() && llama_state_seq_set_data_ext(ctx.get(), saved.data(), saved.size(), seq,
+                                                       LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) != saved.size()) {
+        return false;
+    }
+    return ctx.kv_rm(seq, n_prefix, -1); // (a restored recurrent state holds nothing past the prefix)
+}
+
 bool context_warm_up(context & ctx) {
     const llama_vocab * vocab = ctx.owner().vocab();
     llama_token t = llama_vocab_bos(vocab);
@@ -314,22 +332,26 @@ bool context::can_shift() const {
     return llama_memory_can_shift(llama_get_memory(ctx_));
 }
 
-size_t context::state_size() {
+size_t context::state_size(bool partial) {
     auto lock = lock_kv();
-    return llama_state_seq_get_size(ctx_, seq_of(0));
+    return llama_state_seq_get_size_ext(ctx_, seq_of(0), partial ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : 0);
 }
 
-size_t context::state_get(uint8_t * dst, size_t size) {
+size_t context::state_get(uint8_t * dst, size_t size, bool partial) {
     auto lock = lock_kv();
-    return llama_state_seq_get_data(ctx_, dst, size, seq_of(0));
+    return llama_state_seq_get_data_ext(ctx_, dst, size, seq_of(0), partial ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : 0);
 }
 
-size_t context::state_set(const uint8_t * src, size_t size) {
+size_t context::state_set(const uint8_t * src, size_t size, bool partial) {
     auto lock = lock_kv();
-    return llama_state_seq_set_data(ctx_, src, size, seq_of(0));
+    return llama_state_seq_set_data_ext(ctx_, src, size, seq_of(0), partial ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : 0);
 }
 
 int32_t context::n_ctx() const { return step_ ? n_ctx_view_ : (int32_t) llama_n_ctx(ctx_); }
+
+int32_t context::rollback_max() const {
+    return model_.facts().recurrent ? (int32_t) llama_n_rs_seq(ctx_) : INT32_MAX;
+}
 int32_t context::n_batch() const { return step_ ? params_.n_batch : (int32_t) llama_n_batch(ctx_); }
 int32_t context::n_seq_max() const { return step_ ? 1 : (int32_t) llama_n_seq_max(ctx_); }
 int32_t context::n_threads() const { return llama_n_threads(ctx_); }

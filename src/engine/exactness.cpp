@@ -87,10 +87,18 @@ uint64_t row_hash(const float * x, int32_t n) {
     return h;
 }
 
+// a recurrent model's passes go back to a snapshot of its state, as far as a context keeps them (the
+// longest draft its decoding verifies); a KV cache's go back anywhere
+int32_t rollback_bound(const model & m) {
+    return m.facts().recurrent ? CONTEXT_RS_ROLLBACK : INT32_MAX;
+}
+
 // exactness_params::n_requests > 1: the server's step (exactness.h)
 exactness_result check_requests(const model & m, const exactness_params & p) {
     exactness_result r;
-    const int32_t n_req = p.n_requests, n_max = std::min(p.n_max, 64);
+    const int32_t n_req = p.n_requests, n_max = std::min({p.n_max, 64, rollback_bound(m)});
+    r.n_max = n_max;
+    if (n_max == 0) return r;
     const int32_t n_vocab = m.facts().n_vocab;
     auto prefix = [&](int32_t s) { return p.n_prefix + 13 * s; };
     if (prefix(n_req - 1) + n_max + 1 > p.layout.n_ctx / n_req) {
@@ -109,6 +117,10 @@ exactness_result check_requests(const model & m, const exactness_params & p) {
     // the references, alone: a hash of each row's bytes (n_req x n_max rows of the vocabulary would not fit)
     auto alone = context_create(m, single_params(p, prefix(n_req - 1) + n_max + 16), &r.error);
     if (!alone) return r;
+    if (alone->rollback_max() < n_max) { // a recurrent state libllama cannot roll back: no drafts are decoded
+        r.n_max = 0;
+        return r;
+    }
     batch b1(512, 1);
     std::vector<std::vector<uint64_t>> ref((size_t) n_req);
     for (int32_t s = 0; s < n_req; s++) {
@@ -128,11 +140,13 @@ exactness_result check_requests(const model & m, const exactness_params & p) {
         return r;
     }
     batch b(cp.n_batch, 1);
+    std::vector<seq_restart> starts;
     for (int32_t s = 0; s < n_req; s++) {
         if (prefix(s) > 0 && !context_prefill(*ctx, b, token_vec(toks[s].begin(), toks[s].begin() + prefix(s)), 0, s)) {
             r.error = "exactness: request " + std::to_string(s) + "'s prefill of " + std::to_string(prefix(s)) + " tokens failed";
             return r;
         }
+        starts.emplace_back(*ctx, s, prefix(s));
     }
     for (int32_t n : exactness_batch_sizes(n_max)) {
         for (bool mixed : {false, true}) {
@@ -140,7 +154,7 @@ exactness_result check_requests(const model & m, const exactness_params & p) {
             b.clear();
             std::vector<int32_t> first(n_req); // each request's first row in the batch
             for (int32_t s = 0; s < n_req; s++) {
-                if (!ctx->kv_rm(s, prefix(s), -1)) {
+                if (!starts[s].restore()) {
                     r.error = "exactness: the model's cache cannot drop a pass (kv_rm)";
                     return r;
                 }
@@ -188,16 +202,20 @@ exactness_result exactness_check(const model & m, const exactness_params & p) {
     if (p.n_requests > 1) return check_requests(m, p);
     auto ctx = context_create(m, single_params(p, p.n_prefix + p.n_max + 16), &r.error);
     if (!ctx) return r;
+    r.n_max = std::min(p.n_max, ctx->rollback_max());
+    if (r.n_max == 0) return r; // no drafts are ever decoded: nothing to check
     const int32_t n_vocab = m.facts().n_vocab;
-    const token_vec toks = random_tokens(n_vocab, 1000 + p.n_prefix, p.n_prefix + p.n_max);
+    const token_vec toks = random_tokens(n_vocab, 1000 + p.n_prefix, p.n_prefix + r.n_max);
 
     batch b(512, 1);
+    if (m.facts().recurrent && p.n_prefix > 0 && !decode_alone(*ctx, b, toks, p.n_prefix, 0, nullptr, r.error)) return r;
+    seq_restart start(*ctx, 0, p.n_prefix); // (a recurrent state: saved after the prefix, above)
     std::vector<std::vector<float>> ref;
     auto keep = [&](int32_t, const float * x) { ref.emplace_back(x, x + n_vocab); };
-    if (!decode_alone(*ctx, b, toks, p.n_prefix, p.n_max, keep, r.error)) return r;
-    for (int32_t n : exactness_batch_sizes(p.n_max)) {
+    if (!decode_alone(*ctx, b, toks, p.n_prefix, r.n_max, keep, r.error)) return r;
+    for (int32_t n : exactness_batch_sizes(r.n_max)) {
         r.n_sizes++;
-        if (!ctx->kv_rm(0, p.n_prefix, -1)) {
+        if (!start.restore()) {
             r.error = "exactness: the model's cache cannot drop a pass (kv_rm)";
             return r;
         }

@@ -292,6 +292,7 @@ model_load_result model_load(const std::string & path, bool vocab_only) {
     f.fim_mid = llama_vocab_fim_mid(m->vocab_);
     f.fim_spm = meta_str(lm, "editspec.fim_order") == "spm";
     f.add_bos = llama_vocab_get_add_bos(m->vocab_);
+    f.recurrent = llama_model_is_recurrent(lm) || llama_model_is_hybrid(lm);
 
     r.model = std::move(m);
     return r;

@@ -198,7 +198,12 @@ bool context_prefill_cached(context & ctx, batch & b, std::span<const llama_toke
     const prompt_cache_params p = prompt_cache_for(ctx, pc);
     const token_vec cached = ctx.cached_prompt();
     const std::vector<uint8_t> old_stale = ctx.cached_stale();
-    const prompt_reuse_plan plan = prompt_reuse_plan_make(cached, old_stale, tokens, p);
+    prompt_reuse_plan plan = prompt_reuse_plan_make(cached, old_stale, tokens, p);
+    if (ctx.owner().facts().recurrent && ctx.kv_pos_max(0) != plan.n_prefix - 1) {
+        // a recurrent state is the state after all it has read: kept only when that is the prefix (a
+        // prompt that goes on from the last one's end), else read again from the start
+        plan = prompt_reuse_plan{};
+    }
     const int32_t n = (int32_t) tokens.size();
     std::vector<uint8_t> stale;
     if (!pie_apply(ctx, b, tokens, plan, old_stale, stale)) return false;

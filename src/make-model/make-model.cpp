@@ -127,7 +127,20 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
     gguf_set_val_u32(c, (a + ".attention.head_count_kv").c_str(), s.n_head_kv);
     gguf_set_val_f32(c, (a + ".attention.layer_norm_rms_epsilon").c_str(), s.rms_eps);
     gguf_set_val_f32(c, (a + ".rope.freq_base").c_str(), s.rope_freq_base);
-    gguf_set_val_u32(c, (a + ".rope.dimension_count").c_str(), model_shape_head_dim(s));
+    // qwen35 rotates a quarter of each head (Qwen3.5's partial_rotary_factor), in the sections of its
+    // multimodal rope (text tokens give every section the same position)
+    const uint32_t n_rot = a == "qwen35" ? model_shape_head_dim(s) / 4 : model_shape_head_dim(s);
+    gguf_set_val_u32(c, (a + ".rope.dimension_count").c_str(), n_rot);
+    if (a == "qwen35") {
+        const int32_t third = (int32_t) n_rot / 6, sections[4] = {(int32_t) n_rot / 2 - 2 * third, third, third, 0};
+        gguf_set_arr_data(c, (a + ".rope.dimension_sections").c_str(), GGUF_TYPE_INT32, sections, 4);
+        gguf_set_val_u32(c, (a + ".full_attention_interval").c_str(), s.full_attn_interval);
+        gguf_set_val_u32(c, (a + ".ssm.conv_kernel").c_str(), s.ssm_conv);
+        gguf_set_val_u32(c, (a + ".ssm.state_size").c_str(), s.ssm_state);
+        gguf_set_val_u32(c, (a + ".ssm.group_count").c_str(), s.ssm_k_heads);
+        gguf_set_val_u32(c, (a + ".ssm.time_step_rank").c_str(), s.ssm_v_heads);
+        gguf_set_val_u32(c, (a + ".ssm.inner_size").c_str(), s.ssm_state * s.ssm_v_heads);
+    }
     if (s.head_dim != 0) {
         gguf_set_val_u32(c, (a + ".attention.key_length").c_str(), s.head_dim);
         gguf_set_val_u32(c, (a + ".attention.value_length").c_str(), s.head_dim);

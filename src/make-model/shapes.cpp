@@ -138,6 +138,23 @@ static std::vector<model_shape> shapes_build() {
     tiny_q3m.n_ff_exp = 256;
     v.push_back(tiny_q3m);
 
+    // Qwen3.5's hybrid layout at toy size (Qwen3-Next's and Qwen3.5's text model: three gated delta net
+    // layers, then one of attention, its gated Q twice as wide): 4 layers, 256 wide, deepseek-coder's
+    // tokenizer; a model whose state cannot drop a token's cells as a KV cache does
+    model_shape q35 = deepseek_vocab(toy(q3m, "tiny-qwen35", "Qwen3.5's hybrid layout at toy size, deepseek-coder's tokenizer",
+                                         256, 768, 2));
+    q35.arch = "qwen35";
+    q35.n_layer = 4;
+    q35.n_ctx_train = ds.n_ctx_train;
+    q35.head_dim = 64;
+    q35.n_expert = q35.n_expert_used = q35.n_ff_exp = 0;
+    q35.full_attn_interval = 4;
+    q35.ssm_conv = 4;
+    q35.ssm_state = 64;
+    q35.ssm_k_heads = 2;
+    q35.ssm_v_heads = 4;
+    v.push_back(q35);
+
     // speculative head files for tiny-256 (llama.cpp's draft-eagle3, draft-dflash, draft-dspark): one
     // block as wide as the target, the target's tokenizer, token embeddings and output layer taken from
     // the target (llama.cpp's ctx_other); the 2-layer target's layer inputs 0 and 1 are what it offers
@@ -194,9 +211,20 @@ bool model_shape_validate(const model_shape & s, std::string * error) {
         if (error) *error = "shape '" + s.name + "': " + msg;
         return false;
     };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "mimo2" && s.arch != "eagle3" &&
-        s.arch != "dflash") {
-        return fail("arch '" + s.arch + "' not supported (llama, qwen2, qwen3moe, mimo2, eagle3, dflash)");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "qwen35" && s.arch != "mimo2" &&
+        s.arch != "eagle3" && s.arch != "dflash") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2, qwen3moe, qwen35, mimo2, eagle3, dflash)");
+    }
+    if ((s.arch == "qwen35") != (s.full_attn_interval > 0)) {
+        return fail("recurrent layers (full_attn_interval " + std::to_string(s.full_attn_interval) +
+                    ") go with arch qwen35 and only there");
+    }
+    if (s.arch == "qwen35" && (s.ssm_conv == 0 || s.ssm_state == 0 || s.ssm_k_heads == 0 || s.ssm_v_heads == 0 ||
+                               s.ssm_v_heads % s.ssm_k_heads != 0 || model_shape_head_dim(s) % 8 != 0 || !s.qk_norm)) {
+        return fail("qwen35 needs ssm_conv, ssm_state, ssm_k_heads and ssm_v_heads > 0 (got " + std::to_string(s.ssm_conv) +
+                    ", " + std::to_string(s.ssm_state) + ", " + std::to_string(s.ssm_k_heads) + ", " +
+                    std::to_string(s.ssm_v_heads) + "), value heads a multiple of key heads, heads a multiple of 8 "
+                    "wide and Q/K norms");
     }
     if ((s.arch == "qwen3moe") != (s.n_expert > 0)) {
         return fail("experts (n_expert " + std::to_string(s.n_expert) + ") go with arch qwen3moe and only there");
@@ -303,6 +331,35 @@ std::string make_model_type_names() {
 //   DeepSeek vocabulary instead of a flat 0.001, so sampling is not uniform noise
 constexpr float LOGIT_STD = 5.0f;
 
+// a qwen35 layer's mixer (qwen35.cpp at the pin): attention with a gated Q on every full_attn_interval-th
+// layer, else the gated delta net's projections, convolution, decay (ssm_a < 0), step bias and norm
+template <typename Mat, typename Vec>
+static void plan_qwen35_mixer(const model_shape & s, const std::string & p, uint32_t il, std::vector<tensor_plan> & v,
+                              Mat & mat, Vec & vec) {
+    const int64_t n_embd = s.n_embd, head_dim = model_shape_head_dim(s);
+    const float lecun_embd = 1.0f / std::sqrt((float) n_embd);
+    if ((il + 1) % s.full_attn_interval == 0) {
+        mat(p + "attn_q.weight", n_embd, 2 * head_dim * s.n_head, lecun_embd); // query and gate
+        mat(p + "attn_k.weight", n_embd, head_dim * s.n_head_kv, lecun_embd);
+        mat(p + "attn_v.weight", n_embd, head_dim * s.n_head_kv, lecun_embd);
+        vec(p + "attn_q_norm.weight", head_dim, INIT_CONST, 1.0f);
+        vec(p + "attn_k_norm.weight", head_dim, INIT_CONST, 1.0f);
+        mat(p + "attn_output.weight", head_dim * s.n_head, n_embd, 0.3f / std::sqrt((float) (head_dim * s.n_head)));
+        return;
+    }
+    const int64_t key_dim = (int64_t) s.ssm_state * s.ssm_k_heads, value_dim = (int64_t) s.ssm_state * s.ssm_v_heads;
+    mat(p + "attn_qkv.weight", n_embd, 2 * key_dim + value_dim, lecun_embd);
+    mat(p + "attn_gate.weight", n_embd, value_dim, lecun_embd);
+    mat(p + "ssm_conv1d.weight", s.ssm_conv, 2 * key_dim + value_dim, 1.0f / std::sqrt((float) s.ssm_conv));
+    v.back().type = GGML_TYPE_F32; // ggml's SSM_CONV takes F32 taps (converters keep them so)
+    vec(p + "ssm_dt.bias", s.ssm_v_heads, INIT_CONST, 1.0f);
+    vec(p + "ssm_a", s.ssm_v_heads, INIT_CONST, -1.0f);
+    mat(p + "ssm_beta.weight", n_embd, s.ssm_v_heads, lecun_embd);
+    mat(p + "ssm_alpha.weight", n_embd, s.ssm_v_heads, lecun_embd);
+    vec(p + "ssm_norm.weight", s.ssm_state, INIT_CONST, 1.0f);
+    mat(p + "ssm_out.weight", value_dim, n_embd, 0.3f / std::sqrt((float) value_dim));
+}
+
 std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, ggml_type type) {
     const int64_t n_embd    = s.n_embd;
     const int64_t head_dim  = model_shape_head_dim(s);
@@ -372,7 +429,9 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
     for (uint32_t il = 0; il < s.n_layer + s.n_nextn; il++) {
         const std::string p = "blk." + std::to_string(il) + ".";
         vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
-        if (fused_qkv) {
+        if (s.arch == "qwen35") {
+            plan_qwen35_mixer(s, p, il, v, mat, vec);
+        } else if (fused_qkv) {
             mat(p + "attn_qkv.weight", n_embd, n_embd_q + 2 * n_embd_kv, lecun(n_embd));
         } else {
             mat(p + "attn_q.weight", n_embd, n_embd_q, lecun(n_embd));
@@ -384,12 +443,12 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
             vec(p + "attn_k.bias", n_embd_kv, INIT_NORMAL, 0.02f);
             vec(p + "attn_v.bias", n_embd_kv, INIT_NORMAL, 0.02f);
         }
-        if (s.qk_norm) {
+        if (s.qk_norm && s.arch != "qwen35") {
             vec(p + "attn_q_norm.weight", head_dim, INIT_CONST, 1.0f);
             vec(p + "attn_k_norm.weight", head_dim, INIT_CONST, 1.0f);
         }
-        mat(p + "attn_output.weight", n_embd_q, n_embd, 0.3f * lecun(n_embd_q));
-        vec(p + "ffn_norm.weight", n_embd, INIT_CONST, 1.0f);
+        if (s.arch != "qwen35") mat(p + "attn_output.weight", n_embd_q, n_embd, 0.3f * lecun(n_embd_q));
+        vec(p + (s.arch == "qwen35" ? "post_attention_norm.weight" : "ffn_norm.weight"), n_embd, INIT_CONST, 1.0f);
         if (s.n_expert > 0) {
             // the router at 4x LeCun: its softmax picks a few experts clearly, as a trained router does
             mat(p + "ffn_gate_inp.weight", n_embd, s.n_expert, 4.0f * lecun(n_embd));

@@ -74,7 +74,7 @@ step_layout step_layout_of(const step_params & p) {
     // regions where the kernels keep them exact: the CPU's flash attention skips other regions' blocks
     // a region is a whole number of the attention's blocks (and libllama's 256-cell padding)
     const int32_t n_ctx_region = (p.per_seq.n_ctx + 255) / 256 * 256;
-    l.regions = p.regions && p.n_seq > 1 && p.per_seq.flash_attn && !engine_has_gpu() &&
+    l.regions = p.regions && p.n_seq > 1 && p.per_seq.flash_attn && !engine_has_gpu() && !p.recurrent &&
                 (int64_t) n_ctx_region * p.n_seq <= p.regions_max_cells;
     if (const char * r = getenv("EDITSPEC_STEP_REGIONS")) l.regions = l.regions && atoi(r) != 0;
     l.n_ctx_seq = l.regions ? n_ctx_region : p.per_seq.n_ctx;
@@ -101,7 +101,8 @@ std::unique_ptr<step_engine> step_engine::create(const model & m, const step_par
     }
     std::unique_ptr<step_engine> e(new step_engine());
     e->params_ = p;
-    const step_layout layout = step_layout_of(p);
+    e->params_.recurrent = m.facts().recurrent;
+    const step_layout layout = step_layout_of(e->params_);
     e->params_.n_step_tokens = layout.cp.n_batch;
     e->regions_ = layout.regions;
     const context_params & cp = layout.cp;
@@ -577,8 +578,8 @@ bool step_engine::run_step(std::vector<submission *> & subs) {
     if (!idle_ok || regions_) idle.clear();
     const int32_t n_padded = n_longest * (int32_t) (subs.size() + idle.size());
     // regions: one ubatch whatever the mix, nothing to pad
-    bool pad = !regions_ && !step_hook_ && subs.size() > 1 && n_padded > n_real && n_padded <= mb.capacity() &&
-               n_padded <= params_.n_ubatch_max();
+    bool pad = !regions_ && !params_.recurrent && !step_hook_ && subs.size() > 1 && n_padded > n_real &&
+               n_padded <= mb.capacity() && n_padded <= params_.n_ubatch_max();
     std::shared_ptr<const std::function<double(std::span<const pass_part>)>> cost;
     {
         std::lock_guard<std::mutex> lock(mu_);

@@ -118,6 +118,8 @@ struct spec_fixture : public ::testing::Test {
 
     token_vec random_prompt(std::mt19937 & rng) { return test::random_code_prompt(*m, rng); }
 
+    int64_t ar_passes = 0, spec_passes = 0; // over the check_lossless calls
+
     void check_lossless(int n_prompts, uint32_t seed) {
         std::mt19937 rng(seed);
         for (int p = 0; p < n_prompts; p++) {
@@ -143,6 +145,8 @@ struct spec_fixture : public ::testing::Test {
                                               << first_diff << " of " << ar.tokens.size() << " (prompt " << prompt.size() << " tokens)";
             EXPECT_EQ(spec.stop, ar.stop) << "prompt " << p;
             EXPECT_LE(spec.target_passes, ar.target_passes);
+            ar_passes += ar.target_passes;
+            spec_passes += spec.target_passes;
         }
     }
 };
@@ -167,6 +171,26 @@ TEST_F(spec_fixture, greedy_lossless_q4_k_m_random_and_adversarial_drafts) {
 TEST_F(spec_fixture, greedy_lossless_q8_0_wide_two_threads) {
     load(test::typed_model_path("q8_0"), 192, 2);
     check_lossless(40, 14);
+}
+
+// a mixture of experts (Qwen3-Coder-30B-A3B's layout at toy size): each pass's rows grouped by expert
+TEST_F(spec_fixture, greedy_lossless_mixture_of_experts) {
+    load(test::typed_model_path("q4_k_m", "tiny-qwen3moe"), 192, 2);
+    check_lossless(30, 17);
+}
+
+// a recurrent state beside the KV cache (Qwen3.5's layout at toy size): a chain's rejected tail goes back
+// to a snapshot of the state (CONTEXT_RS_ROLLBACK tokens at most), trees are not offered to it
+TEST_F(spec_fixture, greedy_lossless_hybrid_recurrent) {
+    for (const char * type : {"q8_0", "q4_k_m"}) {
+        SCOPED_TRACE(type);
+        load(test::typed_model_path(type, "tiny-qwen35"), 192, 2);
+        ASSERT_TRUE(m->facts().recurrent);
+        EXPECT_EQ(ctx->rollback_max(), CONTEXT_RS_ROLLBACK);
+        check_lossless(30, 18);
+    }
+    // and the drafts that were right were kept: fewer passes than tokens
+    EXPECT_LT(spec_passes * 10, ar_passes * 7) << spec_passes << " passes against ar's " << ar_passes;
 }
 
 TEST_F(spec_fixture, greedy_lossless_q5_k_m) {

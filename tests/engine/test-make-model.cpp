@@ -190,6 +190,16 @@ TEST(make_model_shape, invalid_shapes_name_the_value) {
     EXPECT_FALSE(model_shape_validate(s, &err));
     EXPECT_NE(err.find("n_expert 8"), std::string::npos) << err;
 
+    s = *model_shape_find("tiny-qwen35");
+    EXPECT_TRUE(model_shape_validate(s, &err)) << err;
+    s.ssm_v_heads = 3; // not a multiple of the 2 key heads
+    EXPECT_FALSE(model_shape_validate(s, &err));
+    EXPECT_NE(err.find(", 3)"), std::string::npos) << err;
+    s = *model_shape_find("tiny-qwen35");
+    s.arch = "qwen2"; // recurrent layers on an attention-only arch
+    EXPECT_FALSE(model_shape_validate(s, &err));
+    EXPECT_NE(err.find("full_attn_interval 4"), std::string::npos) << err;
+
     // fewer embedding rows than the tokenizer has tokens
     s = *model_shape_find("tiny");
     s.n_vocab = 1000;
@@ -245,13 +255,17 @@ TEST(make_model_tiny, greedy_output_depends_on_context) {
     }
 }
 
-TEST(make_model_tiny, a_mixture_of_experts_loads_with_its_shape) {
-    auto m = test::load_or_fail(test::typed_model_path("q4_k_m", "tiny-qwen3moe"));
-    ASSERT_TRUE(m);
-    const model_shape * s = model_shape_find("tiny-qwen3moe");
-    EXPECT_EQ(m->facts().arch, "qwen3moe");
-    EXPECT_EQ(m->facts().n_layer, (int32_t) s->n_layer);
-    EXPECT_EQ(m->facts().n_params, model_shape_n_params(*s));
+TEST(make_model_tiny, a_mixture_of_experts_and_a_hybrid_load_with_their_shapes) {
+    for (const char * shape : {"tiny-qwen3moe", "tiny-qwen35"}) {
+        SCOPED_TRACE(shape);
+        auto m = test::load_or_fail(test::typed_model_path("q4_k_m", shape));
+        ASSERT_TRUE(m);
+        const model_shape * s = model_shape_find(shape);
+        EXPECT_EQ(m->facts().arch, s->arch);
+        EXPECT_EQ(m->facts().n_layer, (int32_t) s->n_layer);
+        EXPECT_EQ(m->facts().n_params, model_shape_n_params(*s));
+        EXPECT_EQ(m->facts().recurrent, s->full_attn_interval > 0);
+    }
 }
 
 void greedy_output_depends_on_context_of(const std::string & path) {

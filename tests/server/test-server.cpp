@@ -537,6 +537,39 @@ TEST(server, draft_model_passes_batch_across_requests) {
     }
 }
 
+// a model with a recurrent state (Qwen3.5's hybrid layout at toy size) serves as the others do: a stream
+// per slot (libllama splits such a batch by sequence), a draft's rejected tail taken back to a snapshot of
+// the state. 4 clients at once, each with its own answer alone as the prediction or half of it: the same
+// answers, the predictions accepted, several requests a step
+TEST(server, a_recurrent_model_batches_and_answers_as_alone) {
+    server_process s({"-m", test::typed_model_path("q8_0", "tiny-qwen35"), "--parallel", "4"});
+    ASSERT_GT(s.pid, 0);
+    const char * prompts[] = {"def fib(n):", "class Stack:\n    def __init__(self):", "import os\nimport sys\n", "int main(void) {"};
+    auto body = [](const std::string & p, const std::string * prediction) {
+        json b = {{"messages", {{{"role", "user"}, {"content", p}}}}, {"max_tokens", 64}, {"temperature", 0}};
+        if (prediction) b["prediction"] = {{"type", "content"}, {"content", *prediction}};
+        return b;
+    };
+    std::vector<json> bodies;
+    for (const char * p : prompts) {
+        int status = 0;
+        const json r = post(s, "/v1/chat/completions", body(p, nullptr).dump(), &status);
+        ASSERT_EQ(status, 200) << r.dump();
+        const std::string answer = r["choices"][0]["message"]["content"];
+        size_t cut = answer.size() / 2;
+        while (cut > 0 && ((unsigned char) answer[cut] & 0xC0) == 0x80) cut--; // a whole character
+        const std::string half = answer.substr(0, cut) + "zzz";
+        bodies.push_back(body(p, &answer));
+        bodies.push_back(body(p, &half));
+    }
+    const std::string accepted = "editspec_draft_tokens_accepted_total{source=\"reuse\"}"; // the predictions' drafts
+    const double accepted0 = metric(s, accepted);
+    same_alone_and_at_once(s, "/v1/chat/completions", bodies, [](const json & r) { return r["choices"][0]["message"]["content"]; });
+    EXPECT_GT(metric(s, accepted), accepted0 + 100) << "the predictions were not drafted";
+    const double steps = metric(s, "editspec_steps_total"), requests = metric(s, "editspec_step_requests_total");
+    EXPECT_GT(requests, steps * 1.1) << requests << " passes in " << steps << " steps";
+}
+
 // issue 70: PIE batches (--kv-reuse pie on the step engine's views: an edit's new tokens go into the
 // step as prompt chunks at their own positions, between the shifted spans). 4 clients, each a file and
 // then its edit (a line inserted near the top: the rest of the file is shifted, not encoded), one
