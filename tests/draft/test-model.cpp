@@ -187,7 +187,8 @@ TEST_F(model_fixture, lossless_recurrent_draft_model) {
         std::string err;
         auto d = model_drafter_create(*m, *dm, draft_params(), &err);
         ASSERT_TRUE(d) << err;
-        const totals t = check_lossless(*d, 15, 26);
+        const int n_prompts = std::string(type) == "q8_0" ? 15 : 8; // (Q4_K_M's drafts cost a pass each, mostly rejected)
+        const totals t = check_lossless(*d, n_prompts, 26);
         printf("%s recurrent draft: %.2f tokens per pass (%lld tokens, %lld passes), %lld drafted, %lld accepted; draft "
                "model %lld tokens decoded in %lld passes\n", type, (double) t.produced / t.passes, (long long) t.produced,
                (long long) t.passes, (long long) t.drafted, (long long) t.accepted, (long long) d->n_decoded(),
@@ -195,7 +196,7 @@ TEST_F(model_fixture, lossless_recurrent_draft_model) {
         // measured 7.49 and 1.25 tokens a pass over 30 prompts (Q4_K_M agrees with Q8_0 less on this toy)
         EXPECT_GT((double) t.produced / t.passes, std::string(type) == "q8_0" ? 4.0 : 1.1);
         // each committed token and each draft decoded about once, and each prompt (at most 31 tokens) once
-        EXPECT_LT(d->n_decoded(), 2 * (t.produced + t.drafted) + 15 * 32);
+        EXPECT_LT(d->n_decoded(), 2 * (t.produced + t.drafted) + n_prompts * 32);
     }
 }
 
