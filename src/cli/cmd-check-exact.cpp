@@ -123,7 +123,7 @@ command cmd_check_exact_add(CLI::App & app) {
     sub->add_option("-t,--threads", o->threads, "CPU threads, one check per value (0 = all cores)")->capture_default_str();
     sub->add_option("--prefix", o->prefixes, "tokens in the KV cache before the passes, one check per value")
         ->capture_default_str();
-    sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512)")->capture_default_str();
+    sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512; a model with a recurrent state: at most 16, the longest draft it is given)")->capture_default_str();
     sub->add_option("--requests", o->requests,
                     "requests decoded at once, one check per value: above 1, the server's step (its context's layout: a "
                     "region of cells each on a CPU, a stream each on a GPU), every request after its own prefix, passes "
