@@ -316,6 +316,10 @@ private:
     context_params params_;
     token_vec cached_;
     std::vector<uint8_t> stale_; // cached_.size() marks
+    // a recurrent model: each sequence's tokens in the last decode that carried it. Its state goes back
+    // only to a snapshot that decode took, while libllama's seq_rm takes any rollback up to n_rs_seq
+    // (a snapshot of an older decode then: a wrong state); kv_rm refuses those (0 after a rollback)
+    std::vector<int32_t> rs_last_;
     const std::atomic<bool> * cancel_ = nullptr;
     std::function<void(const llama_batch &)> hook_;
     std::function<void(const std::function<void()> &)> compute_;

@@ -189,6 +189,18 @@ bool context::decode(const batch & b, bool argmax) {
         }
     }
     argmax_last_ = false;
+    if (model_.facts().recurrent) {
+        std::vector<int32_t> n((size_t) std::max(n_seq_max(), 1), 0);
+        for (int32_t i = 0; i < lb.n_tokens; i++) {
+            for (int32_t k = 0; k < lb.n_seq_id[i]; k++) {
+                if (lb.seq_id[i][k] >= 0 && lb.seq_id[i][k] < (llama_seq_id) n.size()) n[lb.seq_id[i][k]]++;
+            }
+        }
+        rs_last_.resize(n.size(), 0);
+        for (size_t q = 0; q < n.size(); q++) {
+            if (n[q] > 0) rs_last_[q] = n[q]; // (set before the decode: a failed one leaves no state to go back to)
+        }
+    }
     if (step_) {
         const bool ok = step_->view_decode(seq_, b.get(), cancel_, view_out_, argmax && engine_argmax_outputs());
         argmax_last_ = ok && !view_out_.top.empty();
@@ -268,6 +280,16 @@ void context::set_cached_prompt(std::span<const llama_token> t, std::span<const 
 }
 
 bool context::kv_rm(llama_seq_id seq, llama_pos p0, llama_pos p1) {
+    if (model_.facts().recurrent && seq >= 0) {
+        // a recurrent state holds every token it read: only its last tokens leave it, and only those of
+        // the last decode that carried this sequence (its snapshots)
+        const llama_pos pm = kv_pos_max(seq);
+        if (p0 > 0 && p0 <= pm) {
+            const int32_t last = (size_t) seq < rs_last_.size() ? rs_last_[seq] : 0;
+            if ((p1 >= 0 && p1 <= pm) || pm - p0 + 1 >= last) return false;
+            rs_last_[seq] = 0; // one rollback a decode
+        }
+    }
     cache_cut(seq, p0);
     auto lock = lock_kv();
     return llama_memory_seq_rm(llama_get_memory(ctx_), seq_of(seq), p0, p1);

@@ -65,6 +65,46 @@ TEST_F(kv_fixture, remove_then_redecode_equals_fresh_decode) {
     EXPECT_LT(rel_diff(after_rm, fresh), 1e-4);
 }
 
+// a recurrent state (tiny-qwen35) takes back the tail of its last decode (a snapshot of each of its last 16
+// tokens), and nothing older: libllama's seq_rm would go back to a snapshot an older decode took (a wrong
+// state), so kv_rm refuses it; a span in the middle stays too
+TEST_F(kv_fixture, a_recurrent_state_goes_back_within_its_last_decode_only) {
+    m = test::load_or_fail(test::typed_model_path("q8_0", "tiny-qwen35"));
+    ASSERT_TRUE(m);
+    const token_vec prefix = m->tokenize("def area(r):\n    return 3.14159 * r", true, false);
+    const token_vec wrong = m->tokenize(" ** 3 + 17 # rolled back", false, false);
+    const token_vec right = m->tokenize(" * r\n\nprint(area(2))", false, false);
+    ASSERT_LE(wrong.size(), 16u);
+    const llama_pos p = (llama_pos) prefix.size();
+
+    auto c1 = make_ctx();
+    feed(*c1, prefix, 0);
+    feed(*c1, wrong, p);
+    EXPECT_FALSE(c1->kv_rm(0, 1, 3));     // a span the state has read
+    EXPECT_FALSE(c1->kv_rm(0, p, -1));    // the whole decode: its snapshots are of the states after its tokens
+    ASSERT_TRUE(c1->kv_rm(0, p + 1, -1)); // all of the decode's tokens but its first
+    EXPECT_EQ(c1->kv_pos_max(0), p);
+    const std::vector<float> after_rm = feed(*c1, right, p + 1);
+
+    token_vec all = prefix;
+    all.push_back(wrong[0]);
+    all.insert(all.end(), right.begin(), right.end());
+    auto c2 = make_ctx();
+    const std::vector<float> fresh = feed(*c2, all, 0);
+    EXPECT_LT(rel_diff(after_rm, fresh), 1e-4);
+
+    // tokens decoded one a pass: none can go (libllama's seq_rm took them back, to an older decode's snapshot)
+    const llama_pos q = (llama_pos) all.size();
+    feed(*c1, {right[0]}, q);
+    feed(*c1, {right[1]}, q + 1);
+    EXPECT_FALSE(c1->kv_rm(0, q + 1, -1));
+    EXPECT_FALSE(c1->kv_rm(0, q, -1));
+    // and one rollback a decode
+    feed(*c1, wrong, q + 2);
+    EXPECT_TRUE(c1->kv_rm(0, q + 2 + (llama_pos) wrong.size() - 1, -1));
+    EXPECT_FALSE(c1->kv_rm(0, q + 3, -1));
+}
+
 // PIE's K <- R(delta) K: text encoded at p then shifted by delta equals text encoded at p + delta
 TEST_F(kv_fixture, shift_equals_encoding_at_shifted_positions) {
     const token_vec text = m->tokenize("class Stack:\n    def push(self, x):\n        self.items.append(x)", true, false);
