@@ -56,6 +56,14 @@ static std::vector<model_shape> shapes_build() {
     ds.rope_scaling_factor = 4.0f;
     ds.rms_eps = 1e-6f;
 
+    // another released model of a family: base's tokenizer, rope and norms, its own name, graph and sizes
+    auto released = [](model_shape s, const char * name, const char * arch, const char * source, const model_dims & d) {
+        s.name = name;
+        s.arch = arch;
+        s.source = source;
+        model_shape_set_dims(s, d);
+        return s;
+    };
     // a released shape at toy size: 2 layers, 4 heads, its tokenizer, rope and norms
     auto toy = [](model_shape s, const char * name, const char * source, uint32_t n_embd, uint32_t n_ff,
                   uint32_t n_head_kv) {
@@ -90,11 +98,8 @@ static std::vector<model_shape> shapes_build() {
     // one MTP block) on llama.cpp's mimo2 graph,
     // the dense model with MTP layers the pin can run: its attention with a window past the context
     // is MiMo-7B's full attention (mimo2 requires sliding-window keys)
-    model_shape mimo = qw;
-    mimo.name = "mimo-7b";
-    mimo.arch = "mimo2";
-    mimo.source = "XiaomiMiMo/MiMo-7B-Base (on llama.cpp's mimo2 graph)";
-    model_shape_set_dims(mimo, {151936, 36, 4096, 11008, 32, 8, 32768});
+    model_shape mimo = released(qw, "mimo-7b", "mimo2", "XiaomiMiMo/MiMo-7B-Base (on llama.cpp's mimo2 graph)",
+                                {151936, 36, 4096, 11008, 32, 8, 32768});
     mimo.n_nextn = 1;
     mimo.qkv_bias = false;
     mimo.tied_output = false;
@@ -111,11 +116,8 @@ static std::vector<model_shape> shapes_build() {
 
     // Qwen/Qwen3-Coder-30B-A3B-Instruct config.json: 48 layers, 2048 wide, 32 heads of 128 (wider than
     // 2048 / 32), 4 KV heads, per-head Q and K norms, 128 experts of 768, 8 a token, no tied output
-    model_shape q3m = qw;
-    q3m.name = "qwen3-coder-30b-a3b";
-    q3m.arch = "qwen3moe";
-    q3m.source = "Qwen/Qwen3-Coder-30B-A3B-Instruct";
-    model_shape_set_dims(q3m, {151936, 48, 2048, 6144, 32, 4, 262144});
+    model_shape q3m = released(qw, "qwen3-coder-30b-a3b", "qwen3moe", "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+                               {151936, 48, 2048, 6144, 32, 4, 262144});
     q3m.head_dim = 128;
     q3m.rope_freq_base = 10000000.0f;
     q3m.qkv_bias = false;
@@ -180,11 +182,9 @@ static std::vector<model_shape> shapes_build() {
 
     v.push_back(ds);
 
-    model_shape ds7 = ds;  // deepseek-ai/deepseek-coder-6.7b-base config.json
-    ds7.name = "deepseek-coder-6.7b";
-    ds7.source = "deepseek-ai/deepseek-coder-6.7b-base";
-    model_shape_set_dims(ds7, {ds.n_vocab, 32, 4096, 11008, 32, 32, ds.n_ctx_train});
-    v.push_back(ds7);
+    // deepseek-ai/deepseek-coder-6.7b-base config.json
+    v.push_back(released(ds, "deepseek-coder-6.7b", "llama", "deepseek-ai/deepseek-coder-6.7b-base",
+                         {ds.n_vocab, 32, 4096, 11008, 32, 32, ds.n_ctx_train}));
 
     v.push_back(qw);
     v.push_back(mimo);
