@@ -163,7 +163,8 @@ struct context_params {
 
 // a recurrent model's snapshots of its state a context keeps (llama.cpp's n_rs_seq): the longest draft
 // it verifies, as llama-server sizes them for its drafters (--spec-draft-n-max); each costs one copy of the
-// recurrent state per sequence (Qwen3.5-9B: 48 MB)
+// recurrent state per sequence (Qwen3.5-9B: 48 MB). Also the longest draft of a model whose state goes back
+// by a checkpoint instead (context::checkpoints)
 constexpr int32_t CONTEXT_RS_ROLLBACK = 16;
 
 // the KV cache types a user may pick (--cache-type): "f16" (the default) and "q8_0", the types the
@@ -282,9 +283,12 @@ public:
     int32_t n_batch() const;
     int32_t n_seq_max() const;
     // the most trailing tokens one kv_rm may drop after a decode: unbounded for a KV cache; a recurrent
-    // model's snapshots (CONTEXT_RS_ROLLBACK where llama.cpp can roll its architecture back, else 0:
-    // then drafts are never decoded, and decoding is plain)
+    // model's snapshots (CONTEXT_RS_ROLLBACK where llama.cpp can roll its architecture back, else 0)
     int32_t rollback_max() const;
+    // a recurrent state llama.cpp cannot roll back (Qwen3-Next, Granite 4's hybrid, Falcon-H1, Mamba,
+    // RWKV): a pass that may be rejected first saves the state (state_get, partial) and goes back to it,
+    // as llama-server's speculative checkpoints do; the pass's accepted tokens are decoded again
+    bool checkpoints() const { return rollback_max() == 0; }
     int32_t n_threads() const;
     const context_params & params() const { return params_; }
     const model & owner() const { return model_; }

@@ -54,7 +54,8 @@ struct model_shape_token {
 struct model_shape {
     std::string name;        // "deepseek-coder-1.3b"
     std::string arch;        // general.architecture: "llama", "qwen2", "qwen3moe" (a mixture of experts),
-                             // "qwen35" (recurrent layers among attention ones), "mimo2" (multi-token
+                             // "qwen35" (recurrent layers among attention ones), "qwen3next" (those and
+                             // experts with a shared one), "mimo2" (multi-token
                              // prediction), or a head file's "eagle3" or "dflash"
     std::string vocab;       // tokenizer: <vocab dir>/ggml-vocab-<vocab>.gguf, e.g. "deepseek-coder"
     std::string source;      // where the numbers come from (HF repo), for --list; may be empty
@@ -84,8 +85,9 @@ struct model_shape {
     uint32_t n_expert      = 0;
     uint32_t n_expert_used = 0;
     uint32_t n_ff_exp      = 0;
+    uint32_t n_ff_shexp    = 0;   // qwen3next: a shared expert of this width beside them, its output gated
 
-    // qwen35 (Qwen3.5's hybrid): every full_attn_interval-th layer attention (a gated Q, per-head Q/K
+    // qwen35 (Qwen3.5's hybrid), qwen3next: every full_attn_interval-th layer attention (a gated Q, per-head Q/K
     // norms, rope on a quarter of each head), the others a gated delta net, a recurrent state of
     // ssm_v_heads heads of ssm_state x ssm_state and a causal convolution of ssm_conv taps over
     // ssm_k_heads key heads, as many query heads and ssm_v_heads value heads of ssm_state each
@@ -117,8 +119,8 @@ struct model_dims {
 model_dims model_shape_dims(const model_shape & shape);
 void model_shape_set_dims(model_shape & shape, const model_dims & d);
 
-// built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, tiny-qwen3moe, tiny-qwen35, deepseek-coder-1.3b,
-// deepseek-coder-6.7b, qwen2.5-coder-1.5b, mimo-7b, qwen3-coder-30b-a3b; head files for tiny-256: tiny-256-eagle3, tiny-256-dflash, tiny-256-dspark
+// built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, tiny-qwen3moe, tiny-qwen35, tiny-qwen3next,
+// deepseek-coder-1.3b, deepseek-coder-6.7b, qwen2.5-coder-1.5b, mimo-7b, qwen3-coder-30b-a3b, qwen3-coder-next; head files for tiny-256: tiny-256-eagle3, tiny-256-dflash, tiny-256-dspark
 const std::vector<model_shape> & model_shapes();
 
 // nullptr when no built-in shape has that name

@@ -75,12 +75,9 @@ int run_check_exact(const check_exact_opts & o) {
                 if (!r.error.empty()) return fail_runtime(cmd, r.error);
                 all_exact = all_exact && r.row < 0;
                 char res[200];
-                if (r.n_max == 0) {
-                    snprintf(res, sizeof(res), "no drafts: libllama cannot take tokens back out of this %s model's "
-                             "recurrent state, so editspec decodes it one token a pass (ar)", lr.model->facts().arch.c_str());
-                } else if (r.row < 0 && r.n_max < o.n_max) {
-                    snprintf(res, sizeof(res), "exact (passes to %d tokens: a recurrent state takes back no more, so no "
-                             "draft is longer)", r.n_max);
+                if (r.row < 0 && r.n_max < o.n_max) {
+                    snprintf(res, sizeof(res), "exact (passes to %d tokens: a model with a recurrent state is given no "
+                             "longer draft)", r.n_max);
                 } else if (r.row < 0) {
                     snprintf(res, sizeof(res), "exact");
                 } else if (r.request >= 0) {

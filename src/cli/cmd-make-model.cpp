@@ -27,6 +27,7 @@ struct make_model_opts {
     int32_t threads = 0;
     bool list = false;
     bool header_only = false;
+    int32_t layers = 0;
 };
 
 // large shapes report progress; smaller ones are done before anyone would look
@@ -59,10 +60,10 @@ std::string format_bytes(uint64_t n) {
 }
 
 int run_list(ggml_type type, const std::string & type_name) {
-    printf("%-20s %-8s %6s %6s %6s %5s %4s %7s %6s %8s %10s  %-15s %s\n", "shape", "arch", "layers", "n_embd", "n_ff",
+    printf("%-20s %-9s %6s %6s %6s %5s %4s %7s %6s %8s %10s  %-15s %s\n", "shape", "arch", "layers", "n_embd", "n_ff",
            "heads", "kv", "vocab", "ctx", "params", (type_name + " size").c_str(), "tokenizer", "source");
     for (const model_shape & s : model_shapes()) {
-        printf("%-20s %-8s %6u %6u %6u %5u %4u %7u %6u %8s %10s  %-15s %s\n", s.name.c_str(), s.arch.c_str(), s.n_layer,
+        printf("%-20s %-9s %6u %6u %6u %5u %4u %7u %6u %8s %10s  %-15s %s\n", s.name.c_str(), s.arch.c_str(), s.n_layer,
                s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_vocab, s.n_ctx_train,
                format_count(model_shape_n_params(s)).c_str(), format_bytes(model_shape_n_bytes(s, type)).c_str(),
                s.vocab.c_str(), s.source.c_str());
@@ -91,18 +92,30 @@ bool out_path_check(const std::string & path, std::string & error) {
 }
 
 // the shape and the writer's parameters from the options; 0 or the exit status of the error
-int make_model_params_from(const make_model_opts & o, const model_shape *& shape, make_model_params & p) {
+int make_model_params_from(const make_model_opts & o, model_shape & shape, make_model_params & p) {
     const char * cmd = "make-model";
     if (o.shape.empty()) {
         return fail_input(cmd, "--shape is required (--list shows the shapes)");
     }
-    shape = model_shape_find(o.shape);
-    if (!shape) {
+    const model_shape * found = model_shape_find(o.shape);
+    if (!found) {
         std::string names;
         for (const model_shape & s : model_shapes()) {
             names += (names.empty() ? "" : ", ") + s.name;
         }
         return fail_input(cmd, "unknown shape '" + o.shape + "' (known: " + names + ")");
+    }
+    shape = *found;
+    if (o.layers != 0) {
+        // the first layers of a real shape: its per-layer costs on a machine too small for all of it
+        const uint32_t n_min = std::max(1u, shape.full_attn_interval); // (a hybrid keeps an attention layer)
+        if (o.layers < (int32_t) n_min || o.layers > (int32_t) shape.n_layer || shape.n_nextn > 0 || shape.n_layer == 1) {
+            return fail_input(cmd, "--layers " + std::to_string(o.layers) + " out of range for '" + shape.name + "' [" +
+                                       std::to_string(n_min) + ", " + std::to_string(shape.n_layer) + "]" +
+                                       (shape.n_nextn > 0 ? " (a shape with MTP blocks keeps them all)" : ""));
+        }
+        shape.name += "-" + std::to_string(o.layers) + "-of-" + std::to_string(shape.n_layer) + "-layers";
+        shape.n_layer = (uint32_t) o.layers;
     }
     if (o.out.empty()) {
         return fail_input(cmd, "--out is required");
@@ -120,7 +133,7 @@ int make_model_params_from(const make_model_opts & o, const model_shape *& shape
     if (o.vocab_dir.empty()) {
         return fail_input(cmd, "no vocabulary folder: this build has no default, pass --vocab-dir");
     }
-    const std::string vocab_path = o.vocab_dir + "/ggml-vocab-" + shape->vocab + ".gguf";
+    const std::string vocab_path = o.vocab_dir + "/ggml-vocab-" + shape.vocab + ".gguf";
     if (access(vocab_path.c_str(), R_OK) != 0) {
         return fail_input(cmd, "vocabulary file '" + vocab_path + "' not readable: " + strerror(errno) +
                                    " (--vocab-dir)");
@@ -187,20 +200,20 @@ int run_make_model(const make_model_opts & o) {
     make_model_params p;
     p.type = type;
     p.ftype = ftype;
-    const model_shape * shape = nullptr;
+    model_shape shape;
     if (const int status = make_model_params_from(o, shape, p); status != 0) {
         return status;
     }
     std::string error;
     const auto t0 = std::chrono::steady_clock::now();
-    if (!make_model_with_progress(*shape, p, error)) {
+    if (!make_model_with_progress(shape, p, error)) {
         return fail_runtime(cmd, error);
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     struct stat st;
-    const uint64_t n_written = stat(o.out.c_str(), &st) == 0 ? (uint64_t) st.st_size : model_shape_n_bytes(*shape, type);
-    printf("wrote %s: %s, %s, %s parameters, %s, seed %llu, %.1f s\n", o.out.c_str(), shape->name.c_str(),
-           o.type.c_str(), format_count(model_shape_n_params(*shape)).c_str(), format_bytes(n_written).c_str(),
+    const uint64_t n_written = stat(o.out.c_str(), &st) == 0 ? (uint64_t) st.st_size : model_shape_n_bytes(shape, type);
+    printf("wrote %s: %s, %s, %s parameters, %s, seed %llu, %.1f s\n", o.out.c_str(), shape.name.c_str(),
+           o.type.c_str(), format_count(model_shape_n_params(shape)).c_str(), format_bytes(n_written).c_str(),
            (unsigned long long) p.seed, secs);
     return 0;
 }
@@ -218,6 +231,9 @@ command cmd_make_model_add(CLI::App & app) {
     sub->add_option("--vocab-dir", o->vocab_dir, "folder of llama.cpp's ggml-vocab-*.gguf files")->capture_default_str();
     sub->add_option("-t,--threads", o->threads, "threads generating weights (0 = all cores)")->capture_default_str();
     sub->add_flag("--list", o->list, "list the shapes with parameter counts and sizes for --type");
+    sub->add_option("--layers", o->layers, "keep the shape's first N layers (0 = all): a real shape's costs per layer "
+                                           "where all of it does not fit (a hybrid keeps at least one attention layer); "
+                                           "the file's shape name says so")->capture_default_str();
     sub->add_flag("--header-only", o->header_only,
                   "testing: write the metadata, leave all weights zero (a sparse file; loads in llama.cpp)");
     return {sub, [o] { return run_make_model(*o); }};

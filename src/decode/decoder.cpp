@@ -39,6 +39,7 @@ struct spec_loop {
     tree_pass tp;
     verify_input vin;
     bool argmax = false;                // the verifier reads each row's argmax only (greedy, unconstrained)
+    std::vector<uint8_t> ckpt;          // context::checkpoints(): the state before this pass (empty = none saved)
 };
 
 // under a constraint, the nodes it refuses (and their subtrees) leave the tree before sizing: the
@@ -85,8 +86,9 @@ void step_draft(spec_loop & s) {
     shape.max_leaves = std::max(1, s.ctx.n_seq_max() - 1);
     shape.chain_only = s.chain_only;
     if (s.ctx.owner().facts().recurrent) {
-        // a recurrent state takes back a chain's rejected tail, as far as its snapshots go (step_keep)
-        shape.max_nodes = std::min(shape.max_nodes, s.ctx.rollback_max());
+        // a recurrent state takes back a chain's rejected tail, as far as its snapshots go, or goes back
+        // to a checkpoint (step_keep)
+        shape.max_nodes = std::min(shape.max_nodes, CONTEXT_RS_ROLLBACK);
         shape.max_depth = std::min(shape.max_depth, shape.max_nodes);
         shape.max_leaves = 1;
         shape.chain_only = true;
@@ -118,6 +120,17 @@ bool step_decode(spec_loop & s) {
     }
     s.tp = context_tree_batch(s.ctx, s.b, s.pending, s.n_past, tokens, s.parents);
     const auto t0 = clock_type::now();
+    s.ckpt.clear();
+    if (s.ctx.checkpoints() && !tokens.empty()) {
+        // the state before the pass, for a rejected draft to go back to (step_keep)
+        s.ckpt.resize(s.ctx.state_size(true));
+        s.ckpt.resize(s.ctx.state_get(s.ckpt.data(), s.ckpt.size(), true));
+        if (s.ckpt.empty()) {
+            s.r.stop = STOP_REASON_ERROR;
+            s.r.error = "recurrent state: the checkpoint before a pass failed";
+            return false;
+        }
+    }
     if (!s.ctx.decode(s.b, s.argmax)) {
         if (s.ctx.cancelled()) {
             s.r.stop = STOP_REASON_CALLBACK; // the request was cancelled (context::set_cancel)
@@ -193,12 +206,41 @@ void log_pass(const spec_loop & s, const verify_result & vr) {
                  s.n_past, s.tp.n_pending, s.tp.n_nodes, s.tp.n_leaves, k, vr.token, top1 - top2, t.c_str(), a.c_str());
 }
 
+// A rejected draft in a state without rollback (context::checkpoints): the state goes back to before
+// the pass, and the pass's pending and accepted tokens go to the front of the next pass, as an
+// out-of-order path does below (no pass of their own). Where that front would outgrow a tree, it is
+// decoded now, without outputs, so that the next pass's front stays one token
+bool step_keep_checkpoint(spec_loop & s, const verify_result & vr) {
+    if (s.ctx.state_set(s.ckpt.data(), s.ckpt.size(), true) != s.ckpt.size() || !s.ctx.kv_rm(0, s.n_past, -1)) {
+        s.r.stop = STOP_REASON_ERROR;
+        s.r.error = "recurrent state: going back to the checkpoint at position " + std::to_string(s.n_past) + " failed";
+        return false;
+    }
+    for (int32_t a : vr.accepted) s.pending.push_back(s.tree.nodes[a].token);
+    s.pending.push_back(vr.token);
+    const int32_t n_front = (int32_t) s.pending.size() - 1;
+    if (n_front <= s.tree_cap) return true;
+    const auto t0 = clock_type::now();
+    const bool ok = context_prefill(s.ctx, s.b, std::span<const llama_token>(s.pending).first(n_front), s.n_past, 0);
+    s.r.decode_ms += ms_since(t0);
+    s.r.target_passes++;
+    if (!ok) {
+        s.r.stop = s.ctx.cancelled() ? STOP_REASON_CALLBACK : STOP_REASON_ERROR;
+        s.r.error = s.ctx.cancelled() ? "" : "decode failed at position " + std::to_string(s.n_past);
+        return false;
+    }
+    s.n_past += n_front;
+    s.pending.erase(s.pending.begin(), s.pending.begin() + n_front);
+    return true;
+}
+
 // KV: sequence 0 keeps the pending tokens and, when its cells directly follow them, the accepted
 // path. A path on other rows would leave holes between its cells; filling those later changes the
 // order of the attention sums and so the logits' last bits, which can flip an argmax (the output
 // must equal generate_ar's). Such a path is decoded again at the front of the next pass instead.
 bool step_keep(spec_loop & s, const verify_result & vr) {
     const int32_t k = (int32_t) vr.accepted.size();
+    if (!s.ckpt.empty() && k < s.tp.n_nodes) return step_keep_checkpoint(s, vr);
     bool in_order = true;
     for (int32_t i = 0; i < k; i++) in_order = in_order && vr.accepted[i] == i;
     const int32_t k_kept = in_order ? k : 0;
@@ -251,7 +293,8 @@ generate_result generate_spec(context & ctx, std::span<const llama_token> prompt
     // the first pass holds the prompt's uncached end as its pending tokens, the tree after them
     // (a head drafter reads the whole prompt's states at begin(): the prompt goes in before it)
     const bool whole_prompt_first = std::any_of(drafters.begin(), drafters.end(), [](const drafter_i * d) { return d->follows_target(); });
-    const int32_t tail_max = whole_prompt_first ? 1 : std::max(1, ctx.n_batch() - tree_cap - 1);
+    // (a state that goes back to a checkpoint would decode a rejected first pass's tail again: 1)
+    const int32_t tail_max = whole_prompt_first || ctx.checkpoints() ? 1 : std::max(1, ctx.n_batch() - tree_cap - 1);
     spec_loop s(ctx, gp, sp, drafters, r, sp.stats ? *sp.stats : local_stats,
                 std::max<int32_t>(2 * tree_cap + 1, std::min<int32_t>(ctx.n_batch(), (int32_t) prompt.size() + tree_cap)));
     s.tree_cap = tree_cap;

@@ -123,13 +123,6 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     c->n_vocab_ = m.facts().n_vocab;
     c->params_ = p;
     c->params_.flash_attn = flash_attn; // what runs (reports, the cost model's cache key)
-    if (m.facts().recurrent && c->rollback_max() == 0) {
-        static std::atomic<bool> said{false};
-        if (!said.exchange(true)) {
-            ES_LOG_WARN("'%s' (%s) keeps a recurrent state that llama.cpp cannot take tokens back out of: no draft "
-                        "is decoded, each pass makes one token (ar's speed)\n", m.path().c_str(), m.facts().arch.c_str());
-        }
-    }
     return c;
 }
 

@@ -87,8 +87,8 @@ uint64_t row_hash(const float * x, int32_t n) {
     return h;
 }
 
-// a recurrent model's passes go back to a snapshot of its state, as far as a context keeps them (the
-// longest draft its decoding verifies); a KV cache's go back anywhere
+// a recurrent model's passes are at most the longest draft its decoding verifies (CONTEXT_RS_ROLLBACK,
+// the snapshots of its state or a checkpoint: context::checkpoints); a KV cache's any length
 int32_t rollback_bound(const model & m) {
     return m.facts().recurrent ? CONTEXT_RS_ROLLBACK : INT32_MAX;
 }
@@ -117,10 +117,6 @@ exactness_result check_requests(const model & m, const exactness_params & p) {
     // the references, alone: a hash of each row's bytes (n_req x n_max rows of the vocabulary would not fit)
     auto alone = context_create(m, single_params(p, prefix(n_req - 1) + n_max + 16), &r.error);
     if (!alone) return r;
-    if (alone->rollback_max() < n_max) { // a recurrent state libllama cannot roll back: no drafts are decoded
-        r.n_max = 0;
-        return r;
-    }
     batch b1(512, 1);
     std::vector<std::vector<uint64_t>> ref((size_t) n_req);
     for (int32_t s = 0; s < n_req; s++) {
@@ -202,8 +198,7 @@ exactness_result exactness_check(const model & m, const exactness_params & p) {
     if (p.n_requests > 1) return check_requests(m, p);
     auto ctx = context_create(m, single_params(p, p.n_prefix + p.n_max + 16), &r.error);
     if (!ctx) return r;
-    r.n_max = std::min(p.n_max, ctx->rollback_max());
-    if (r.n_max == 0) return r; // no drafts are ever decoded: nothing to check
+    r.n_max = std::min(p.n_max, rollback_bound(m));
     const int32_t n_vocab = m.facts().n_vocab;
     const token_vec toks = random_tokens(n_vocab, 1000 + p.n_prefix, p.n_prefix + r.n_max);
 

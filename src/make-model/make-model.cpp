@@ -127,13 +127,16 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
     gguf_set_val_u32(c, (a + ".attention.head_count_kv").c_str(), s.n_head_kv);
     gguf_set_val_f32(c, (a + ".attention.layer_norm_rms_epsilon").c_str(), s.rms_eps);
     gguf_set_val_f32(c, (a + ".rope.freq_base").c_str(), s.rope_freq_base);
-    // qwen35 rotates a quarter of each head (Qwen3.5's partial_rotary_factor), in the sections of its
-    // multimodal rope (text tokens give every section the same position)
-    const uint32_t n_rot = a == "qwen35" ? model_shape_head_dim(s) / 4 : model_shape_head_dim(s);
+    // qwen35 and qwen3next rotate a quarter of each head (partial_rotary_factor); qwen35 in the sections
+    // of its multimodal rope (text tokens give every section the same position)
+    const bool hybrid = s.full_attn_interval > 0;
+    const uint32_t n_rot = hybrid ? model_shape_head_dim(s) / 4 : model_shape_head_dim(s);
     gguf_set_val_u32(c, (a + ".rope.dimension_count").c_str(), n_rot);
     if (a == "qwen35") {
         const int32_t third = (int32_t) n_rot / 6, sections[4] = {(int32_t) n_rot / 2 - 2 * third, third, third, 0};
         gguf_set_arr_data(c, (a + ".rope.dimension_sections").c_str(), GGUF_TYPE_INT32, sections, 4);
+    }
+    if (hybrid) {
         gguf_set_val_u32(c, (a + ".full_attention_interval").c_str(), s.full_attn_interval);
         gguf_set_val_u32(c, (a + ".ssm.conv_kernel").c_str(), s.ssm_conv);
         gguf_set_val_u32(c, (a + ".ssm.state_size").c_str(), s.ssm_state);
@@ -150,6 +153,7 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
         gguf_set_val_u32(c, (a + ".expert_used_count").c_str(), s.n_expert_used);
         gguf_set_val_u32(c, (a + ".expert_feed_forward_length").c_str(), s.n_ff_exp);
     }
+    if (s.n_ff_shexp > 0) gguf_set_val_u32(c, (a + ".expert_shared_feed_forward_length").c_str(), s.n_ff_shexp);
     if (s.rope_scaling == LLAMA_ROPE_SCALING_TYPE_LINEAR) {
         gguf_set_val_str(c, (a + ".rope.scaling.type").c_str(), "linear");
         gguf_set_val_f32(c, (a + ".rope.scaling.factor").c_str(), s.rope_scaling_factor);

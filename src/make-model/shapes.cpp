@@ -157,6 +157,38 @@ static std::vector<model_shape> shapes_build() {
     q35.ssm_v_heads = 4;
     v.push_back(q35);
 
+    // Qwen3-Coder-Next (Qwen/Qwen3-Coder-Next's model card and config: Qwen3-Next's layout): 48 layers
+    // 2048 wide, three gated delta net layers (16 key heads, 32 value heads of 128, 4 conv taps) then
+    // one of attention (16 heads of 256, 2 KV heads, rope on 64 of 256), every one 512 experts of 512,
+    // 10 a token, and a shared expert of 512; 80B parameters, 3B a token
+    model_shape q3n = released(q3m, "qwen3-coder-next", "qwen3next", "Qwen/Qwen3-Coder-Next",
+                               {151936, 48, 2048, 5120, 16, 2, 262144});
+    q3n.head_dim = 256;
+    q3n.full_attn_interval = 4;
+    q3n.ssm_conv = 4;
+    q3n.ssm_state = 128;
+    q3n.ssm_k_heads = 16;
+    q3n.ssm_v_heads = 32;
+    q3n.n_expert = 512;
+    q3n.n_expert_used = 10;
+    q3n.n_ff_exp = 512;
+    q3n.n_ff_shexp = 512;
+    // at toy size with deepseek-coder's tokenizer: 4 layers (three recurrent), 8 experts of 256 and a
+    // shared one, 2 a token; a recurrent state llama.cpp cannot roll back (context::checkpoints)
+    model_shape tiny_q3n = deepseek_vocab(toy(q3n, "tiny-qwen3next", "qwen3-coder-next at toy size, deepseek-coder's tokenizer",
+                                              256, 768, 2));
+    tiny_q3n.n_layer = 4;
+    tiny_q3n.n_ctx_train = ds.n_ctx_train;
+    tiny_q3n.head_dim = 64;
+    tiny_q3n.ssm_state = 64;
+    tiny_q3n.ssm_k_heads = 2;
+    tiny_q3n.ssm_v_heads = 4;
+    tiny_q3n.n_expert = 8;
+    tiny_q3n.n_expert_used = 2;
+    tiny_q3n.n_ff_exp = 256;
+    tiny_q3n.n_ff_shexp = 256;
+    v.push_back(tiny_q3n);
+
     // speculative head files for tiny-256 (llama.cpp's draft-eagle3, draft-dflash, draft-dspark): one
     // block as wide as the target, the target's tokenizer, token embeddings and output layer taken from
     // the target (llama.cpp's ctx_other); the 2-layer target's layer inputs 0 and 1 are what it offers
@@ -189,6 +221,7 @@ static std::vector<model_shape> shapes_build() {
     v.push_back(qw);
     v.push_back(mimo);
     v.push_back(q3m);
+    v.push_back(q3n);
     return v;
 }
 
@@ -211,23 +244,27 @@ bool model_shape_validate(const model_shape & s, std::string * error) {
         if (error) *error = "shape '" + s.name + "': " + msg;
         return false;
     };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "qwen35" && s.arch != "mimo2" &&
-        s.arch != "eagle3" && s.arch != "dflash") {
-        return fail("arch '" + s.arch + "' not supported (llama, qwen2, qwen3moe, qwen35, mimo2, eagle3, dflash)");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "qwen35" && s.arch != "qwen3next" &&
+        s.arch != "mimo2" && s.arch != "eagle3" && s.arch != "dflash") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2, qwen3moe, qwen35, qwen3next, mimo2, eagle3, dflash)");
     }
-    if ((s.arch == "qwen35") != (s.full_attn_interval > 0)) {
+    const bool hybrid = s.arch == "qwen35" || s.arch == "qwen3next";
+    if (hybrid != (s.full_attn_interval > 0)) {
         return fail("recurrent layers (full_attn_interval " + std::to_string(s.full_attn_interval) +
-                    ") go with arch qwen35 and only there");
+                    ") go with arch qwen35 or qwen3next and only there");
     }
-    if (s.arch == "qwen35" && (s.ssm_conv == 0 || s.ssm_state == 0 || s.ssm_k_heads == 0 || s.ssm_v_heads == 0 ||
+    if (hybrid && (s.ssm_conv == 0 || s.ssm_state == 0 || s.ssm_k_heads == 0 || s.ssm_v_heads == 0 ||
                                s.ssm_v_heads % s.ssm_k_heads != 0 || model_shape_head_dim(s) % 8 != 0 || !s.qk_norm)) {
-        return fail("qwen35 needs ssm_conv, ssm_state, ssm_k_heads and ssm_v_heads > 0 (got " + std::to_string(s.ssm_conv) +
+        return fail(s.arch + " needs ssm_conv, ssm_state, ssm_k_heads and ssm_v_heads > 0 (got " + std::to_string(s.ssm_conv) +
                     ", " + std::to_string(s.ssm_state) + ", " + std::to_string(s.ssm_k_heads) + ", " +
                     std::to_string(s.ssm_v_heads) + "), value heads a multiple of key heads, heads a multiple of 8 "
                     "wide and Q/K norms");
     }
-    if ((s.arch == "qwen3moe") != (s.n_expert > 0)) {
-        return fail("experts (n_expert " + std::to_string(s.n_expert) + ") go with arch qwen3moe and only there");
+    if ((s.arch == "qwen3moe" || s.arch == "qwen3next") != (s.n_expert > 0)) {
+        return fail("experts (n_expert " + std::to_string(s.n_expert) + ") go with arch qwen3moe or qwen3next and only there");
+    }
+    if ((s.arch == "qwen3next") != (s.n_ff_shexp > 0)) {
+        return fail("a shared expert (n_ff_shexp " + std::to_string(s.n_ff_shexp) + ") goes with arch qwen3next and only there");
     }
     if (s.n_expert > 0 && (s.n_expert_used == 0 || s.n_expert_used > s.n_expert || s.n_ff_exp == 0)) {
         return fail("n_expert_used " + std::to_string(s.n_expert_used) + " must be in [1, n_expert " +
@@ -331,10 +368,11 @@ std::string make_model_type_names() {
 //   DeepSeek vocabulary instead of a flat 0.001, so sampling is not uniform noise
 constexpr float LOGIT_STD = 5.0f;
 
-// a qwen35 layer's mixer (qwen35.cpp at the pin): attention with a gated Q on every full_attn_interval-th
-// layer, else the gated delta net's projections, convolution, decay (ssm_a < 0), step bias and norm
+// a qwen35 or qwen3next layer's mixer (qwen35.cpp, qwen3next.cpp at the pin): attention with a gated Q on
+// every full_attn_interval-th layer, else the gated delta net's projections, convolution, decay (ssm_a < 0),
+// step bias and norm (qwen3next: its beta and alpha projections in one matrix)
 template <typename Mat, typename Vec>
-static void plan_qwen35_mixer(const model_shape & s, const std::string & p, uint32_t il, std::vector<tensor_plan> & v,
+static void plan_hybrid_mixer(const model_shape & s, const std::string & p, uint32_t il, std::vector<tensor_plan> & v,
                               Mat & mat, Vec & vec) {
     const int64_t n_embd = s.n_embd, head_dim = model_shape_head_dim(s);
     const float lecun_embd = 1.0f / std::sqrt((float) n_embd);
@@ -354,8 +392,12 @@ static void plan_qwen35_mixer(const model_shape & s, const std::string & p, uint
     v.back().type = GGML_TYPE_F32; // ggml's SSM_CONV takes F32 taps (converters keep them so)
     vec(p + "ssm_dt.bias", s.ssm_v_heads, INIT_CONST, 1.0f);
     vec(p + "ssm_a", s.ssm_v_heads, INIT_CONST, -1.0f);
-    mat(p + "ssm_beta.weight", n_embd, s.ssm_v_heads, lecun_embd);
-    mat(p + "ssm_alpha.weight", n_embd, s.ssm_v_heads, lecun_embd);
+    if (s.arch == "qwen3next") {
+        mat(p + "ssm_ba.weight", n_embd, 2 * s.ssm_v_heads, lecun_embd);
+    } else {
+        mat(p + "ssm_beta.weight", n_embd, s.ssm_v_heads, lecun_embd);
+        mat(p + "ssm_alpha.weight", n_embd, s.ssm_v_heads, lecun_embd);
+    }
     vec(p + "ssm_norm.weight", s.ssm_state, INIT_CONST, 1.0f);
     mat(p + "ssm_out.weight", value_dim, n_embd, 0.3f / std::sqrt((float) value_dim));
 }
@@ -429,8 +471,9 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
     for (uint32_t il = 0; il < s.n_layer + s.n_nextn; il++) {
         const std::string p = "blk." + std::to_string(il) + ".";
         vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
-        if (s.arch == "qwen35") {
-            plan_qwen35_mixer(s, p, il, v, mat, vec);
+        const bool hybrid = s.full_attn_interval > 0;
+        if (hybrid) {
+            plan_hybrid_mixer(s, p, il, v, mat, vec);
         } else if (fused_qkv) {
             mat(p + "attn_qkv.weight", n_embd, n_embd_q + 2 * n_embd_kv, lecun(n_embd));
         } else {
@@ -443,12 +486,12 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
             vec(p + "attn_k.bias", n_embd_kv, INIT_NORMAL, 0.02f);
             vec(p + "attn_v.bias", n_embd_kv, INIT_NORMAL, 0.02f);
         }
-        if (s.qk_norm && s.arch != "qwen35") {
+        if (s.qk_norm && !hybrid) {
             vec(p + "attn_q_norm.weight", head_dim, INIT_CONST, 1.0f);
             vec(p + "attn_k_norm.weight", head_dim, INIT_CONST, 1.0f);
         }
-        if (s.arch != "qwen35") mat(p + "attn_output.weight", n_embd_q, n_embd, 0.3f * lecun(n_embd_q));
-        vec(p + (s.arch == "qwen35" ? "post_attention_norm.weight" : "ffn_norm.weight"), n_embd, INIT_CONST, 1.0f);
+        if (!hybrid) mat(p + "attn_output.weight", n_embd_q, n_embd, 0.3f * lecun(n_embd_q));
+        vec(p + (hybrid ? "post_attention_norm.weight" : "ffn_norm.weight"), n_embd, INIT_CONST, 1.0f);
         if (s.n_expert > 0) {
             // the router at 4x LeCun: its softmax picks a few experts clearly, as a trained router does
             mat(p + "ffn_gate_inp.weight", n_embd, s.n_expert, 4.0f * lecun(n_embd));
@@ -456,6 +499,13 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
             experts(p + "ffn_gate_exps.weight", n_embd, s.n_ff_exp, lecun(n_embd));
             experts(p + "ffn_up_exps.weight", n_embd, s.n_ff_exp, lecun(n_embd));
             experts(p + "ffn_down_exps.weight", s.n_ff_exp, n_embd, lecun(s.n_ff_exp));
+            if (s.n_ff_shexp > 0) {
+                // the shared expert's gate: one sigmoid a token (a vector; ggml's mul_mat reads it F32)
+                vec(p + "ffn_gate_inp_shexp.weight", n_embd, INIT_NORMAL, lecun(n_embd));
+                mat(p + "ffn_gate_shexp.weight", n_embd, s.n_ff_shexp, lecun(n_embd));
+                mat(p + "ffn_up_shexp.weight", n_embd, s.n_ff_shexp, lecun(n_embd));
+                mat(p + "ffn_down_shexp.weight", s.n_ff_shexp, n_embd, lecun(s.n_ff_shexp));
+            }
         } else {
             mat(p + "ffn_gate.weight", n_embd, n_ff, lecun(n_embd));
             mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));

@@ -144,7 +144,7 @@ struct spec_fixture : public ::testing::Test {
             ASSERT_EQ(spec.tokens, ar.tokens) << "prompt " << p << " draft_max " << sp.draft_max << " first difference at "
                                               << first_diff << " of " << ar.tokens.size() << " (prompt " << prompt.size() << " tokens)";
             EXPECT_EQ(spec.stop, ar.stop) << "prompt " << p;
-            EXPECT_LE(spec.target_passes, ar.target_passes);
+            if (!ctx->checkpoints()) EXPECT_LE(spec.target_passes, ar.target_passes); // (a checkpoint's replay may add a pass)
             ar_passes += ar.target_passes;
             spec_passes += spec.target_passes;
         }
@@ -190,6 +190,19 @@ TEST_F(spec_fixture, greedy_lossless_hybrid_recurrent) {
         check_lossless(16, 18);
     }
     // and the drafts that were right were kept: fewer passes than tokens
+    EXPECT_LT(spec_passes * 10, ar_passes * 7) << spec_passes << " passes against ar's " << ar_passes;
+}
+
+// a recurrent state llama.cpp cannot roll back (Qwen3-Next's layout at toy size): a pass with drafts saves
+// the state first and goes back to it after a rejection, its accepted tokens decoded again in the next pass
+TEST_F(spec_fixture, greedy_lossless_recurrent_checkpoints) {
+    for (const char * type : {"q8_0", "q4_k_m"}) {
+        SCOPED_TRACE(type);
+        load(test::typed_model_path(type, "tiny-qwen3next"), 192, 2);
+        ASSERT_TRUE(m->facts().recurrent);
+        ASSERT_TRUE(ctx->checkpoints());
+        check_lossless(16, 19);
+    }
     EXPECT_LT(spec_passes * 10, ar_passes * 7) << spec_passes << " passes against ar's " << ar_passes;
 }
 

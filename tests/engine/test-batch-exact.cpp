@@ -94,7 +94,7 @@ exactness_result step_mismatch(const model & m, int32_t n_threads, bool regions,
 }
 
 TEST(batch_exact_step, rows_match_each_request_alone) {
-    for (const char * type : {"q8_0", "q4_k_m", "f16", "tiny-qwen3moe:q4_k_m", "tiny-qwen35:q8_0"}) {
+    for (const char * type : {"q8_0", "q4_k_m", "f16", "tiny-qwen3moe:q4_k_m", "tiny-qwen35:q8_0", "tiny-qwen3next:q8_0"}) {
         auto m = test::load_or_fail(param_model_path(type));
         ASSERT_TRUE(m);
         for (bool regions : {true, false}) {
@@ -152,7 +152,9 @@ INSTANTIATE_TEST_SUITE_P(types, batch_exact,
 INSTANTIATE_TEST_SUITE_P(moe, batch_exact,
                          ::testing::Values("tiny-qwen3moe:q8_0", "tiny-qwen3moe:q4_0", "tiny-qwen3moe:q4_k_m",
                                            "tiny-qwen3moe:q6_k"));
-// a recurrent hybrid (Qwen3.5's layout): passes to 16 tokens, the longest draft its state takes back
-INSTANTIATE_TEST_SUITE_P(hybrid, batch_exact, ::testing::Values("tiny-qwen35:q8_0", "tiny-qwen35:q4_k_m"));
+// recurrent hybrids: passes to 16 tokens, the longest draft given to a state that goes back to a snapshot
+// (Qwen3.5's layout) or to a checkpoint (Qwen3-Next's: experts, a shared one, no rollback in llama.cpp)
+INSTANTIATE_TEST_SUITE_P(hybrid, batch_exact, ::testing::Values("tiny-qwen35:q8_0", "tiny-qwen35:q4_k_m",
+                                                                "tiny-qwen3next:q8_0", "tiny-qwen3next:q4_k_m"));
 
 } // namespace

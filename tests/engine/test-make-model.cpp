@@ -156,11 +156,31 @@ TEST(make_model_shape, real_hyperparameters) {
     EXPECT_EQ(q3m->n_expert_used, 8u);
     EXPECT_EQ(q3m->n_ff_exp, 768u);
 
+    // Qwen3-Coder-Next's model card: 48 layers of 2048, 12 x (3 gated delta net + 1 attention), attention
+    // 16 heads of 256 and 2 KV heads (rope on 64 of 256), linear attention 16 QK and 32 V heads of 128,
+    // 512 experts of 512, 10 a token, one shared
+    const model_shape * q3n = model_shape_find("qwen3-coder-next");
+    ASSERT_TRUE(q3n);
+    EXPECT_EQ(q3n->arch, "qwen3next");
+    EXPECT_EQ(model_shape_dims(*q3n), (model_dims{151936, 48, 2048, 5120, 16, 2, 262144}));
+    EXPECT_EQ(q3n->head_dim, 256u);
+    EXPECT_EQ(q3n->full_attn_interval, 4u);
+    EXPECT_EQ(q3n->ssm_k_heads, 16u);
+    EXPECT_EQ(q3n->ssm_v_heads, 32u);
+    EXPECT_EQ(q3n->ssm_state, 128u);
+    EXPECT_EQ(q3n->n_expert, 512u);
+    EXPECT_EQ(q3n->n_expert_used, 10u);
+    EXPECT_EQ(q3n->n_ff_exp, 512u);
+    EXPECT_EQ(q3n->n_ff_shexp, 512u);
+
     // the published sizes: 1.3B, 6.7B, 1.54B, 30.5B
     EXPECT_NEAR(model_shape_n_params(*ds) / 1e9, 1.35, 0.01);
     EXPECT_NEAR(model_shape_n_params(*ds7) / 1e9, 6.74, 0.01);
     EXPECT_NEAR(model_shape_n_params(*qw) / 1e9, 1.54, 0.01);
     EXPECT_NEAR(model_shape_n_params(*q3m) / 1e9, 30.53, 0.01);
+    // "80B (79B non-embedding)": its two vocabulary matrices are 0.62B
+    EXPECT_NEAR(model_shape_n_params(*q3n) / 1e9, 79.67, 0.01);
+    EXPECT_NEAR((model_shape_n_params(*q3n) - 2.0 * 151936 * 2048) / 1e9, 79.05, 0.01);
 
     for (const model_shape & s : model_shapes()) {
         std::string err;
@@ -199,6 +219,11 @@ TEST(make_model_shape, invalid_shapes_name_the_value) {
     s.arch = "qwen2"; // recurrent layers on an attention-only arch
     EXPECT_FALSE(model_shape_validate(s, &err));
     EXPECT_NE(err.find("full_attn_interval 4"), std::string::npos) << err;
+    s = *model_shape_find("tiny-qwen3next");
+    EXPECT_TRUE(model_shape_validate(s, &err)) << err;
+    s.n_ff_shexp = 0; // Qwen3-Next's shared expert missing
+    EXPECT_FALSE(model_shape_validate(s, &err));
+    EXPECT_NE(err.find("n_ff_shexp 0"), std::string::npos) << err;
 
     // fewer embedding rows than the tokenizer has tokens
     s = *model_shape_find("tiny");
@@ -256,7 +281,7 @@ TEST(make_model_tiny, greedy_output_depends_on_context) {
 }
 
 TEST(make_model_tiny, a_mixture_of_experts_and_a_hybrid_load_with_their_shapes) {
-    for (const char * shape : {"tiny-qwen3moe", "tiny-qwen35"}) {
+    for (const char * shape : {"tiny-qwen3moe", "tiny-qwen35", "tiny-qwen3next"}) {
         SCOPED_TRACE(shape);
         auto m = test::load_or_fail(test::typed_model_path("q4_k_m", shape));
         ASSERT_TRUE(m);
@@ -377,7 +402,8 @@ TEST(make_model, unknown_shape_lists_the_known_ones) {
 TEST(make_model, full_size_shapes_load_in_llama) {
     const temp_folder tmp;
     const std::string & dir = tmp.path;
-    for (const char * name : {"deepseek-coder-1.3b", "deepseek-coder-6.7b", "qwen2.5-coder-1.5b", "qwen3-coder-30b-a3b"}) {
+    for (const char * name : {"deepseek-coder-1.3b", "deepseek-coder-6.7b", "qwen2.5-coder-1.5b", "qwen3-coder-30b-a3b",
+                              "qwen3-coder-next"}) {
         SCOPED_TRACE(name);
         const model_shape & s = *model_shape_find(name);
         make_model_params p;
@@ -423,9 +449,12 @@ TEST(make_model, full_size_shapes_load_in_llama) {
             EXPECT_EQ(gguf_u32(g.get(), a + ".expert_used_count"), s.n_expert_used);
             EXPECT_EQ(gguf_u32(g.get(), a + ".expert_feed_forward_length"), s.n_ff_exp);
             EXPECT_EQ(gguf_u32(g.get(), a + ".attention.key_length"), s.head_dim);
-            EXPECT_EQ(gguf_u32(g.get(), a + ".rope.dimension_count"), s.head_dim);
+            // (a hybrid rotates a quarter of each head)
+            EXPECT_EQ(gguf_u32(g.get(), a + ".rope.dimension_count"), s.full_attn_interval > 0 ? s.head_dim / 4 : s.head_dim);
             EXPECT_EQ(gguf_get_tensor_type(g.get(), gguf_find_tensor(g.get(), "blk.0.ffn_gate_inp.weight")), GGML_TYPE_F32);
-            EXPECT_GE(gguf_find_tensor(g.get(), "blk.0.attn_q_norm.weight"), 0);
+            const uint32_t attn = s.full_attn_interval > 0 ? s.full_attn_interval - 1 : 0; // the first attention layer
+            EXPECT_GE(gguf_find_tensor(g.get(), ("blk." + std::to_string(attn) + ".attn_q_norm.weight").c_str()), 0);
+            if (s.n_ff_shexp > 0) EXPECT_EQ(gguf_u32(g.get(), a + ".expert_shared_feed_forward_length"), s.n_ff_shexp);
             EXPECT_STREQ(gguf_get_arr_str(g.get(), gguf_find_key(g.get(), "tokenizer.ggml.tokens"), 151667), "<think>");
         }
         EXPECT_EQ(gguf_get_tensor_type(g.get(), gguf_find_tensor(g.get(), "blk.0.attn_norm.weight")), GGML_TYPE_F32);
@@ -438,7 +467,7 @@ TEST(make_model, full_size_shapes_load_in_llama) {
             EXPECT_STREQ(gguf_get_arr_str(g.get(), k_tokens, 151665), "[PAD151665]");
         }
 
-        // 6.7B and 30B: the tokenizer only (a full load maps 7 or 32 GB); the others load whole
+        // 6.7B, 30B and 80B: the tokenizer only (a full load maps 7, 32 or 85 GB); the others load whole
         const bool vocab_only = model_shape_n_params(s) > 5e9;
         auto m = test::load_or_fail(p.out, vocab_only);
         ASSERT_TRUE(m);
