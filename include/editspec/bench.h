@@ -82,6 +82,7 @@ struct bench_row {
     double  gen_ms = 0.0;
     double  draft_ms = 0.0;
     double  decode_ms = 0.0;       // target decodes; decode_model_ms: what the cost model said they cost
+    double  checkpoint_ms = 0.0;   // a recurrent state's checkpoints (generate_result::checkpoint_ms)
     double  decode_model_ms = 0.0;
     double  decode_ms_at[COST_DEPTH_BUCKETS] = {};       // both by the passes' depth (cost_depth_bucket)
     double  decode_model_ms_at[COST_DEPTH_BUCKETS] = {};
@@ -107,6 +108,7 @@ struct bench_summary {
     double  draft_ms = 0.0;
     double  decode_ms = 0.0;
     double  decode_model_ms = 0.0;
+    double  checkpoint_ms = 0.0;
     double  decode_ms_at[COST_DEPTH_BUCKETS] = {};
     double  decode_model_ms_at[COST_DEPTH_BUCKETS] = {};
     double  tokens_per_s = 0.0;

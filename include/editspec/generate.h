@@ -90,6 +90,7 @@ struct generate_result {
     double      draft_ms      = 0.0; // time spent in drafters
     double      decode_ms     = 0.0; // time in the target's batch decodes (generation passes)
     double      decode_model_ms = 0.0; // the cost model's figure for those decodes (sized modes only)
+    double      checkpoint_ms = 0.0; // a recurrent state's checkpoints saved and loaded (context::checkpoints)
     // both by the pass's depth (cost_depth_bucket of the tokens cached before it)
     double      decode_ms_at[COST_DEPTH_BUCKETS] = {};
     double      decode_model_ms_at[COST_DEPTH_BUCKETS] = {};

@@ -87,6 +87,8 @@ struct pass_shape {
     // root): work the step does whatever is drafted, priced as sunk (tree_prune_by_cost)
     int32_t step_prompt = 0;
     double  step_depth_ms = 0.0; // what the other requests' depths add to the pass (cost_model::t_depth_extra)
+    double  draft_extra_ms = 0.0; // what drafting at all adds to the pass besides its rows: a recurrent state's
+                                  // checkpoint saved, and loaded back at a rejection (context::checkpoints)
     int32_t depth       = 0; // tokens in the KV cache before the pass: the cost model's depth
 };
 
@@ -152,9 +154,10 @@ std::vector<float> tree_node_probs(const draft_tree & tree, const accept_stats &
 // an accepted one saves a later pass of the plain step's cost per token, and costs the chunk's slope
 // (counting the chunk as cost per yield sent ~4 nodes with every request's first pass at any
 // acceptance above 2%; 16 clients of random weights paid 4% of their step tokens for them).
+// draft_extra_ms (pass_shape) is added to the price of every pass with nodes.
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
                               int32_t max_leaves, int32_t step_tokens = 0, float step_yield = 0.0f, int32_t depth = 0,
-                              double step_depth_ms = 0.0, int32_t step_prompt = 0);
+                              double step_depth_ms = 0.0, int32_t step_prompt = 0, double draft_extra_ms = 0.0);
 
 // drops the least likely leaves (by probs) until at most max_leaves remain
 draft_tree tree_limit_leaves(const draft_tree & tree, const std::vector<float> & probs, int32_t max_leaves);

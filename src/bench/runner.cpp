@@ -86,6 +86,7 @@ bench_row row_from(const std::string & item, const std::string & method, const g
     row.draft_ms = r.draft_ms;
     row.decode_ms = r.decode_ms;
     row.decode_model_ms = r.decode_model_ms;
+    row.checkpoint_ms = r.checkpoint_ms;
     for (int32_t b = 0; b < COST_DEPTH_BUCKETS; b++) {
         row.decode_ms_at[b] = r.decode_ms_at[b];
         row.decode_model_ms_at[b] = r.decode_model_ms_at[b];
@@ -127,6 +128,7 @@ std::vector<bench_summary> bench_summarize_rows(const bench_results & res, int32
             s.draft_ms += row.draft_ms;
             s.decode_ms += row.decode_ms;
             s.decode_model_ms += row.decode_model_ms;
+            s.checkpoint_ms += row.checkpoint_ms;
             for (int32_t b = 0; b < COST_DEPTH_BUCKETS; b++) {
                 s.decode_ms_at[b] += row.decode_ms_at[b];
                 s.decode_model_ms_at[b] += row.decode_model_ms_at[b];

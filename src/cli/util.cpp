@@ -182,6 +182,7 @@ nlohmann::json result_json(const generate_result & r, const context & ctx, const
         {"accepted", r.accepted},
         {"draft_ms", r.draft_ms},
         {"decode_ms", r.decode_ms},
+        {"checkpoint_ms", r.checkpoint_ms},
         {"by_source", by_source},
     };
 }

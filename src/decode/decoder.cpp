@@ -40,6 +40,8 @@ struct spec_loop {
     verify_input vin;
     bool argmax = false;                // the verifier reads each row's argmax only (greedy, unconstrained)
     std::vector<uint8_t> ckpt;          // context::checkpoints(): the state before this pass (empty = none saved)
+    int64_t n_ckpt = 0;                 // checkpoints saved, and the ms they and their loads took
+    double ckpt_ms = 0.0;
 };
 
 // under a constraint, the nodes it refuses (and their subtrees) leave the tree before sizing: the
@@ -94,6 +96,8 @@ void step_draft(spec_loop & s) {
         shape.chain_only = true;
     }
     shape.depth = s.n_past;
+    // a checkpoint's save and (at the rejections so far) load are a drafted pass's price too
+    if (s.n_ckpt > 0) shape.draft_extra_ms = s.ckpt_ms / (double) s.n_ckpt;
     shape.step_tokens = (int32_t) s.pending.size() - 1; // the root's own pass carries those (a prompt's end, at first)
     shape.step_prompt = shape.step_tokens;
     if (s.ctx.is_view()) {
@@ -119,18 +123,23 @@ bool step_decode(spec_loop & s) {
         tokens.push_back(nd.token);
     }
     s.tp = context_tree_batch(s.ctx, s.b, s.pending, s.n_past, tokens, s.parents);
-    const auto t0 = clock_type::now();
     s.ckpt.clear();
     if (s.ctx.checkpoints() && !tokens.empty()) {
         // the state before the pass, for a rejected draft to go back to (step_keep)
+        const auto tc = clock_type::now();
         s.ckpt.resize(s.ctx.state_size(true));
         s.ckpt.resize(s.ctx.state_get(s.ckpt.data(), s.ckpt.size(), true));
+        const double ms = ms_since(tc);
+        s.r.checkpoint_ms += ms;
+        s.ckpt_ms += ms;
+        s.n_ckpt++;
         if (s.ckpt.empty()) {
             s.r.stop = STOP_REASON_ERROR;
             s.r.error = "recurrent state: the checkpoint before a pass failed";
             return false;
         }
     }
+    const auto t0 = clock_type::now();
     if (!s.ctx.decode(s.b, s.argmax)) {
         if (s.ctx.cancelled()) {
             s.r.stop = STOP_REASON_CALLBACK; // the request was cancelled (context::set_cancel)
@@ -208,10 +217,16 @@ void log_pass(const spec_loop & s, const verify_result & vr) {
 
 // A rejected draft in a state without rollback (context::checkpoints): the state goes back to before
 // the pass, and the pass's pending and accepted tokens go to the front of the next pass, as an
-// out-of-order path does below (no pass of their own). Where that front would outgrow a tree, it is
-// decoded now, without outputs, so that the next pass's front stays one token
+// out-of-order path does below (no pass of their own: on Qwen3-Coder-Next's layers 1.41x ar against
+// 1.33x for llama-server's way, a decode of them at once; docs/results/checkpoints). Where that front
+// would outgrow a tree, it is decoded now, without outputs, so that the next pass's front stays one token
 bool step_keep_checkpoint(spec_loop & s, const verify_result & vr) {
-    if (s.ctx.state_set(s.ckpt.data(), s.ckpt.size(), true) != s.ckpt.size() || !s.ctx.kv_rm(0, s.n_past, -1)) {
+    const auto tc = clock_type::now();
+    const bool back = s.ctx.state_set(s.ckpt.data(), s.ckpt.size(), true) == s.ckpt.size() && s.ctx.kv_rm(0, s.n_past, -1);
+    const double ms = ms_since(tc);
+    s.r.checkpoint_ms += ms;
+    s.ckpt_ms += ms;
+    if (!back) {
         s.r.stop = STOP_REASON_ERROR;
         s.r.error = "recurrent state: going back to the checkpoint at position " + std::to_string(s.n_past) + " failed";
         return false;

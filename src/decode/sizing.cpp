@@ -136,7 +136,7 @@ draft_tree tree_truncate(const draft_tree & tree, int32_t n) {
 
 draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> & probs, const cost_model & cost,
                               int32_t max_leaves, int32_t step_tokens, float step_yield, int32_t depth,
-                              double step_depth_ms, int32_t step_prompt) {
+                              double step_depth_ms, int32_t step_prompt, double draft_extra_ms) {
     const int32_t n = tree.size();
     if (n == 0) {
         return tree;
@@ -164,7 +164,7 @@ draft_tree tree_prune_by_cost(const draft_tree & tree, const std::vector<float> 
         const pass_part parts[2] = {{1, depth}, {std::max(0, step_tokens - step_prompt), 0}};
         plain = std::min(p1, cost.t_step(parts) + step_depth_ms);
     }
-    auto priced = [&](int32_t m) { return (plain + (m > 1 ? pass(m) - p1 : 0.0)) / t1; };
+    auto priced = [&](int32_t m) { return (plain + (m > 1 ? pass(m) - p1 + draft_extra_ms : 0.0)) / t1; };
     // no draft: one token (and the others' yield) for the pass without this request's nodes
     double best_value = (step_yield + 1.0) / priced(1);
     int32_t best_n = 0;
@@ -230,7 +230,8 @@ draft_tree tree_for_pass(const draft_tree & offered, const draft_sizing & sp, co
     } else {
         ES_ASSERT(sp.cost != nullptr); // generate_spec refuses drafters without a cap or a cost model
         tree = tree_prune_by_cost(tree, tree_node_probs(tree, stats), *sp.cost, shape.max_leaves, shape.step_tokens,
-                                  shape.step_yield, shape.depth, shape.step_depth_ms, shape.step_prompt);
+                                  shape.step_yield, shape.depth, shape.step_depth_ms, shape.step_prompt,
+                                  shape.draft_extra_ms);
     }
     tree = tree_truncate(tree, shape.max_nodes);
     // depth-first, likeliest child first: the likeliest path occupies consecutive rows

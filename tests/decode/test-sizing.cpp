@@ -272,6 +272,19 @@ TEST(tree_sizing, pruning_follows_the_cost_curve) {
     EXPECT_EQ(tree_prune_by_cost(chain, tree_node_probs(chain, fixed_rate(0.05f)), cost_model_design(), 1).size(), 0);
 }
 
+// a recurrent state's checkpoint (context::checkpoints) costs a drafted pass a fixed price besides its rows:
+// weak drafts that paid on the curve alone no longer do, likely ones still go
+TEST(tree_sizing, a_checkpoint_price_drops_weak_drafts) {
+    draft_tree chain;
+    chain.add_path(-1, std::vector<llama_token>{1, 2, 3, 4, 5, 6, 7, 8}, DRAFT_SOURCE_LOOKUP, 100);
+    const cost_model cm = cost_model_from_table({1, 2, 8, 512}, {10.0, 11.0, 17.0, 512.0}); // ms: +1 a row to 8
+    const std::vector<float> weak = tree_node_probs(chain, fixed_rate(0.3f)), sure = tree_node_probs(chain, fixed_rate(0.95f));
+    EXPECT_GT(tree_prune_by_cost(chain, weak, cm, 1).size(), 0);
+    // 5 ms (half a pass) for the checkpoint: 0.3 + 0.09 + ... tokens do not pay it
+    EXPECT_EQ(tree_prune_by_cost(chain, weak, cm, 1, 0, 0.0f, 0, 0.0, 0, 5.0).size(), 0);
+    EXPECT_EQ(tree_prune_by_cost(chain, sure, cm, 1, 0, 0.0f, 0, 0.0, 0, 5.0).size(), 8);
+}
+
 // in a batched pass (step.h) the sizing weighs the whole pass: beside a prompt chunk the nodes are
 // nearly free, beside many requests in the linear part of the curve each node must pay its share
 TEST(tree_sizing, pruning_weighs_the_whole_batched_pass) {
