@@ -42,6 +42,24 @@ void model_shape_set_dims(model_shape & s, const model_dims & d) {
         std::tie(d.n_vocab, d.n_layer, d.n_embd, d.n_ff, d.n_head, d.n_head_kv, d.n_ctx_train);
 }
 
+// a mixture of experts: n experts of ff, `used` a token, and a shared expert of shexp beside them (0 = none)
+static void set_experts(model_shape & s, uint32_t n, uint32_t used, uint32_t ff, uint32_t shexp = 0) {
+    s.n_expert = n;
+    s.n_expert_used = used;
+    s.n_ff_exp = ff;
+    s.n_ff_shexp = shexp;
+}
+
+// a hybrid: every interval-th layer attention, the others a gated delta net of k_heads key and v_heads
+// value heads of `state`, its convolution of conv taps
+static void set_hybrid(model_shape & s, uint32_t interval, uint32_t conv, uint32_t state, uint32_t k_heads, uint32_t v_heads) {
+    s.full_attn_interval = interval;
+    s.ssm_conv = conv;
+    s.ssm_state = state;
+    s.ssm_k_heads = k_heads;
+    s.ssm_v_heads = v_heads;
+}
+
 static std::vector<model_shape> shapes_build() {
     std::vector<model_shape> v;
 
@@ -123,9 +141,7 @@ static std::vector<model_shape> shapes_build() {
     q3m.qkv_bias = false;
     q3m.qk_norm = true;
     q3m.tied_output = false;
-    q3m.n_expert = 128;
-    q3m.n_expert_used = 8;
-    q3m.n_ff_exp = 768;
+    set_experts(q3m, 128, 8, 768);
     int32_t id = q3m.tokens.back().id;
     for (const char * n : {"<tool_response>", "</tool_response>", "<think>", "</think>"}) {
         q3m.tokens.push_back({++id, n, LLAMA_TOKEN_TYPE_USER_DEFINED}); // Qwen3's additions to Qwen2.5's
@@ -135,26 +151,23 @@ static std::vector<model_shape> shapes_build() {
     model_shape tiny_q3m = deepseek_vocab(toy(q3m, "tiny-qwen3moe", "qwen3-coder-30b-a3b at toy size, deepseek-coder's tokenizer",
                                               256, 768, 2));
     tiny_q3m.n_ctx_train = ds.n_ctx_train;
-    tiny_q3m.n_expert = 8;
-    tiny_q3m.n_expert_used = 2;
-    tiny_q3m.n_ff_exp = 256;
+    set_experts(tiny_q3m, 8, 2, 256);
     v.push_back(tiny_q3m);
 
-    // Qwen3.5's hybrid layout at toy size (Qwen3-Next's and Qwen3.5's text model: three gated delta net
-    // layers, then one of attention, its gated Q twice as wide): 4 layers, 256 wide, deepseek-coder's
-    // tokenizer; a model whose state cannot drop a token's cells as a KV cache does
-    model_shape q35 = deepseek_vocab(toy(q3m, "tiny-qwen35", "Qwen3.5's hybrid layout at toy size, deepseek-coder's tokenizer",
-                                         256, 768, 2));
+    // a hybrid at toy size with deepseek-coder's tokenizer: 4 layers (three gated delta net layers, then one
+    // of attention, its gated Q twice as wide), 256 wide, heads of 64, recurrent heads of 64 (2 key, 4 value)
+    auto hybrid_toy = [&](const model_shape & s, const char * name, const char * source) {
+        model_shape t = deepseek_vocab(toy(s, name, source, 256, 768, 2));
+        t.n_layer = 4;
+        t.n_ctx_train = ds.n_ctx_train;
+        t.head_dim = 64;
+        set_hybrid(t, 4, 4, 64, 2, 4);
+        return t;
+    };
+    // Qwen3.5's text layout: a model whose state cannot drop a token's cells as a KV cache does
+    model_shape q35 = hybrid_toy(q3m, "tiny-qwen35", "Qwen3.5's hybrid layout at toy size, deepseek-coder's tokenizer");
     q35.arch = "qwen35";
-    q35.n_layer = 4;
-    q35.n_ctx_train = ds.n_ctx_train;
-    q35.head_dim = 64;
-    q35.n_expert = q35.n_expert_used = q35.n_ff_exp = 0;
-    q35.full_attn_interval = 4;
-    q35.ssm_conv = 4;
-    q35.ssm_state = 64;
-    q35.ssm_k_heads = 2;
-    q35.ssm_v_heads = 4;
+    set_experts(q35, 0, 0, 0);
     v.push_back(q35);
 
     // Qwen3-Coder-Next (Qwen/Qwen3-Coder-Next's model card and config: Qwen3-Next's layout): 48 layers
@@ -164,29 +177,12 @@ static std::vector<model_shape> shapes_build() {
     model_shape q3n = released(q3m, "qwen3-coder-next", "qwen3next", "Qwen/Qwen3-Coder-Next",
                                {151936, 48, 2048, 5120, 16, 2, 262144});
     q3n.head_dim = 256;
-    q3n.full_attn_interval = 4;
-    q3n.ssm_conv = 4;
-    q3n.ssm_state = 128;
-    q3n.ssm_k_heads = 16;
-    q3n.ssm_v_heads = 32;
-    q3n.n_expert = 512;
-    q3n.n_expert_used = 10;
-    q3n.n_ff_exp = 512;
-    q3n.n_ff_shexp = 512;
-    // at toy size with deepseek-coder's tokenizer: 4 layers (three recurrent), 8 experts of 256 and a
-    // shared one, 2 a token; a recurrent state llama.cpp cannot roll back (context::checkpoints)
-    model_shape tiny_q3n = deepseek_vocab(toy(q3n, "tiny-qwen3next", "qwen3-coder-next at toy size, deepseek-coder's tokenizer",
-                                              256, 768, 2));
-    tiny_q3n.n_layer = 4;
-    tiny_q3n.n_ctx_train = ds.n_ctx_train;
-    tiny_q3n.head_dim = 64;
-    tiny_q3n.ssm_state = 64;
-    tiny_q3n.ssm_k_heads = 2;
-    tiny_q3n.ssm_v_heads = 4;
-    tiny_q3n.n_expert = 8;
-    tiny_q3n.n_expert_used = 2;
-    tiny_q3n.n_ff_exp = 256;
-    tiny_q3n.n_ff_shexp = 256;
+    set_hybrid(q3n, 4, 4, 128, 16, 32);
+    set_experts(q3n, 512, 10, 512, 512);
+    // at toy size: 8 experts of 256 and a shared one, 2 a token; a recurrent state llama.cpp cannot roll
+    // back (context::checkpoints)
+    model_shape tiny_q3n = hybrid_toy(q3n, "tiny-qwen3next", "qwen3-coder-next at toy size, deepseek-coder's tokenizer");
+    set_experts(tiny_q3n, 8, 2, 256, 256);
     v.push_back(tiny_q3n);
 
     // speculative head files for tiny-256 (llama.cpp's draft-eagle3, draft-dflash, draft-dspark): one
