@@ -55,7 +55,7 @@ struct model_shape {
     std::string name;        // "deepseek-coder-1.3b"
     std::string arch;        // general.architecture: "llama", "qwen2", "qwen3moe" (a mixture of experts),
                              // "qwen35" (recurrent layers among attention ones), "qwen3next" (those and
-                             // experts with a shared one), "mimo2" (multi-token
+                             // experts with a shared one), "mamba2" (recurrent layers alone), "mimo2" (multi-token
                              // prediction), or a head file's "eagle3" or "dflash"
     std::string vocab;       // tokenizer: <vocab dir>/ggml-vocab-<vocab>.gguf, e.g. "deepseek-coder"
     std::string source;      // where the numbers come from (HF repo), for --list; may be empty
@@ -96,6 +96,10 @@ struct model_shape {
     uint32_t ssm_state   = 0;
     uint32_t ssm_k_heads = 0;
     uint32_t ssm_v_heads = 0;
+    // mamba2 (Mamba-2: Codestral Mamba; Granite 4's and Nemotron-H's recurrent layers): every layer an SSM of
+    // ssm_v_heads heads over ssm_inner channels, ssm_k_heads groups of B and C of ssm_state each, a causal
+    // convolution of ssm_conv taps; no attention, no feed-forward
+    uint32_t ssm_inner   = 0;
     bool tied_output = false;     // no output.weight: the output layer reuses token_embd
 
     // a speculative head file over a target (arch "eagle3" or "dflash"; llama.cpp's draft-eagle3,
@@ -119,7 +123,7 @@ struct model_dims {
 model_dims model_shape_dims(const model_shape & shape);
 void model_shape_set_dims(model_shape & shape, const model_dims & d);
 
-// built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, tiny-qwen3moe, tiny-qwen35, tiny-qwen3next,
+// built-in shapes: tiny, tiny-256, tiny-qwen2, tiny-mimo2, tiny-qwen3moe, tiny-qwen35, tiny-qwen3next, tiny-mamba2,
 // deepseek-coder-1.3b, deepseek-coder-6.7b, qwen2.5-coder-1.5b, mimo-7b, qwen3-coder-30b-a3b, qwen3-coder-next; head files for tiny-256: tiny-256-eagle3, tiny-256-dflash, tiny-256-dspark
 const std::vector<model_shape> & model_shapes();
 

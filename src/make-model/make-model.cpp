@@ -144,6 +144,13 @@ static void metadata_model(gguf_context * c, const model_shape & s, const make_m
         gguf_set_val_u32(c, (a + ".ssm.time_step_rank").c_str(), s.ssm_v_heads);
         gguf_set_val_u32(c, (a + ".ssm.inner_size").c_str(), s.ssm_state * s.ssm_v_heads);
     }
+    if (a == "mamba2") {
+        gguf_set_val_u32(c, (a + ".ssm.conv_kernel").c_str(), s.ssm_conv);
+        gguf_set_val_u32(c, (a + ".ssm.state_size").c_str(), s.ssm_state);
+        gguf_set_val_u32(c, (a + ".ssm.group_count").c_str(), s.ssm_k_heads);
+        gguf_set_val_u32(c, (a + ".ssm.time_step_rank").c_str(), s.ssm_v_heads);
+        gguf_set_val_u32(c, (a + ".ssm.inner_size").c_str(), s.ssm_inner);
+    }
     if (s.head_dim != 0) {
         gguf_set_val_u32(c, (a + ".attention.key_length").c_str(), s.head_dim);
         gguf_set_val_u32(c, (a + ".attention.value_length").c_str(), s.head_dim);

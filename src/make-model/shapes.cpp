@@ -185,6 +185,16 @@ static std::vector<model_shape> shapes_build() {
     set_experts(tiny_q3n, 8, 2, 256, 256);
     v.push_back(tiny_q3n);
 
+    // Mamba-2 at toy size (Codestral Mamba's layout: every layer an SSM, channels twice the width, heads
+    // of 64, 8 groups of B and C; here 4 layers 256 wide, 8 heads, 2 groups of 64), deepseek-coder's
+    // tokenizer: a recurrent state llama.cpp cannot roll back, and no KV cache at all
+    model_shape m2 = toy(ds, "tiny-mamba2", "Codestral Mamba's Mamba-2 layout at toy size", 256, 768, 4);
+    m2.arch = "mamba2";
+    m2.n_layer = 4;
+    set_hybrid(m2, 0, 4, 64, 2, 8);
+    m2.ssm_inner = 512;
+    v.push_back(m2);
+
     // speculative head files for tiny-256 (llama.cpp's draft-eagle3, draft-dflash, draft-dspark): one
     // block as wide as the target, the target's tokenizer, token embeddings and output layer taken from
     // the target (llama.cpp's ctx_other); the 2-layer target's layer inputs 0 and 1 are what it offers
@@ -241,8 +251,16 @@ bool model_shape_validate(const model_shape & s, std::string * error) {
         return false;
     };
     if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "qwen35" && s.arch != "qwen3next" &&
-        s.arch != "mimo2" && s.arch != "eagle3" && s.arch != "dflash") {
-        return fail("arch '" + s.arch + "' not supported (llama, qwen2, qwen3moe, qwen35, qwen3next, mimo2, eagle3, dflash)");
+        s.arch != "mamba2" && s.arch != "mimo2" && s.arch != "eagle3" && s.arch != "dflash") {
+        return fail("arch '" + s.arch + "' not supported (llama, qwen2, qwen3moe, qwen35, qwen3next, mamba2, mimo2, eagle3, dflash)");
+    }
+    if ((s.arch == "mamba2") != (s.ssm_inner > 0)) {
+        return fail("an SSM's channels (ssm_inner " + std::to_string(s.ssm_inner) + ") go with arch mamba2 and only there");
+    }
+    if (s.arch == "mamba2" && (s.ssm_conv == 0 || s.ssm_state == 0 || s.ssm_k_heads == 0 || s.ssm_v_heads == 0 ||
+                               s.ssm_inner % s.ssm_v_heads != 0 || s.ssm_inner % s.ssm_k_heads != 0)) {
+        return fail("mamba2 needs ssm_conv, ssm_state, ssm_k_heads (groups) and ssm_v_heads (heads) > 0 and ssm_inner " +
+                    std::to_string(s.ssm_inner) + " a multiple of heads and groups");
     }
     const bool hybrid = s.arch == "qwen35" || s.arch == "qwen3next";
     if (hybrid != (s.full_attn_interval > 0)) {
@@ -457,6 +475,30 @@ std::vector<tensor_plan> tensors_plan(const model_shape & s, int64_t n_vocab, gg
             mat(p + "ffn_up.weight", n_embd, n_ff, lecun(n_embd));
             mat(p + "ffn_down.weight", n_ff, n_embd, lecun(n_ff));
         }
+        return v;
+    }
+
+    // mamba2 (mamba2.cpp at the pin): per layer a norm, the input projection (z, x, B, C and dt in one
+    // matrix), the convolution's F32 taps and bias, dt's bias, the decay A < 0 and skip D per head (2-D
+    // [1, heads]), the grouped norm and the output projection
+    if (s.arch == "mamba2") {
+        const int64_t d_inner = s.ssm_inner, n_head = s.ssm_v_heads, conv_dim = d_inner + 2 * (int64_t) s.ssm_k_heads * s.ssm_state;
+        mat("token_embd.weight", n_embd, n_vocab, std_embd);
+        for (uint32_t il = 0; il < s.n_layer; il++) {
+            const std::string p = "blk." + std::to_string(il) + ".";
+            vec(p + "attn_norm.weight", n_embd, INIT_CONST, 1.0f);
+            mat(p + "ssm_in.weight", n_embd, d_inner + conv_dim + n_head, lecun(n_embd));
+            mat(p + "ssm_conv1d.weight", s.ssm_conv, conv_dim, 1.0f / std::sqrt((float) s.ssm_conv));
+            v.back().type = GGML_TYPE_F32; // ggml's SSM_CONV takes F32 taps
+            vec(p + "ssm_conv1d.bias", conv_dim, INIT_CONST, 0.0f);
+            vec(p + "ssm_dt.bias", n_head, INIT_CONST, 0.0f);
+            v.push_back({p + "ssm_a", 1, n_head, 2, GGML_TYPE_F32, INIT_CONST, -1.0f});
+            v.push_back({p + "ssm_d", 1, n_head, 2, GGML_TYPE_F32, INIT_CONST, 1.0f});
+            v.push_back({p + "ssm_norm.weight", d_inner / s.ssm_k_heads, s.ssm_k_heads, 2, GGML_TYPE_F32, INIT_CONST, 1.0f});
+            mat(p + "ssm_out.weight", d_inner, n_embd, 0.3f * lecun(d_inner));
+        }
+        vec("output_norm.weight", n_embd, INIT_CONST, LOGIT_STD / (std_out * std::sqrt((float) n_embd)));
+        if (!s.tied_output) mat("output.weight", n_embd, n_vocab, std_out);
         return v;
     }
 

@@ -193,12 +193,14 @@ TEST_F(spec_fixture, greedy_lossless_hybrid_recurrent) {
     EXPECT_LT(spec_passes * 10, ar_passes * 7) << spec_passes << " passes against ar's " << ar_passes;
 }
 
-// a recurrent state llama.cpp cannot roll back (Qwen3-Next's layout at toy size): a pass with drafts saves
-// the state first and goes back to it after a rejection, its accepted tokens decoded again in the next pass
+// a recurrent state llama.cpp cannot roll back (Qwen3-Next's layout and Mamba-2's at toy size): a pass with
+// drafts saves the state first and goes back to it after a rejection, its accepted tokens decoded again in
+// the next pass
 TEST_F(spec_fixture, greedy_lossless_recurrent_checkpoints) {
-    for (const char * type : {"q8_0", "q4_k_m"}) {
-        SCOPED_TRACE(type);
-        load(test::typed_model_path(type, "tiny-qwen3next"), 192, 2);
+    for (const char * model : {"tiny-qwen3next:q8_0", "tiny-qwen3next:q4_k_m", "tiny-mamba2:q8_0", "tiny-mamba2:q4_k_m"}) {
+        SCOPED_TRACE(model);
+        const std::string shape = std::string(model).substr(0, std::string(model).find(':'));
+        load(test::typed_model_path(std::string(model).substr(shape.size() + 1), shape), 192, 2);
         ASSERT_TRUE(m->facts().recurrent);
         ASSERT_TRUE(ctx->checkpoints());
         check_lossless(16, 19);

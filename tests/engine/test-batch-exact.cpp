@@ -153,8 +153,10 @@ INSTANTIATE_TEST_SUITE_P(moe, batch_exact,
                          ::testing::Values("tiny-qwen3moe:q8_0", "tiny-qwen3moe:q4_0", "tiny-qwen3moe:q4_k_m",
                                            "tiny-qwen3moe:q6_k"));
 // recurrent hybrids: passes to 16 tokens, the longest draft given to a state that goes back to a snapshot
-// (Qwen3.5's layout) or to a checkpoint (Qwen3-Next's: experts, a shared one, no rollback in llama.cpp)
+// (Qwen3.5's layout) or to a checkpoint (Qwen3-Next's: experts, a shared one, no rollback in llama.cpp;
+// Mamba-2's: recurrent layers alone, ggml's SSM_SCAN)
 INSTANTIATE_TEST_SUITE_P(hybrid, batch_exact, ::testing::Values("tiny-qwen35:q8_0", "tiny-qwen35:q4_k_m",
-                                                                "tiny-qwen3next:q8_0", "tiny-qwen3next:q4_k_m"));
+                                                                "tiny-qwen3next:q8_0", "tiny-qwen3next:q4_k_m",
+                                                                "tiny-mamba2:q8_0", "tiny-mamba2:q4_k_m"));
 
 } // namespace

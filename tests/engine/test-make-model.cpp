@@ -224,6 +224,11 @@ TEST(make_model_shape, invalid_shapes_name_the_value) {
     s.n_ff_shexp = 0; // Qwen3-Next's shared expert missing
     EXPECT_FALSE(model_shape_validate(s, &err));
     EXPECT_NE(err.find("n_ff_shexp 0"), std::string::npos) << err;
+    s = *model_shape_find("tiny-mamba2");
+    EXPECT_TRUE(model_shape_validate(s, &err)) << err;
+    s.ssm_inner = 500; // not a multiple of its 8 heads
+    EXPECT_FALSE(model_shape_validate(s, &err));
+    EXPECT_NE(err.find("ssm_inner 500"), std::string::npos) << err;
 
     // fewer embedding rows than the tokenizer has tokens
     s = *model_shape_find("tiny");
@@ -281,7 +286,7 @@ TEST(make_model_tiny, greedy_output_depends_on_context) {
 }
 
 TEST(make_model_tiny, a_mixture_of_experts_and_a_hybrid_load_with_their_shapes) {
-    for (const char * shape : {"tiny-qwen3moe", "tiny-qwen35", "tiny-qwen3next"}) {
+    for (const char * shape : {"tiny-qwen3moe", "tiny-qwen35", "tiny-qwen3next", "tiny-mamba2"}) {
         SCOPED_TRACE(shape);
         auto m = test::load_or_fail(test::typed_model_path("q4_k_m", shape));
         ASSERT_TRUE(m);
@@ -289,7 +294,7 @@ TEST(make_model_tiny, a_mixture_of_experts_and_a_hybrid_load_with_their_shapes) 
         EXPECT_EQ(m->facts().arch, s->arch);
         EXPECT_EQ(m->facts().n_layer, (int32_t) s->n_layer);
         EXPECT_EQ(m->facts().n_params, model_shape_n_params(*s));
-        EXPECT_EQ(m->facts().recurrent, s->full_attn_interval > 0);
+        EXPECT_EQ(m->facts().recurrent, s->full_attn_interval > 0 || s->ssm_inner > 0);
     }
 }
 

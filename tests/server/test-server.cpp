@@ -539,7 +539,7 @@ TEST(server, draft_model_passes_batch_across_requests) {
 
 // a model with a recurrent state serves as the others do: a stream per slot (libllama splits such a batch by
 // sequence), a draft's rejected tail taken back to a snapshot of the state (Qwen3.5's hybrid layout at toy
-// size) or to a checkpoint saved before the pass (Qwen3-Next's, which llama.cpp cannot roll back). 4 clients
+// size) or to a checkpoint saved before the pass (Qwen3-Next's and Mamba-2's, which llama.cpp cannot roll back). 4 clients
 // at once, each with its own answer alone as the prediction or half of it: the same answers, the predictions
 // accepted, several requests a step
 class server_recurrent : public ::testing::TestWithParam<const char *> {};
@@ -573,7 +573,7 @@ TEST_P(server_recurrent, batches_and_answers_as_alone) {
     EXPECT_GT(requests, steps * 1.1) << requests << " passes in " << steps << " steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(server, server_recurrent, ::testing::Values("tiny-qwen35", "tiny-qwen3next"),
+INSTANTIATE_TEST_SUITE_P(server, server_recurrent, ::testing::Values("tiny-qwen35", "tiny-qwen3next", "tiny-mamba2"),
                          [](const ::testing::TestParamInfo<const char *> & i) { return std::string(i.param).substr(5); });
 
 // issue 70: PIE batches (--kv-reuse pie on the step engine's views: an edit's new tokens go into the
