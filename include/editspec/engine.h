@@ -166,6 +166,10 @@ struct context_params {
 // recurrent state per sequence (Qwen3.5-9B: 48 MB). Also the longest draft of a model whose state goes back
 // by a checkpoint instead (context::checkpoints)
 constexpr int32_t CONTEXT_RS_ROLLBACK = 16;
+// the most tokens a pass of a recurrent model carries: a chain, and with checkpoints the tokens a rejected
+// pass left to decode again before it (the decoder keeps that front within this); check-exact checks a
+// recurrent model's passes to it
+constexpr int32_t CONTEXT_RS_PASS_MAX = 64;
 
 // the KV cache types a user may pick (--cache-type): "f16" (the default) and "q8_0", the types the
 // patched CPU attention keeps batch-invariant (a Q8_0 cache holds other values than F16's, so its

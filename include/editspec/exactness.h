@@ -34,8 +34,8 @@ struct exactness_result {
     double rel  = 0;             // that row's relative L2 difference from one-token decoding
     bool argmax_differs = false; // the greedy token of that row differs too
     int32_t n_sizes = 0;         // pass sizes checked
-    int32_t n_max = 0;           // the largest of them: exactness_params::n_max, at most CONTEXT_RS_ROLLBACK
-                                 // for a recurrent model (the longest draft it is given)
+    int32_t n_max = 0;           // the largest of them: exactness_params::n_max, at most CONTEXT_RS_PASS_MAX
+                                 // for a recurrent model (the longest pass its decoding makes)
     int32_t request = -1;        // n_requests > 1: the request of that row (row: its index among the request's rows)
     bool mixed = false;          // n_requests > 1: in a pass of mixed sizes (1 + (n - 1) (r + 1) / n_requests
                                  // tokens for request r), else of n tokens each

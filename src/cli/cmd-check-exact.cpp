@@ -76,8 +76,8 @@ int run_check_exact(const check_exact_opts & o) {
                 all_exact = all_exact && r.row < 0;
                 char res[200];
                 if (r.row < 0 && r.n_max < o.n_max) {
-                    snprintf(res, sizeof(res), "exact (passes to %d tokens: a model with a recurrent state is given no "
-                             "longer draft)", r.n_max);
+                    snprintf(res, sizeof(res), "exact (passes to %d tokens: a model with a recurrent state makes no "
+                             "longer pass)", r.n_max);
                 } else if (r.row < 0) {
                     snprintf(res, sizeof(res), "exact");
                 } else if (r.request >= 0) {
@@ -120,7 +120,7 @@ command cmd_check_exact_add(CLI::App & app) {
     sub->add_option("-t,--threads", o->threads, "CPU threads, one check per value (0 = all cores)")->capture_default_str();
     sub->add_option("--prefix", o->prefixes, "tokens in the KV cache before the passes, one check per value")
         ->capture_default_str();
-    sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512; a model with a recurrent state: at most 16, the longest draft it is given)")->capture_default_str();
+    sub->add_option("--max", o->n_max, "largest pass checked, tokens (1..512; a model with a recurrent state: at most 64, the longest pass it makes)")->capture_default_str();
     sub->add_option("--requests", o->requests,
                     "requests decoded at once, one check per value: above 1, the server's step (its context's layout: a "
                     "region of cells each on a CPU, a stream each on a GPU), every request after its own prefix, passes "

@@ -233,8 +233,9 @@ bool step_keep_checkpoint(spec_loop & s, const verify_result & vr) {
     }
     for (int32_t a : vr.accepted) s.pending.push_back(s.tree.nodes[a].token);
     s.pending.push_back(vr.token);
+    // (the front, a root and a chain within CONTEXT_RS_PASS_MAX: the passes check-exact checks)
     const int32_t n_front = (int32_t) s.pending.size() - 1;
-    if (n_front <= s.tree_cap) return true;
+    if (n_front <= std::min(s.tree_cap, CONTEXT_RS_PASS_MAX - 1 - CONTEXT_RS_ROLLBACK)) return true;
     const auto t0 = clock_type::now();
     const bool ok = context_prefill(s.ctx, s.b, std::span<const llama_token>(s.pending).first(n_front), s.n_past, 0);
     s.r.decode_ms += ms_since(t0);

@@ -87,16 +87,16 @@ uint64_t row_hash(const float * x, int32_t n) {
     return h;
 }
 
-// a recurrent model's passes are at most the longest draft its decoding verifies (CONTEXT_RS_ROLLBACK,
-// the snapshots of its state or a checkpoint: context::checkpoints); a KV cache's any length
-int32_t rollback_bound(const model & m) {
-    return m.facts().recurrent ? CONTEXT_RS_ROLLBACK : INT32_MAX;
+// a recurrent model's passes are at most CONTEXT_RS_PASS_MAX tokens (a chain and, with checkpoints, the
+// tokens a rejection left to decode again); a KV cache's any length
+int32_t pass_bound(const model & m) {
+    return m.facts().recurrent ? CONTEXT_RS_PASS_MAX : INT32_MAX;
 }
 
 // exactness_params::n_requests > 1: the server's step (exactness.h)
 exactness_result check_requests(const model & m, const exactness_params & p) {
     exactness_result r;
-    const int32_t n_req = p.n_requests, n_max = std::min({p.n_max, 64, rollback_bound(m)});
+    const int32_t n_req = p.n_requests, n_max = std::min({p.n_max, 64, pass_bound(m)});
     r.n_max = n_max;
     if (n_max == 0) return r;
     const int32_t n_vocab = m.facts().n_vocab;
@@ -198,7 +198,7 @@ exactness_result exactness_check(const model & m, const exactness_params & p) {
     if (p.n_requests > 1) return check_requests(m, p);
     auto ctx = context_create(m, single_params(p, p.n_prefix + p.n_max + 16), &r.error);
     if (!ctx) return r;
-    r.n_max = std::min(p.n_max, rollback_bound(m));
+    r.n_max = std::min(p.n_max, pass_bound(m));
     const int32_t n_vocab = m.facts().n_vocab;
     const token_vec toks = random_tokens(n_vocab, 1000 + p.n_prefix, p.n_prefix + r.n_max);
 

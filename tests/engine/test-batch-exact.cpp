@@ -106,7 +106,7 @@ TEST(batch_exact_step, rows_match_each_request_alone) {
                                      << " threads: a step of " << r.n << " tokens a request" << (r.mixed ? " (mixed)" : "")
                                      << " differs at request " << r.request << ", row " << r.row << " (relative L2 "
                                      << r.rel << ")";
-                EXPECT_EQ(r.n_sizes, 2 * (int32_t) exactness_batch_sizes(m->facts().recurrent ? CONTEXT_RS_ROLLBACK : 64).size());
+                EXPECT_EQ(r.n_sizes, 2 * (int32_t) exactness_batch_sizes(64).size());
             }
         }
     }
@@ -152,7 +152,7 @@ INSTANTIATE_TEST_SUITE_P(types, batch_exact,
 INSTANTIATE_TEST_SUITE_P(moe, batch_exact,
                          ::testing::Values("tiny-qwen3moe:q8_0", "tiny-qwen3moe:q4_0", "tiny-qwen3moe:q4_k_m",
                                            "tiny-qwen3moe:q6_k"));
-// recurrent hybrids: passes to 16 tokens, the longest draft given to a state that goes back to a snapshot
+// recurrent models: passes to 64 tokens (CONTEXT_RS_PASS_MAX), for a state that goes back to a snapshot
 // (Qwen3.5's layout) or to a checkpoint (Qwen3-Next's: experts, a shared one, no rollback in llama.cpp;
 // Mamba-2's: recurrent layers alone, ggml's SSM_SCAN)
 INSTANTIATE_TEST_SUITE_P(hybrid, batch_exact, ::testing::Values("tiny-qwen35:q8_0", "tiny-qwen35:q4_k_m",
