@@ -13,7 +13,7 @@
 # EDITSPEC_CACHE overrides the cache root (default: ~/.cache/editspec).
 #
 # Our patches (patches/ggml-batch-invariant.patch and ggml-prefault-compute.patch to ggml,
-# patches/llama-positions.patch, llama-kv-regions.patch and llama-output-argmax.patch to libllama;
+# patches/llama-positions.patch, llama-kv-regions.patch, llama-output-argmax.patch and llama-rs-rollback.patch to libllama;
 # each header says what and why) are applied to a clone of the pinned commit; the cache key holds
 # their hash, so a changed patch builds anew. ggml is built with llamafile's sgemm kernels, which the patch makes batch-invariant: a row
 # of an n-token pass gets the same arithmetic as that token decoded alone (docs/exactness.md).
@@ -28,7 +28,8 @@ LLAMA_COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 patch_files=("$root/patches/ggml-batch-invariant.patch" "$root/patches/ggml-prefault-compute.patch" "$root/patches/llama-positions.patch"
-             "$root/patches/llama-kv-regions.patch" "$root/patches/llama-output-argmax.patch")
+             "$root/patches/llama-kv-regions.patch" "$root/patches/llama-output-argmax.patch"
+             "$root/patches/llama-rs-rollback.patch")
 for f in "${patch_files[@]}"; do
     if [ ! -f "$f" ]; then
         echo "setup-llama: error: $f is missing" >&2

@@ -59,6 +59,7 @@ struct bench_params {
     int32_t n_predict = 0;        // most tokens per item; 0 = 512, or the whole reference with replay
     bool flash_attn = true;
     ggml_type kv_type = GGML_TYPE_F16; // the target's KV cache (--cache-type)
+    int32_t rs_snapshots = CONTEXT_RS_ROLLBACK; // a recurrent target's snapshots, 0 = checkpoints (--rs-snapshots)
     instruction_kind instruction = INSTRUCTION_KIND_DESCRIPTIVE;
     bench_layout layout = BENCH_LAYOUT_AUTO;
     bool run_tests = false;       // run each item's tests on each method's output (not with replay)

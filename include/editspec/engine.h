@@ -149,6 +149,16 @@ private:
 // ----------------------------------------------------------------------------
 // context: KV cache + compute state for one model
 
+// a recurrent model's snapshots of its state a context keeps (llama.cpp's n_rs_seq): the longest draft
+// it verifies, as llama-server sizes them for its drafters (--spec-draft-n-max); each costs one copy of the
+// recurrent state per sequence (Qwen3.5-9B: 48 MB). Also the longest draft of a model whose state goes back
+// by a checkpoint instead (context::checkpoints)
+constexpr int32_t CONTEXT_RS_ROLLBACK = 16;
+// the most tokens a pass of a recurrent model carries: a chain, and with checkpoints the tokens a rejected
+// pass left to decode again before it (the decoder keeps that front within this); check-exact checks a
+// recurrent model's passes to it
+constexpr int32_t CONTEXT_RS_PASS_MAX = 64;
+
 struct context_params {
     int32_t n_ctx      = 4096;  // tokens in the KV cache, 0 = from model
     int32_t n_batch    = 512;   // most tokens one decode() call may carry
@@ -159,17 +169,11 @@ struct context_params {
     bool    kv_unified = true;  // one buffer for all sequences: needed for tree verification
     ggml_type type_k   = GGML_TYPE_F16; // KV cache types; F32 for exact shifts; Q8_0 (both) with flash
     ggml_type type_v   = GGML_TYPE_F16; // attention on the CPU: half the bytes, exact (kv_cache_type_parse)
+    // a recurrent model's snapshots of its state (libllama's n_rs_seq, 0 .. CONTEXT_RS_ROLLBACK): its chains'
+    // longest draft. 0 goes back by checkpoints instead (context::checkpoints): no snapshots' memory, and
+    // a rejection loads the state and decodes its pass's accepted tokens again
+    int32_t rs_snapshots = CONTEXT_RS_ROLLBACK;
 };
-
-// a recurrent model's snapshots of its state a context keeps (llama.cpp's n_rs_seq): the longest draft
-// it verifies, as llama-server sizes them for its drafters (--spec-draft-n-max); each costs one copy of the
-// recurrent state per sequence (Qwen3.5-9B: 48 MB). Also the longest draft of a model whose state goes back
-// by a checkpoint instead (context::checkpoints)
-constexpr int32_t CONTEXT_RS_ROLLBACK = 16;
-// the most tokens a pass of a recurrent model carries: a chain, and with checkpoints the tokens a rejected
-// pass left to decode again before it (the decoder keeps that front within this); check-exact checks a
-// recurrent model's passes to it
-constexpr int32_t CONTEXT_RS_PASS_MAX = 64;
 
 // the KV cache types a user may pick (--cache-type): "f16" (the default) and "q8_0", the types the
 // patched CPU attention keeps batch-invariant (a Q8_0 cache holds other values than F16's, so its

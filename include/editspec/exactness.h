@@ -17,6 +17,7 @@ struct exactness_params {
     int32_t n_max     = 256;            // largest pass checked, tokens (<= 512)
     bool flash_attn   = true;
     ggml_type kv_type = GGML_TYPE_F16;
+    int32_t rs_snapshots = CONTEXT_RS_ROLLBACK; // a recurrent model's snapshots (context_params::rs_snapshots)
     // the server's step (check-exact --requests): n_requests at once in one context laid out as `layout`
     // says (a step engine's: step_layout_of; its n_ctx_seq cells a request, in regions of one cache
     // when `regions`, else a stream each), each after its own prefix (n_prefix + 13 * its index),

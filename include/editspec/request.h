@@ -41,6 +41,7 @@ struct runner_params {
     int32_t n_threads  = 0;        // 0 = all cores
     bool    flash_attn = true;
     ggml_type kv_type  = GGML_TYPE_F16; // the target's KV cache, K and V (--cache-type; a draft model's stays F16)
+    int32_t rs_snapshots = CONTEXT_RS_ROLLBACK; // a recurrent target's snapshots, 0 = checkpoints (--rs-snapshots)
     // one sequence per leaf of a draft tree (up to 64 leaves); false: one sequence, autoregressive only
     bool    trees      = true;
     draft_model_params draft;      // gamma, p_min (n_ctx and n_threads follow the above)
@@ -63,8 +64,10 @@ struct runner {
 };
 
 // n_seq_max for a context of n_ctx tokens: 1 without trees, else one per leaf of up to 64 leaves
-// and sequence 0 (libllama aborts when n_seq_max > n_ctx)
-int32_t runner_n_seq_max(bool trees, int32_t n_ctx);
+// and sequence 0 (libllama aborts when n_seq_max > n_ctx). 1 for a recurrent model, whose drafts are
+// chains: libllama keeps a recurrent state (and each of its snapshots) per sequence, 65 of them
+// Qwen3-Coder-Next's 76 MB each (4.9 GB), with snapshots 17 times that
+int32_t runner_n_seq_max(bool trees, bool recurrent, int32_t n_ctx);
 
 // Loads the target and the draft model (checked against the target's vocabulary) and creates the
 // context. False with *error naming the file and what is wrong; out.target / out.draft then hold

@@ -336,6 +336,7 @@ bool bench_write(const bench_results & res, const std::string & dir, std::string
     j["threads"] = p.threads;
     j["flash_attn"] = p.flash_attn;
     j["kv_cache_type"] = ggml_type_name(p.kv_type);
+    j["rs_snapshots"] = p.rs_snapshots;
     j["machine"] = res.machine;
     j["started"] = res.started;
     if (p.run_tests) {

@@ -393,6 +393,7 @@ runner_params bench_runner_params(const bench_params & p) {
     rp.n_threads = p.threads;
     rp.flash_attn = p.flash_attn;
     rp.kv_type = p.kv_type;
+    rp.rs_snapshots = p.rs_snapshots;
     rp.draft = p.draft;
     rp.settings = p.settings;
     return rp;

@@ -48,6 +48,7 @@ bool oracle_curve(const bench_opts & o, oracle_results & res, std::string * erro
     cp.n_threads = o.p.threads;
     cp.flash_attn = o.p.flash_attn;
     cp.type_k = cp.type_v = o.p.kv_type;
+    cp.rs_snapshots = o.p.rs_snapshots;
     auto ctx = context_create(*lr.model, cp, error);
     if (!ctx) return false;
     fprintf(stderr, "bench: the cost model of %s (cached per model file and threads)\n", o.p.model_path.c_str());
@@ -227,6 +228,7 @@ command cmd_bench_add(CLI::App & app) {
     sub->add_option("--setting", o->p.model_setting, "label for the model setting in the report (e.g. 'shipped model')");
     sub->add_flag("--flash-attn,!--no-flash-attn", o->p.flash_attn, "flash attention (default on; exact with our ggml patch)");
     add_cache_type_option(sub, o->cache_type);
+    add_rs_snapshots_option(sub, o->p.rs_snapshots);
     sub->add_option("--out", o->out, "output folder (required unless --write-tasks)");
     return {sub, [o] { return run_bench(*o); }};
 }

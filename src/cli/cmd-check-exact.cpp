@@ -19,6 +19,7 @@ struct check_exact_opts {
     int32_t n_max = 256;
     bool flash_attn = true;
     std::string cache_type = "f16";
+    int32_t rs_snapshots = CONTEXT_RS_ROLLBACK;
 };
 
 int run_check_exact(const check_exact_opts & o) {
@@ -39,8 +40,11 @@ int run_check_exact(const check_exact_opts & o) {
     const std::string path = o.model.empty() ? default_model_path() : o.model;
     model_load_result lr = model_load(path);
     if (!lr.model) return fail_input(cmd, lr.error);
-    printf("# %s (%s), %s KV cache, flash attention %s, GPU layers %s, passes of 1..%d tokens against one-token decoding\n",
-           path.c_str(), lr.model->facts().desc.c_str(), ggml_type_name(kv_type), o.flash_attn ? "on" : "off",
+    const std::string rs = !lr.model->facts().recurrent ? ""
+                           : o.rs_snapshots > 0         ? ", " + std::to_string(o.rs_snapshots) + " snapshots of the recurrent state"
+                                                        : ", no snapshots of the recurrent state (checkpoints)";
+    printf("# %s (%s), %s KV cache%s, flash attention %s, GPU layers %s, passes of 1..%d tokens against one-token decoding\n",
+           path.c_str(), lr.model->facts().desc.c_str(), ggml_type_name(kv_type), rs.c_str(), o.flash_attn ? "on" : "off",
            !engine_offloads()            ? "none (a CPU-only build)"
            : engine_gpu_layers() < 0     ? "all"
                                          : std::to_string(engine_gpu_layers()).c_str(),
@@ -56,6 +60,7 @@ int run_check_exact(const check_exact_opts & o) {
                 p.n_max = o.n_max;
                 p.flash_attn = o.flash_attn;
                 p.kv_type = kv_type;
+                p.rs_snapshots = o.rs_snapshots;
                 p.n_requests = n_req;
                 std::string layout = "1";
                 if (n_req > 1) { // the server's step engine's layout for n_req requests of this size
@@ -66,6 +71,7 @@ int run_check_exact(const check_exact_opts & o) {
                     sp.per_seq.n_threads = t;
                     sp.per_seq.flash_attn = o.flash_attn;
                     sp.per_seq.type_k = sp.per_seq.type_v = kv_type;
+                    sp.per_seq.rs_snapshots = o.rs_snapshots;
                     const step_layout l = step_layout_of(sp);
                     p.layout = l.cp;
                     p.regions = l.regions;
@@ -129,6 +135,7 @@ command cmd_check_exact_add(CLI::App & app) {
         ->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
     add_cache_type_option(sub, o->cache_type);
+    add_rs_snapshots_option(sub, o->rs_snapshots);
     return {sub, [o] { return run_check_exact(*o); }};
 }
 

@@ -17,6 +17,7 @@ struct cost_opts {
     int32_t prefix = 256;
     bool flash_attn = true;
     std::string cache_type = "f16";
+    int32_t rs_snapshots = CONTEXT_RS_ROLLBACK;
     bool fresh = false;
     bool save = true;
     bool last_logits = false;
@@ -35,6 +36,7 @@ int run_cost(const cost_opts & o) {
     std::string error;
     if (!kv_cache_type_parse(o.cache_type, cp.type_k, &error)) return fail_input(cmd, error);
     cp.type_v = cp.type_k;
+    cp.rs_snapshots = o.rs_snapshots;
     if (o.prefix < 1 || o.prefix > 8192) return fail_input(cmd, "--prefix " + std::to_string(o.prefix) + " out of range [1, 8192]");
     std::vector<int32_t> depths;
     for (int32_t d : o.depths) {
@@ -98,6 +100,7 @@ command cmd_cost_add(CLI::App & app) {
         ->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o->flash_attn, "flash attention (default on)");
     add_cache_type_option(sub, o->cache_type);
+    add_rs_snapshots_option(sub, o->rs_snapshots);
     sub->add_flag("--fresh", o->fresh, "measure now instead of using the cached figures, and cache the new ones");
     sub->add_flag("!--no-save", o->save, "with --fresh: do not replace the cached figures");
     sub->add_flag("--last-logits", o->last_logits,

@@ -81,11 +81,14 @@ struct request_opts {
     int32_t n_ctx = 4096;
     bool flash_attn = true;
     std::string cache_type = "f16";           // --cache-type (kv_cache_type_parse)
+    int32_t rs_snapshots = CONTEXT_RS_ROLLBACK; // --rs-snapshots (context_params::rs_snapshots)
     std::vector<std::string> datastores;      // --datastore (rest, fastcoder: common)
     std::vector<std::string> repo_datastores; // --repo-datastore (fastcoder: the repository's)
 };
 // --cache-type: the target's KV cache type (f16, q8_0), into `type`
 void add_cache_type_option(CLI::App * sub, std::string & type);
+// --rs-snapshots: a recurrent model's snapshots (context_params::rs_snapshots), into `n`
+void add_rs_snapshots_option(CLI::App * sub, int32_t & n);
 
 // registers them; `methods` is the --method help text
 void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods);

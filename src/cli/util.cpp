@@ -207,6 +207,17 @@ void add_cache_type_option(CLI::App * sub, std::string & type) {
         ->capture_default_str();
 }
 
+void add_rs_snapshots_option(CLI::App * sub, int32_t & n) {
+    sub->add_option("--rs-snapshots", n,
+                    "a recurrent or hybrid model's snapshots of its state (Qwen3.5, Qwen3-Next, Mamba-2, Nemotron-H), 0.." +
+                        std::to_string(CONTEXT_RS_ROLLBACK) + ": the longest draft a pass takes back, each a copy of the "
+                        "state per sequence in memory; 0 = checkpoints instead (a copy before a drafted pass, loaded back "
+                        "after a rejection, whose accepted tokens are decoded again). Models llama.cpp cannot roll back "
+                        "(Granite 4's hybrid, Falcon-H1, Jamba, RWKV) always take checkpoints")
+        ->check(CLI::Range(0, CONTEXT_RS_ROLLBACK))
+        ->capture_default_str();
+}
+
 void add_request_options(CLI::App * sub, request_opts & o, const std::string & methods) {
     sub->footer(methods_footer());
     sub->add_option("-m,--model", o.model, "GGUF model file (default: $EDITSPEC_MODEL or the shipped model)");
@@ -223,6 +234,7 @@ void add_request_options(CLI::App * sub, request_opts & o, const std::string & m
     sub->add_option("-c,--ctx-size", o.n_ctx, "KV cache size in tokens")->capture_default_str();
     sub->add_flag("--flash-attn,!--no-flash-attn", o.flash_attn, "flash attention (default on: exact with our ggml patch, faster)");
     add_cache_type_option(sub, o.cache_type);
+    add_rs_snapshots_option(sub, o.rs_snapshots);
     sub->add_option("--datastore", o.datastores, "common retrieval datastore for the rest and fastcoder methods (built by `editspec index`; repeatable)");
     sub->add_option("--repo-datastore", o.repo_datastores, "the repository's retrieval datastore for fastcoder (D_r; repeatable)");
 }
@@ -253,6 +265,7 @@ int request_runner_params(const char * cmd, const request_opts & o, method_spec 
     }
     rp = runner_params{};
     rp.kv_type = kv_type;
+    rp.rs_snapshots = o.rs_snapshots;
     rp.model_path = o.model.empty() ? default_model_path() : o.model;
     rp.draft_model_path = o.draft_model;
     if (rp.draft_model_path.empty() && (draft_always || ms.uses_draft_model())) {

@@ -427,6 +427,8 @@ static std::string cache_path(const context & ctx) {
     // argmax outputs leave the rows' logits where they are computed (EDITSPEC_DEVICE_ARGMAX)
     if (engine_argmax_outputs()) key << "-argmax";
     if (!engine_rpc_servers().empty()) key << "-rpc" << engine_rpc_servers().size();
+    // a recurrent model's pass writes a snapshot of its state a token (--rs-snapshots), or none (checkpoints)
+    if (ctx.owner().facts().recurrent) key << "-rs" << ctx.rollback_max();
     key << ".json";
     return root + "/cost/" + key.str();
 }

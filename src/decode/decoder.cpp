@@ -90,7 +90,7 @@ void step_draft(spec_loop & s) {
     if (s.ctx.owner().facts().recurrent) {
         // a recurrent state takes back a chain's rejected tail, as far as its snapshots go, or goes back
         // to a checkpoint (step_keep)
-        shape.max_nodes = std::min(shape.max_nodes, CONTEXT_RS_ROLLBACK);
+        shape.max_nodes = std::min(shape.max_nodes, s.ctx.checkpoints() ? CONTEXT_RS_ROLLBACK : s.ctx.rollback_max());
         shape.max_depth = std::min(shape.max_depth, shape.max_nodes);
         shape.max_leaves = 1;
         shape.chain_only = true;

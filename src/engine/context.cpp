@@ -109,7 +109,7 @@ std::unique_ptr<context> context_create(const model & m, const context_params & 
     cp.embeddings = false;
     // a recurrent state drops a rejected draft by going back to a snapshot (libllama clamps this to 0 for
     // an architecture it cannot roll back: context::rollback_max)
-    if (m.facts().recurrent) cp.n_rs_seq = (uint32_t) CONTEXT_RS_ROLLBACK;
+    if (m.facts().recurrent) cp.n_rs_seq = (uint32_t) std::clamp(p.rs_snapshots, 0, CONTEXT_RS_ROLLBACK);
 
     std::unique_ptr<context> c(new context(m));
     // a cancel flag cuts a long decode short (between graph nodes)

@@ -57,6 +57,7 @@ context_params single_params(const exactness_params & p, int32_t n_ctx) {
     cp.flash_attn = p.flash_attn;
     cp.type_k = p.kv_type;
     cp.type_v = p.kv_type;
+    cp.rs_snapshots = p.rs_snapshots;
     return cp;
 }
 
@@ -129,6 +130,7 @@ exactness_result check_requests(const model & m, const exactness_params & p) {
     cp.flash_attn = p.flash_attn;
     cp.type_k = p.kv_type;
     cp.type_v = p.kv_type;
+    cp.rs_snapshots = p.rs_snapshots;
     auto ctx = context_create(m, cp, &r.error);
     if (!ctx) return r;
     if (p.regions && !llama_memory_set_seq_regions(llama_get_memory(ctx->get()), true)) {

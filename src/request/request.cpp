@@ -11,8 +11,8 @@ namespace editspec {
 // what an answer holds besides the code: a chat model's fence lines ("```python\n", "```\n") and the end
 static constexpr int32_t ANSWER_FRAME_TOKENS = 8;
 
-int32_t runner_n_seq_max(bool trees, int32_t n_ctx) {
-    return trees ? std::min(65, n_ctx) : 1;
+int32_t runner_n_seq_max(bool trees, bool recurrent, int32_t n_ctx) {
+    return trees && !recurrent ? std::min(65, n_ctx) : 1;
 }
 
 bool runner_open(const runner_params & p, runner & out, std::string * error) {
@@ -57,7 +57,8 @@ std::unique_ptr<context> runner_new_context(const runner & rn, std::string * err
     cp.n_threads = rn.params.n_threads;
     cp.flash_attn = rn.params.flash_attn;
     cp.type_k = cp.type_v = rn.params.kv_type;
-    cp.n_seq_max = runner_n_seq_max(rn.params.trees, rn.params.n_ctx);
+    cp.rs_snapshots = rn.params.rs_snapshots;
+    cp.n_seq_max = runner_n_seq_max(rn.params.trees, rn.target.model->facts().recurrent, rn.params.n_ctx);
     return context_create(*rn.target.model, cp, error);
 }
 

@@ -36,6 +36,7 @@ bool add_slots(server_state & s, const server_params & p, const runner_params & 
     stp.per_seq.n_threads = rp.n_threads;
     stp.per_seq.flash_attn = rp.flash_attn;
     stp.per_seq.type_k = stp.per_seq.type_v = rp.kv_type;
+    stp.per_seq.rs_snapshots = rp.rs_snapshots;
     stp.n_step_tokens = p.step_tokens > 0 ? p.step_tokens : 2 * stp.per_seq.n_batch;
     s.engine = step_engine::create(*s.rn.target.model, stp, error);
     if (!s.engine) {

@@ -49,12 +49,13 @@ std::unique_ptr<context> context_or_fail(const model & m, const context_params &
     return ctx;
 }
 
-std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads) {
+std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads, int32_t rs_snapshots) {
     context_params cp;
     cp.n_ctx = n_ctx;
     cp.n_threads = n_threads;
     cp.n_seq_max = 65;
     cp.n_batch = 512;
+    cp.rs_snapshots = rs_snapshots;
     return context_or_fail(m, cp);
 }
 

@@ -72,8 +72,10 @@ std::string vocab_path(const std::string & name);
 std::unique_ptr<context> context_or_fail(const model & m, const context_params & cp);
 
 // a context for speculative tests: n_ctx tokens, one thread by default (a tiny model gains
-// nothing from threads, and spinning threads stall on a busy machine), 65 sequences, batches of 512
-std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads = 1);
+// nothing from threads, and spinning threads stall on a busy machine), 65 sequences, batches of 512;
+// a recurrent model's snapshots (0: checkpoints)
+std::unique_ptr<context> make_spec_context(const model & m, int32_t n_ctx, int32_t n_threads = 1,
+                                           int32_t rs_snapshots = CONTEXT_RS_ROLLBACK);
 
 // a small Python module (imports and read_config), the start of the test documents of KV edits
 inline constexpr const char * k_read_config_py =

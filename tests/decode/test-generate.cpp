@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -305,6 +306,31 @@ TEST_F(generate_fixture, a_cost_curve_cached_on_a_busier_machine_is_measured_aga
     EXPECT_LT(again.ms[0], first.ms[0] * 10.0);
     EXPECT_LT(again.probe_wide_ms, 1e3);
     EXPECT_DOUBLE_EQ(saved().probe_wide_ms, again.probe_wide_ms);
+    unsetenv("EDITSPEC_CACHE");
+    std::filesystem::remove_all(dir);
+}
+
+// a recurrent model's pass writes a snapshot of its state a token (--rs-snapshots) or none (0: checkpoints):
+// a curve of its own for each, so that switching does not take the other's
+TEST(cost_cache, a_recurrent_models_curve_is_keyed_by_its_snapshots) {
+    const std::string dir = ::testing::TempDir() + "editspec-rs-key-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir);
+    setenv("EDITSPEC_CACHE", dir.c_str(), 1);
+    auto m = test::load_or_fail(test::typed_model_path("q8_0", "tiny-qwen3next"));
+    ASSERT_TRUE(m);
+    for (const int32_t snapshots : {CONTEXT_RS_ROLLBACK, 0}) {
+        auto ctx = test::make_spec_context(*m, 256, 1, snapshots);
+        ASSERT_TRUE(ctx);
+        cost_model cm;
+        std::string err;
+        ASSERT_TRUE(cost_model_get(*ctx, cm, &err)) << err;
+    }
+    std::vector<std::string> names;
+    for (const auto & e : std::filesystem::directory_iterator(dir + "/cost")) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    ASSERT_EQ(names.size(), 2u);
+    EXPECT_NE(names[0].find("-rs0."), std::string::npos) << names[0];
+    EXPECT_NE(names[1].find("-rs16."), std::string::npos) << names[1];
     unsetenv("EDITSPEC_CACHE");
     std::filesystem::remove_all(dir);
 }

@@ -108,10 +108,11 @@ struct spec_fixture : public ::testing::Test {
     std::unique_ptr<context> ctx;
     cost_model flat_cost; // every pass costs the same: the cost model keeps whole trees
 
-    void load(const std::string & path, int32_t n_ctx = 192, int32_t n_threads = 1) {
+    void load(const std::string & path, int32_t n_ctx = 192, int32_t n_threads = 1,
+              int32_t rs_snapshots = CONTEXT_RS_ROLLBACK) {
         m = test::load_or_fail(path);
         ASSERT_TRUE(m);
-        ctx = test::make_spec_context(*m, n_ctx, n_threads);
+        ctx = test::make_spec_context(*m, n_ctx, n_threads, rs_snapshots);
         ASSERT_TRUE(ctx);
         // (a second a pass: what a checkpoint's save and load take, which the sizing adds to a drafted pass
         // of a model with checkpoints, is nothing beside it, so the trees do not depend on the machine's speed)
@@ -181,31 +182,46 @@ TEST_F(spec_fixture, greedy_lossless_mixture_of_experts) {
     check_lossless(20, 17);
 }
 
-// a recurrent state beside the KV cache (Qwen3.5's layout at toy size): a chain's rejected tail goes back
-// to a snapshot of the state (CONTEXT_RS_ROLLBACK tokens at most), trees are not offered to it
+// the recurrent layouts at toy size: Qwen3.5's (a gated delta net beside the KV cache), Qwen3-Next's (the
+// same with experts and a shared one; llama.cpp rolls it back with our patches/llama-rs-rollback.patch) and
+// Mamba-2's (recurrent layers alone, also by that patch)
+static const char * const k_recurrent_models[] = {"tiny-qwen35:q8_0",    "tiny-qwen35:q4_k_m", "tiny-qwen3next:q8_0",
+                                                  "tiny-qwen3next:q4_k_m", "tiny-mamba2:q8_0",   "tiny-mamba2:q4_k_m"};
+
+static std::string recurrent_model_path(const std::string & model) {
+    const std::string shape = model.substr(0, model.find(':'));
+    return test::typed_model_path(model.substr(shape.size() + 1), shape);
+}
+
+// a chain's rejected tail goes back to a snapshot of the state (CONTEXT_RS_ROLLBACK tokens at most, and
+// fewer with fewer snapshots), trees are not offered to it
 TEST_F(spec_fixture, greedy_lossless_hybrid_recurrent) {
-    for (const char * type : {"q8_0", "q4_k_m"}) {
-        SCOPED_TRACE(type);
-        load(test::typed_model_path(type, "tiny-qwen35"), 192, 2);
-        ASSERT_TRUE(m->facts().recurrent);
-        EXPECT_EQ(ctx->rollback_max(), CONTEXT_RS_ROLLBACK);
-        check_lossless(16, 18);
+    for (const char * model : k_recurrent_models) {
+        // (3 snapshots: chains of 3 at most, on one model of each of the two ops)
+        for (const int32_t snapshots : {CONTEXT_RS_ROLLBACK, 3}) {
+            if (snapshots == 3 && model != std::string("tiny-qwen3next:q4_k_m") && model != std::string("tiny-mamba2:q8_0")) continue;
+            SCOPED_TRACE(std::string(model) + " snapshots " + std::to_string(snapshots));
+            load(recurrent_model_path(model), 192, 2, snapshots);
+            ASSERT_TRUE(m->facts().recurrent);
+            EXPECT_EQ(ctx->rollback_max(), snapshots);
+            check_lossless(8, 18);
+        }
     }
     // and the drafts that were right were kept: fewer passes than tokens
     EXPECT_LT(spec_passes * 10, ar_passes * 7) << spec_passes << " passes against ar's " << ar_passes;
 }
 
-// a recurrent state llama.cpp cannot roll back (Qwen3-Next's layout and Mamba-2's at toy size): a pass with
-// drafts saves the state first and goes back to it after a rejection, its accepted tokens decoded again in
-// the next pass
+// without snapshots (--rs-snapshots 0, and the models llama.cpp cannot roll back: Granite 4's hybrid,
+// Falcon-H1, Jamba, RWKV): a pass with drafts saves the state first and goes back to it after a
+// rejection, its accepted tokens decoded again in the next pass
 TEST_F(spec_fixture, greedy_lossless_recurrent_checkpoints) {
-    for (const char * model : {"tiny-qwen3next:q8_0", "tiny-qwen3next:q4_k_m", "tiny-mamba2:q8_0", "tiny-mamba2:q4_k_m"}) {
+    for (const char * model : k_recurrent_models) {
+        if (std::string(model).starts_with("tiny-qwen35")) continue; // (Qwen3-Next's ops, without the experts)
         SCOPED_TRACE(model);
-        const std::string shape = std::string(model).substr(0, std::string(model).find(':'));
-        load(test::typed_model_path(std::string(model).substr(shape.size() + 1), shape), 192, 2);
+        load(recurrent_model_path(model), 192, 2, 0);
         ASSERT_TRUE(m->facts().recurrent);
         ASSERT_TRUE(ctx->checkpoints());
-        check_lossless(16, 19);
+        check_lossless(8, 19);
     }
     EXPECT_LT(spec_passes * 10, ar_passes * 7) << spec_passes << " passes against ar's " << ar_passes;
 }

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -174,20 +175,22 @@ TEST_F(model_fixture, lossless_quantized_self_draft) {
 }
 
 // a recurrent draft model for a recurrent target (Qwen3.5's hybrid layout at toy size, and Qwen3-Next's,
-// whose target goes back to a checkpoint, context::checkpoints): the drafter's state goes back to its
+// its target going back to a snapshot or, ":checkpoints", to a checkpoint: context::checkpoints): the drafter's state goes back to its
 // checkpoint after the committed history (draft-model.cpp) and decodes what the target committed since,
 // instead of the whole history again. Itself in Q8_0 (drafts all right) and in Q4_K_M (the same weights:
 // drafts partly right, cut back at each rejection)
 class recurrent_draft : public model_fixture, public ::testing::WithParamInterface<const char *> {};
 
 TEST_P(recurrent_draft, lossless) {
-    m = test::load_or_fail(test::typed_model_path("q8_0", GetParam()));
+    const std::string param = GetParam(), shape = param.substr(0, param.find(':'));
+    m = test::load_or_fail(test::typed_model_path("q8_0", shape));
     ASSERT_TRUE(m);
-    ctx = test::make_spec_context(*m, 192);
+    ctx = test::make_spec_context(*m, 192, 1, shape == param ? CONTEXT_RS_ROLLBACK : 0);
     ASSERT_TRUE(ctx);
+    ASSERT_EQ(ctx->checkpoints(), shape != param);
     for (const char * type : {"q8_0", "q4_k_m"}) {
         SCOPED_TRACE(type);
-        auto dm = test::load_or_fail(test::typed_model_path(type, GetParam()));
+        auto dm = test::load_or_fail(test::typed_model_path(type, shape));
         ASSERT_TRUE(dm && dm->facts().recurrent);
         std::string err;
         auto d = model_drafter_create(*m, *dm, draft_params(), &err);
@@ -206,8 +209,12 @@ TEST_P(recurrent_draft, lossless) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(model, recurrent_draft, ::testing::Values("tiny-qwen35", "tiny-qwen3next"),
-                         [](const ::testing::TestParamInfo<const char *> & i) { return std::string(i.param).substr(5); });
+INSTANTIATE_TEST_SUITE_P(model, recurrent_draft, ::testing::Values("tiny-qwen35", "tiny-qwen3next", "tiny-qwen3next:checkpoints"),
+                         [](const ::testing::TestParamInfo<const char *> & i) {
+                             std::string name = std::string(i.param).substr(5);
+                             std::replace(name.begin(), name.end(), ':', '_');
+                             return name;
+                         });
 
 // a draft context smaller than the target's: past it the drafter proposes nothing, output unchanged
 TEST_F(model_fixture, lossless_draft_context_smaller_than_target) {

@@ -152,9 +152,9 @@ INSTANTIATE_TEST_SUITE_P(types, batch_exact,
 INSTANTIATE_TEST_SUITE_P(moe, batch_exact,
                          ::testing::Values("tiny-qwen3moe:q8_0", "tiny-qwen3moe:q4_0", "tiny-qwen3moe:q4_k_m",
                                            "tiny-qwen3moe:q6_k"));
-// recurrent models: passes to 64 tokens (CONTEXT_RS_PASS_MAX), for a state that goes back to a snapshot
-// (Qwen3.5's layout) or to a checkpoint (Qwen3-Next's: experts, a shared one, no rollback in llama.cpp;
-// Mamba-2's: recurrent layers alone, ggml's SSM_SCAN)
+// recurrent models: passes to 64 tokens (CONTEXT_RS_PASS_MAX), writing a snapshot of the state per token
+// (CONTEXT_RS_ROLLBACK of them): Qwen3.5's layout, Qwen3-Next's (experts, a shared one; rolled back by our
+// patches/llama-rs-rollback.patch) and Mamba-2's (recurrent layers alone, ggml's SSM_SCAN; that patch too)
 INSTANTIATE_TEST_SUITE_P(hybrid, batch_exact, ::testing::Values("tiny-qwen35:q8_0", "tiny-qwen35:q4_k_m",
                                                                 "tiny-qwen3next:q8_0", "tiny-qwen3next:q4_k_m",
                                                                 "tiny-mamba2:q8_0", "tiny-mamba2:q4_k_m"));

@@ -539,13 +539,14 @@ TEST(server, draft_model_passes_batch_across_requests) {
 
 // a model with a recurrent state serves as the others do: a stream per slot (libllama splits such a batch by
 // sequence), a draft's rejected tail taken back to a snapshot of the state (Qwen3.5's hybrid layout at toy
-// size) or to a checkpoint saved before the pass (Qwen3-Next's and Mamba-2's, which llama.cpp cannot roll back). 4 clients
+// size, Qwen3-Next's, Mamba-2's) or, ":checkpoints" (--rs-snapshots 0), to a checkpoint saved before the pass. 4 clients
 // at once, each with its own answer alone as the prediction or half of it: the same answers, the predictions
 // accepted, several requests a step
 class server_recurrent : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(server_recurrent, batches_and_answers_as_alone) {
-    server_process s({"-m", test::typed_model_path("q8_0", GetParam()), "--parallel", "4"});
+    const std::string param = GetParam(), shape = param.substr(0, param.find(':'));
+    server_process s({"-m", test::typed_model_path("q8_0", shape), "--parallel", "4", "--rs-snapshots", shape == param ? "16" : "0"});
     ASSERT_GT(s.pid, 0);
     const char * prompts[] = {"def fib(n):", "class Stack:\n    def __init__(self):", "import os\nimport sys\n", "int main(void) {"};
     auto body = [](const std::string & p, const std::string * prediction) {
@@ -573,8 +574,14 @@ TEST_P(server_recurrent, batches_and_answers_as_alone) {
     EXPECT_GT(requests, steps * 1.1) << requests << " passes in " << steps << " steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(server, server_recurrent, ::testing::Values("tiny-qwen35", "tiny-qwen3next", "tiny-mamba2"),
-                         [](const ::testing::TestParamInfo<const char *> & i) { return std::string(i.param).substr(5); });
+INSTANTIATE_TEST_SUITE_P(server, server_recurrent,
+                         ::testing::Values("tiny-qwen35", "tiny-qwen3next", "tiny-mamba2", "tiny-qwen3next:checkpoints",
+                                           "tiny-mamba2:checkpoints"),
+                         [](const ::testing::TestParamInfo<const char *> & i) {
+                             std::string name = std::string(i.param).substr(5);
+                             std::replace(name.begin(), name.end(), ':', '_');
+                             return name;
+                         });
 
 // issue 70: PIE batches (--kv-reuse pie on the step engine's views: an edit's new tokens go into the
 // step as prompt chunks at their own positions, between the shifted spans). 4 clients, each a file and
