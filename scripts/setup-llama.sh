@@ -92,7 +92,26 @@ build_avx2() {
     log "installed the AVX2 ggml-cpu to $avx2_dir"
 }
 
+# llama.cpp's chat library's own headers (common/jinja/: chat.h includes them) and the model chat templates
+# of its tests (models/templates/, read by editspec's tool-call tests): their own stamp, so a cache from
+# before them gains them without a rebuild (files only)
+chat_stamp=$prefix/include/llama-common/jinja/.editspec-complete
+install_chat_files() {
+    [ -f "$chat_stamp" ] && return 0
+    local from=$patched_dir
+    [ -f "$from/common/jinja/runtime.h" ] || from=$src_dir
+    if [ ! -f "$from/common/jinja/runtime.h" ]; then
+        log "no llama.cpp source at $patched_dir: the chat library's headers are not installed (tool calls off)"
+        return 0
+    fi
+    mkdir -p "$prefix/include/llama-common/jinja" "$prefix/share/editspec/templates"
+    cp "$from"/common/jinja/*.h "$prefix/include/llama-common/jinja/"
+    cp "$from"/models/templates/*.jinja "$prefix/share/editspec/templates/"
+    touch "$chat_stamp"
+}
+
 if [ -f "$stamp" ]; then
+    install_chat_files
     build_avx2
     log "cached llama.cpp $LLAMA_COMMIT ($variant) at $prefix"
     echo "$prefix"
@@ -209,5 +228,6 @@ mkdir -p "$prefix/share/editspec/vocab"
 cp "$patched_dir"/models/ggml-vocab-*.gguf "$prefix/share/editspec/vocab/"
 touch "$stamp"
 log "installed llama.cpp $LLAMA_COMMIT to $prefix"
+install_chat_files
 build_avx2
 echo "$prefix"

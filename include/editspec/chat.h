@@ -15,9 +15,19 @@
 
 namespace editspec {
 
+// a call of a tool an assistant's message holds (chat-tools.h)
+struct chat_tool_call {
+    std::string id;
+    std::string name;
+    std::string arguments; // JSON text
+};
+
 struct chat_message {
-    std::string role;    // "system", "user", "assistant"
+    std::string role;    // "system", "user", "assistant", "tool"
     std::string content;
+    std::vector<chat_tool_call> tool_calls = {}; // an assistant's calls (rendered by chat-tools.h only)
+    std::string tool_call_id = {};               // a "tool" message: the call it answers
+    std::string name = {};                       // ... and the tool's name
 };
 
 // The model's chat template when it has one llama.cpp knows, else a plain

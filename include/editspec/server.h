@@ -1,7 +1,8 @@
 // `editspec serve`: an OpenAI- and llama.cpp-compatible HTTP server on the request layer.
 //
 //   POST /v1/chat/completions   OpenAI chat (SSE streaming), Predicted Outputs (`prediction`) drive
-//                               EfficientEdit's Reuse drafter
+//                               EfficientEdit's Reuse drafter; `tools` rendered by the model's template
+//                               and its tool calls read back (chat-tools.h)
 //   POST /v1/completions        OpenAI text completions, `suffix` = fill-in-the-middle
 //   POST /completion, /infill   llama.cpp's (llama.vim, llama.vscode, Continue's llama.cpp provider)
 //   POST /v1/apply              fast apply (apply.h): {code, update, instruction?} -> the merged file;
@@ -24,6 +25,7 @@
 #pragma once
 
 #include "editspec/apply.h"
+#include "editspec/chat-tools.h"
 #include "editspec/engine.h"
 #include "editspec/pie.h"
 #include "editspec/request.h"
@@ -70,6 +72,9 @@ struct server_params {
     // name (Continue sends `prediction` only to models named like gpt-4o) find one. Every request's
     // "model" is answered by the one loaded model whatever it names.
     std::vector<std::string> aliases;
+    // a Jinja chat template's text (--chat-template-file) in place of the GGUF's: then every chat request
+    // is rendered by it through llama.cpp's Jinja engine; "" = the GGUF's, through it for requests with tools
+    std::string chat_template;
     connection_limits connections;     // slow clients cannot starve the server
 };
 
@@ -96,10 +101,8 @@ struct api_error {
     std::string code;     // OpenAI's code, "" = none
 };
 
-struct api_message {
-    std::string role;
-    std::string content;
-};
+// a chat message: role, content, an assistant's tool_calls, a tool's tool_call_id and name
+using api_message = chat_message;
 
 struct api_request {
     api_endpoint endpoint = API_COMPLETION;
@@ -126,6 +129,12 @@ struct api_request {
     bool constrain = false;              // "constrain": every merged line from the code or the update
     bool constrain_given = false;        // ... sent; else api_apply_constrained decides
     std::string session;                 // a document session (/v1/sessions) whose KV the request starts from
+    std::vector<chat_tool> tools;        // chat: "tools" (functions the model may call)
+    chat_tool_choice tool_choice = CHAT_TOOL_CHOICE_AUTO; // "tool_choice" (a named function: required, the others left out)
+    bool parallel_tool_calls = false;    // "parallel_tool_calls"
+    bool uses_tools = false;             // tools offered, or a message holds a call or a result: the model's
+                                         // template renders it through llama.cpp's Jinja engine (chat-tools.h)
+    chat_tools_prompt jinja;             // ... what it rendered (generation_prepare) and how its reply is read
     std::string cache_key;               // "prompt_cache_key" (OpenAI's), else "user", else the X-Session-Id
                                          // header: what a balancer routes by to keep a conversation on the replica
                                          // that caches it (deploy/); echoed in the X-Editspec-Cache-Key header
@@ -135,6 +144,7 @@ struct api_request {
 // (`editspec serve --help` lists them)
 constexpr int32_t API_JSON_DEPTH_MAX        = 64;        // nesting of arrays and objects in a body
 constexpr size_t  API_MESSAGES_MAX          = 1024;      // chat messages
+constexpr size_t  API_TOOLS_MAX             = 256;       // chat tools, and tool calls in one message
 constexpr size_t  API_PREDICTION_BYTES_MAX  = 1u << 20;  // prediction.content
 constexpr size_t  API_STOP_MAX              = 16;        // stop strings
 constexpr size_t  API_STOP_BYTES_MAX        = 256;       // bytes of one stop string

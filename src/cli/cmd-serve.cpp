@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace editspec::cli {
 
@@ -30,6 +32,7 @@ struct serve_opts {
     std::string layout = "auto";
     std::string view = "auto";
     std::vector<std::string> aliases;
+    std::string chat_template_file;
     int32_t step_tokens = 0;
     connection_limits connections;
 };
@@ -132,6 +135,15 @@ int run_serve(const serve_opts & o_in) {
     sp.session_idle_s = o.session_idle_s;
     sp.max_tokens = o.max_tokens;
     sp.aliases = o.aliases;
+    if (!o.chat_template_file.empty()) {
+        std::ifstream f(o.chat_template_file, std::ios::binary);
+        std::ostringstream text;
+        text << f.rdbuf();
+        if (!f || text.str().empty()) {
+            return fail_input(cmd, "--chat-template-file '" + o.chat_template_file + "': cannot read it, or it is empty");
+        }
+        sp.chat_template = text.str();
+    }
     sp.cache_ram_mib = (size_t) o.cache_ram_mib;
     sp.max_body = o.max_body_mb << 20;
     sp.connections = o.connections;
@@ -180,6 +192,9 @@ command cmd_serve_add(CLI::App & app) {
     sub->add_option("--alias", o->aliases,
                     "another name /v1/models lists for the model (repeatable), for clients that switch features on "
                     "by model name, e.g. Continue's `prediction` for gpt-4o-like names");
+    sub->add_option("--chat-template-file", o->chat_template_file,
+                    "a Jinja chat template in place of the model's own: every chat request is rendered by it through "
+                    "llama.cpp's Jinja engine (requests with tools always are, with the model's template by default)");
     sub->add_option("--max-sessions", o->max_sessions, "document sessions (/v1/sessions) held at once, each with its own KV cache")
         ->capture_default_str();
     sub->add_option("--session-idle", o->session_idle_s, "seconds after which an idle session may be evicted by a new one")

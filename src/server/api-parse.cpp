@@ -5,6 +5,8 @@
 //      (/completion, /infill)
 #include "editspec/server.h"
 
+#include <algorithm>
+
 namespace editspec {
 
 namespace {
@@ -121,6 +123,89 @@ bool get_constrain(const json & j, api_request & out, api_error & err) {
     return get_bool(j, "constrain", out.constrain, err);
 }
 
+// OpenAI's function: {"name": string, "description"?: string, "parameters"?: object}; `param` names it
+bool get_function(const json & f, const std::string & param, std::string & name, std::string * description,
+                  std::string * parameters, api_error & err) {
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty()) {
+        return api_fail(err, param, "'" + param + "' must be an object with a non-empty string 'name'");
+    }
+    name = f["name"].get<std::string>();
+    if (description && !get_string(f, "description", *description, err)) return false;
+    if (parameters && f.contains("parameters") && !f["parameters"].is_null()) {
+        if (!f["parameters"].is_object()) return api_fail(err, param + ".parameters", "'parameters' must be a JSON schema object");
+        *parameters = f["parameters"].dump();
+    }
+    return true;
+}
+
+// an assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments": string}}]
+bool get_tool_calls(const json & m, api_message & msg, api_error & err) {
+    if (!m.contains("tool_calls") || m["tool_calls"].is_null()) return true;
+    const json & calls = m["tool_calls"];
+    if (!calls.is_array() || calls.size() > API_TOOLS_MAX) {
+        return api_fail(err, "messages.tool_calls", "'tool_calls' must be an array of at most " + std::to_string(API_TOOLS_MAX) + " calls");
+    }
+    for (const json & c : calls) {
+        if (!c.is_object() || (c.contains("type") && c["type"] != "function") || !c.contains("function")) {
+            return api_fail(err, "messages.tool_calls", "each tool call must be {\"type\": \"function\", \"function\": {name, arguments}}");
+        }
+        chat_tool_call tc;
+        if (!get_function(c["function"], "messages.tool_calls.function", tc.name, nullptr, nullptr, err) ||
+            !get_string(c, "id", tc.id, err)) {
+            return false;
+        }
+        const json & f = c["function"];
+        if (f.contains("arguments") && !f["arguments"].is_null()) {
+            // OpenAI sends the arguments as JSON text; an object is taken as what that text says
+            tc.arguments = f["arguments"].is_string() ? f["arguments"].get<std::string>() : f["arguments"].dump();
+        }
+        msg.tool_calls.push_back(std::move(tc));
+    }
+    return true;
+}
+
+// "tools", "tool_choice", "parallel_tool_calls"
+bool get_tools(const json & j, api_request & out, api_error & err) {
+    if (j.contains("tools") && !j["tools"].is_null()) {
+        const json & tools = j["tools"];
+        if (!tools.is_array() || tools.size() > API_TOOLS_MAX) {
+            return api_fail(err, "tools", "'tools' must be an array of at most " + std::to_string(API_TOOLS_MAX) + " tools");
+        }
+        for (const json & t : tools) {
+            if (!t.is_object() || !t.contains("type") || t["type"] != "function" || !t.contains("function")) {
+                return api_fail(err, "tools", "each tool must be {\"type\": \"function\", \"function\": {name, description, parameters}}");
+            }
+            chat_tool tool;
+            if (!get_function(t["function"], "tools.function", tool.name, &tool.description, &tool.parameters, err)) return false;
+            out.tools.push_back(std::move(tool));
+        }
+    }
+    if (!get_bool(j, "parallel_tool_calls", out.parallel_tool_calls, err)) return false;
+    if (j.contains("tool_choice") && !j["tool_choice"].is_null()) {
+        const json & c = j["tool_choice"];
+        const std::string what = "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+        if (c.is_string()) {
+            const std::string v = c.get<std::string>();
+            if (v == "auto") out.tool_choice = CHAT_TOOL_CHOICE_AUTO;
+            else if (v == "none") out.tool_choice = CHAT_TOOL_CHOICE_NONE;
+            else if (v == "required") out.tool_choice = CHAT_TOOL_CHOICE_REQUIRED;
+            else return api_fail(err, "tool_choice", what);
+        } else if (c.is_object() && c.contains("function")) {
+            std::string name;
+            if (!get_function(c["function"], "tool_choice.function", name, nullptr, nullptr, err)) return false;
+            // the named function is the only one offered, and a call is required
+            auto keep = std::find_if(out.tools.begin(), out.tools.end(), [&](const chat_tool & t) { return t.name == name; });
+            if (keep == out.tools.end()) return api_fail(err, "tool_choice", "'tool_choice' names '" + name + "', which is not in 'tools'");
+            out.tools = {*keep};
+            out.tool_choice = CHAT_TOOL_CHOICE_REQUIRED;
+        } else {
+            return api_fail(err, "tool_choice", what);
+        }
+    }
+    out.uses_tools = out.uses_tools || !out.tools.empty();
+    return true;
+}
+
 bool parse_chat(const json & j, api_request & out, api_error & err) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty() ||
         j["messages"].size() > API_MESSAGES_MAX) {
@@ -136,8 +221,14 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
         if (m.contains("content") && !m["content"].is_null() && !get_text(m["content"], "messages.content", msg.content, err)) {
             return false;
         }
-        out.messages.push_back(msg);
+        if (!get_tool_calls(m, msg, err) || !get_string(m, "tool_call_id", msg.tool_call_id, err) ||
+            !get_string(m, "name", msg.name, err)) {
+            return false;
+        }
+        out.uses_tools = out.uses_tools || !msg.tool_calls.empty() || msg.role == "tool";
+        out.messages.push_back(std::move(msg));
     }
+    if (!get_tools(j, out, err)) return false;
     if (!get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) ||
         !get_int(j, "max_completion_tokens", 0, INT32_MAX, out.n_predict, err)) {
         return false;

@@ -66,6 +66,10 @@ bool api_prompt_tokens(const model & m, const api_request & rq, std::vector<llam
     const user_edit ue = rq.endpoint == API_CHAT && !chat_template_known(m) ? last_user_edit(rq.messages) : user_edit();
     if (api_uses_apply_prompt(rq, m)) {
         out = m.tokenize(apply_prompt(m, rq.apply, layout, view), true, apply_prompt_parse_special(m));
+    } else if (rq.endpoint == API_CHAT && rq.jinja.parser) {
+        // rendered by the model's template with its tools (generation_prepare); the template writes the
+        // special tokens as text, and its BOS is left to the tokenizer
+        out = m.tokenize(rq.jinja.text, true, true);
     } else if (ue.has_code) {
         // a model without a chat template (editspec's own) was trained on the edit template: a last
         // user message holding fenced code is the edit of that code that the rest of the message asks

@@ -3,6 +3,7 @@
 #include "server-state.h"
 #include "editspec/clock.h"
 #include "editspec/edit.h"
+#include "editspec/grammar.h"
 #include "editspec/log.h"
 
 #include <algorithm>
@@ -152,10 +153,32 @@ static api_error apply_incomplete_error(const server_state & s, const served_req
     }
 }
 
+// a chat with tools (or any chat, with --chat-template-file): rendered by the model's template through
+// llama.cpp's Jinja engine; the template's own end-of-turn strings stop it too
+static bool chat_prepare(server_state & s, api_request & rq, api_error & err) {
+    if (!s.chat.impl) {
+        return api_fail(err, rq.tools.empty() ? "messages" : "tools",
+                        "this server cannot render tools into the model's chat template: " + s.chat_error);
+    }
+    if (api_uses_apply_prompt(rq, *s.rn.target.model)) return true; // prompted as an apply (api_prompt_tokens)
+    chat_tools_input in;
+    in.messages = rq.messages;
+    in.tools = rq.tools;
+    in.tool_choice = rq.tool_choice;
+    in.parallel_tool_calls = rq.parallel_tool_calls;
+    std::string why;
+    if (!chat_tools_render(s.chat, in, rq.jinja, why)) return api_fail(err, "messages", why);
+    for (const std::string & stop : rq.jinja.stops) {
+        if (!stop.empty() && std::find(rq.stop.begin(), rq.stop.end(), stop) == rq.stop.end()) rq.stop.push_back(stop);
+    }
+    return true;
+}
+
 bool generation_prepare(server_state & s, api_endpoint ep, const std::string & body, served_request & g, api_error & err) {
     if (!api_parse(ep, body, g.rq, err)) return false;
     const model & m = *s.rn.target.model;
     const int32_t n_ctx = s.params.runner.n_ctx;
+    if (ep == API_CHAT && (g.rq.uses_tools || !s.params.chat_template.empty()) && !chat_prepare(s, g.rq, err)) return false;
     // an apply's view of the file (apply_view_for): a constrained apply reads it once, as it writes it,
     // unless it runs on a session's KV (which holds the file) or, with --apply-view cached, a slot or the
     // prompt store holds its file-view prompt
@@ -186,8 +209,23 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
     g.req.gen.t_max_ms = g.rq.t_max_predict_ms;
     g.req.gen.prompt_cache = s.params.prompt_cache;
     g.ms = &s.method;
-    g.rq.constrain = api_apply_constrained(g.rq, m);
-    if (g.rq.constrain) {
+    if (ep == API_CHAT && !g.rq.is_apply && !g.rq.jinja.grammar.gbnf.empty()) {
+        // tool calls follow the template's grammar, as llama-server constrains them: greedy requests, unless
+        // "constrain": false (a sampled request's calls are the model's own, unconstrained)
+        g.rq.constrain = g.rq.constrain_given ? g.rq.constrain : g.rq.sampling.temp <= 0.0f;
+        if (g.rq.constrain) {
+            if (g.rq.sampling.temp > 0.0f) {
+                return api_fail(err, "constrain", "tool calls are constrained greedily: send temperature 0, or \"constrain\": false");
+            }
+            std::string why;
+            auto c = grammar_constraint::create(m, g.rq.jinja.grammar, why);
+            if (!c) return api_fail(err, "tools", why);
+            g.req.constraint = std::move(c);
+        }
+    } else {
+        g.rq.constrain = api_apply_constrained(g.rq, m);
+    }
+    if (g.rq.constrain && g.rq.is_apply) {
         if (g.rq.sampling.temp > 0.0f) {
             return api_fail(err, "constrain", "a constrained apply decodes greedily: send temperature 0 or leave it out");
         }

@@ -4,6 +4,7 @@
 #include "editspec/apply.h"
 
 #include <algorithm>
+#include <random>
 
 namespace editspec {
 
@@ -54,22 +55,74 @@ json timings_json(const generate_result & r) {
             {"policy", r.policy}};     // and the acceptance policy that verified them
 }
 
+// "call_" and 24 letters and digits, as OpenAI's ids look
+static std::string tool_call_id() {
+    static const char k_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::string id = "call_";
+    for (int i = 0; i < 24; ++i) id += k_chars[rng() % (sizeof(k_chars) - 1)];
+    return id;
+}
+
+chat_reply chat_reply_reader::read(const served_request & g, const std::string & text, bool partial) {
+    chat_reply r = chat_tools_parse(g.rq.jinja, text, partial);
+    for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        if (ids.size() <= i) ids.push_back(r.tool_calls[i].id.empty() ? tool_call_id() : r.tool_calls[i].id);
+        r.tool_calls[i].id = ids[i];
+    }
+    return r;
+}
+
+json tool_calls_json(const std::vector<chat_tool_call> & calls) {
+    json out = json::array();
+    for (const chat_tool_call & c : calls) {
+        out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    return out;
+}
+
+const char * chat_finish_reason(const served_request & g, const chat_reply & reply) {
+    const bool own_end = g.r.stop == STOP_REASON_EOG || g.r.stop == STOP_REASON_STRING;
+    return !reply.tool_calls.empty() && own_end ? "tool_calls" : api_finish_reason(g.r.stop);
+}
+
+// a chat's message: the text, or with a template's parser its content, reasoning and tool calls
+static json chat_message_json(const served_request & g, const char ** finish) {
+    const generate_result & r = g.r;
+    *finish = api_finish_reason(r.stop);
+    if (g.rq.is_apply && g.rq.constrain) {
+        // a constrained apply message is answered with the merged file, as fast-apply APIs answer
+        return {{"role", "assistant"}, {"content", apply_merged_code(g.rq.apply, r.text)}};
+    }
+    if (!g.rq.jinja.parser) return {{"role", "assistant"}, {"content", r.text}};
+    chat_reply_reader reader;
+    const chat_reply reply = reader.read(g, r.text, false);
+    json m = {{"role", "assistant"}, {"content", reply.content.empty() && !reply.tool_calls.empty() ? json(nullptr) : json(reply.content)}};
+    if (!reply.reasoning_content.empty()) m["reasoning_content"] = reply.reasoning_content;
+    if (!reply.tool_calls.empty()) m["tool_calls"] = tool_calls_json(reply.tool_calls);
+    *finish = chat_finish_reason(g, reply);
+    return m;
+}
+
 json response_json(server_state & s, const served_request & g, const std::string & id) {
     const generate_result & r = g.r;
     const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
+    const char * finish = nullptr;
     switch (g.rq.endpoint) {
         case API_CHAT:
-            // a constrained apply message is answered with the merged file, as fast-apply APIs answer
-            return {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
+        {
+            json message = chat_message_json(g, &finish);
+            json out = {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0},
-                                              {"message", {{"role", "assistant"},
-                                                           {"content", g.rq.is_apply && g.rq.constrain
-                                                                           ? apply_merged_code(g.rq.apply, r.text)
-                                                                           : r.text}}},
+                                              {"message", std::move(message)},
                                               {"logprobs", nullptr},
-                                              {"finish_reason", api_finish_reason(r.stop)}}})},
+                                              {"finish_reason", finish}}})},
                     {"usage", usage_json(g)},
                     {"timings", timings_json(r)}}; // llama-server's extension, same fields
+            // labelled: tool calls held to the template's grammar may differ from the model's free output
+            if (g.rq.jinja.parser && !g.rq.is_apply) out["constrained"] = g.req.constraint != nullptr;
+            return out;
+        }
         case API_FIM: // Mistral's: the completion as a chat message
             return {{"id", id}, {"object", "chat.completion"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0},
@@ -125,6 +178,14 @@ json response_json(server_state & s, const served_request & g, const std::string
     return out;
 }
 
+json stream_delta_chunk(server_state & s, const served_request & g, const std::string & id, const json & delta,
+                        const char * finish) {
+    const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
+    return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", unix_now()}, {"model", model},
+            {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr},
+                                      {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
+}
+
 json stream_chunk(server_state & s, const served_request & g, const std::string & id, const std::string & text,
                   const char * finish) {
     const std::string model = g.rq.model.empty() ? s.model_id : g.rq.model;
@@ -132,11 +193,7 @@ json stream_chunk(server_state & s, const served_request & g, const std::string 
     switch (g.rq.endpoint) {
         case API_CHAT:
         case API_FIM:
-            return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", unix_now()}, {"model", model},
-                    {"choices", json::array({{{"index", 0},
-                                              {"delta", finish ? json::object() : json{{"role", "assistant"}, {"content", text}}},
-                                              {"logprobs", nullptr},
-                                              {"finish_reason", fin}}})}};
+            return stream_delta_chunk(s, g, id, finish ? json::object() : json{{"role", "assistant"}, {"content", text}}, finish);
         case API_COMPLETIONS:
             return {{"id", id}, {"object", "text_completion"}, {"created", unix_now()}, {"model", model},
                     {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", fin}}})}};

@@ -43,6 +43,8 @@ struct server_state {
     std::unique_ptr<slot_pool> slots;
     server_metrics mx;
     std::string model_id;    // the model file's name
+    chat_templates chat;     // the model's chat templates for llama.cpp's Jinja engine (requests with tools)
+    std::string chat_error;  // ... why there are none (no common library, a template that does not compile)
     std::atomic<int64_t> next_id{1};
     std::unique_ptr<session_store> sessions; // /v1/sessions
     std::atomic<bool> stopping{false};       // SIGTERM: running generations end at their next token
@@ -124,6 +126,22 @@ nlohmann::json response_json(server_state & s, const served_request & g, const s
 nlohmann::json stream_chunk(server_state & s, const served_request & g, const std::string & id, const std::string & text,
                             const char * finish);
 std::string sse(const nlohmann::json & j);
+
+// A chat the model's template rendered (api_request::jinja): its reply so far read by the template's
+// parser (partial: more may come), the calls the model gave no id given one, kept in `ids` by index so
+// that a stream's calls keep theirs
+struct chat_reply_reader {
+    chat_reply reply;             // what was read last
+    std::vector<std::string> ids; // the calls' ids
+    chat_reply read(const served_request & g, const std::string & text, bool partial);
+};
+// OpenAI's message.tool_calls
+nlohmann::json tool_calls_json(const std::vector<chat_tool_call> & calls);
+// a stream's chunk with this delta (a chat's)
+nlohmann::json stream_delta_chunk(server_state & s, const served_request & g, const std::string & id, const nlohmann::json & delta,
+                                  const char * finish);
+// finish_reason of a chat whose reply holds calls: "tool_calls" where it ended on its own
+const char * chat_finish_reason(const served_request & g, const chat_reply & reply);
 
 // streams a started generation (streaming.cpp)
 void stream_response(server_state & s, const std::shared_ptr<served_request> & g, const std::string & id,

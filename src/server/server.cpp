@@ -131,6 +131,13 @@ bool open_state(const server_params & p, server_state & s) {
     ssp.compute = s.engine.get();
     s.sessions = std::make_unique<session_store>(s.rn, ssp);
     s.model_id = std::filesystem::path(p.runner.model_path).filename().string();
+    if (!chat_templates_load(*s.rn.target.model, p.chat_template, s.chat, s.chat_error)) {
+        if (!p.chat_template.empty()) {
+            ES_SAY("serve", "error: --chat-template-file: %s\n", s.chat_error.c_str());
+            return false;
+        }
+        ES_SAY("serve", "warning: requests with tools will be refused: %s\n", s.chat_error.c_str());
+    }
     return true;
 }
 

@@ -1,5 +1,6 @@
 // The official OpenAI Node SDK against `editspec serve`: chat (whole and streamed), Predicted Outputs
-// with their usage fields, models.list, OpenAI's refusal of `n` with a prediction, and (given a
+// with their usage fields, models.list, OpenAI's refusal of `n` with a prediction, tools and a tool's
+// result (whole and through the SDK's streaming helper), and (given a
 // CanItEdit file) the same greedy answer with and without a prediction on its first 20 edits.
 //
 //   node tests/server/openai-sdk.mjs http://127.0.0.1:PORT/v1 [datasets/canitedit/normalized.jsonl]
@@ -61,6 +62,23 @@ try {
   refused = e;
 }
 check(refused instanceof OpenAI.BadRequestError && refused.status === 400 && refused.param === "n", "n=2 with prediction: " + refused);
+
+// tools: offered, then a call and its result fed back; whole and through the SDK's streaming helper, which
+// assembles tool-call deltas (the shipped model writes no calls: the shapes are what this checks)
+const tools = [{ type: "function", function: { name: "run_tests", description: "Run the file's tests",
+                                               parameters: { type: "object", properties: { path: { type: "string" } } } } }];
+const withTools = await client.chat.completions.create({ model: "x", messages, tools, tool_choice: "auto", max_tokens: 24 });
+const tm = withTools.choices[0].message;
+check(tm.role === "assistant" && (typeof tm.content === "string" || Array.isArray(tm.tool_calls)), "tools: " + JSON.stringify(tm));
+check(withTools.usage.prompt_tokens > plain.usage.prompt_tokens, "tools: not in the prompt " + JSON.stringify(withTools.usage));
+const roundTrip = [...messages,
+                   { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function",
+                                                                     function: { name: "run_tests", arguments: "{\"path\": \"area.py\"}" } }] },
+                   { role: "tool", tool_call_id: "call_1", content: "2 passed" }];
+const completions = client.chat.completions.stream ? client.chat.completions : client.beta.chat.completions; // v4: beta
+const helper = completions.stream({ model: "x", messages: roundTrip, tools, max_tokens: 24 });
+const final = await helper.finalChatCompletion();
+check(final.choices[0].message.role === "assistant" && final.choices[0].finish_reason, "tools stream: " + JSON.stringify(final.choices[0]));
 
 // a prediction never changes the answer: CanItEdit's first 20 edits, as an editor sends them (the
 // instruction and the code fenced), greedy, with and without the code as the prediction

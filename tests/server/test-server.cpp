@@ -3,7 +3,9 @@
 // load test and the errors of bad requests. The server runs as its own process on loopback.
 #include "common/test-util.h"
 #include "server/server-process.h"
+#include "server/server-state.h"
 #include "editspec/apply.h"
+#include "editspec/chat-tools.h"
 #include "editspec/edit.h"
 
 #include <gtest/gtest.h>
@@ -1014,4 +1016,187 @@ TEST(server, requests_start_from_a_document_session) {
     auto m = mc.Get("/metrics");
     ASSERT_TRUE(m);
     EXPECT_NE(m->body.find("editspec_prompt_store_restored_total 1\n"), std::string::npos) << m->body;
+}
+
+// Tools (chat-tools.h) through the server: the model's template renders them (a Qwen2.5 template given by
+// --chat-template-file on a model of Qwen2.5-Coder's vocabulary), a conversation with a call and its result
+// is answered, a reply is answered in OpenAI's schema whole and streamed, and bad tool fields get 400s. A
+// random-weight model writes no calls: the reading of calls is test-chat-tools' (the same parser).
+TEST(server, tools_render_into_the_template_and_answer_in_openai_schema) {
+    if (!chat_tools_available()) GTEST_SKIP() << "built without llama.cpp's common library";
+    const std::string tmpl = std::string(EDITSPEC_VOCAB_DIR) + "/../templates/Qwen-Qwen2.5-7B-Instruct.jinja";
+    server_process s({"-m", test::tiny_qwen2_path(), "--chat-template-file", tmpl, "--max-tokens", "200"});
+    ASSERT_GT(s.pid, 0);
+    const json tools = json::array({{{"type", "function"},
+                                     {"function", {{"name", "get_weather"},
+                                                   {"description", "The weather in a city now"},
+                                                   {"parameters", {{"type", "object"},
+                                                                   {"properties", {{"city", {{"type", "string"}}}}},
+                                                                   {"required", {"city"}}}}}}}});
+    const json ask = json::array({{{"role", "user"}, {"content", "What is the weather in Paris?"}}});
+    int status = 0;
+    const json plain = post(s, "/v1/chat/completions", json{{"messages", ask}, {"max_tokens", 16}}.dump(), &status);
+    ASSERT_EQ(status, 200) << plain.dump();
+    const json with = post(s, "/v1/chat/completions", json{{"messages", ask}, {"tools", tools}, {"max_tokens", 16}}.dump(), &status);
+    ASSERT_EQ(status, 200) << with.dump();
+    // the tools are in the prompt: their schema's tokens and the template's instructions around them
+    EXPECT_GT(with["usage"]["prompt_tokens"].get<int>(), plain["usage"]["prompt_tokens"].get<int>() + 40) << with.dump();
+    auto check_message = [](const json & r) {
+        const json & c = r["choices"][0];
+        const json & msg = c["message"];
+        EXPECT_EQ(msg["role"], "assistant");
+        EXPECT_TRUE(msg["content"].is_string() || (msg["content"].is_null() && msg.contains("tool_calls"))) << r.dump();
+        const std::string finish = c["finish_reason"];
+        EXPECT_TRUE(finish == "stop" || finish == "length" || finish == "tool_calls") << finish;
+        EXPECT_EQ(finish == "tool_calls", msg.contains("tool_calls")) << r.dump();
+    };
+    check_message(with);
+    // a call and its result, the next turn
+    json turn = ask;
+    turn.push_back({{"role", "assistant"},
+                    {"content", nullptr},
+                    {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                                     {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}});
+    turn.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny, 21 C"}});
+    const json next = post(s, "/v1/chat/completions", json{{"messages", turn}, {"tools", tools}, {"tool_choice", "auto"}, {"max_tokens", 16}}.dump(), &status);
+    ASSERT_EQ(status, 200) << next.dump();
+    check_message(next);
+    EXPECT_GT(next["usage"]["prompt_tokens"].get<int>(), with["usage"]["prompt_tokens"].get<int>());
+    // a named function, and none
+    const std::vector<json> choices = {json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}, json("none"), json("required")};
+    for (const json & choice : choices) {
+        const json r = post(s, "/v1/chat/completions", json{{"messages", ask}, {"tools", tools}, {"tool_choice", choice}, {"max_tokens", 16}}.dump(), &status);
+        EXPECT_EQ(status, 200) << choice.dump() << r.dump();
+    }
+    // tool_choice required: the answer is held to the template's grammar (labelled "constrained"): the turn
+    // cannot end before a call (this model's text runs to max_tokens; test-chat-tools checks the grammar
+    // token by token), and the stream carries the same answer as deltas
+    const json units = json::array({{{"type", "function"},
+                                     {"function", {{"name", "set_units"},
+                                                   {"parameters", {{"type", "object"},
+                                                                   {"properties", {{"unit", {{"type", "string"}, {"enum", {"celsius", "fahrenheit"}}}}}},
+                                                                   {"required", {"unit"}},
+                                                                   {"additionalProperties", false}}}}}}});
+    const json forced_body = json{{"messages", ask}, {"tools", units}, {"tool_choice", "required"}, {"max_tokens", 48}};
+    const json forced = post(s, "/v1/chat/completions", forced_body.dump(), &status);
+    ASSERT_EQ(status, 200) << forced.dump();
+    EXPECT_EQ(forced["constrained"], true) << forced.dump();
+    const std::string ffinish = forced["choices"][0]["finish_reason"];
+    EXPECT_TRUE(ffinish == "length" || ffinish == "tool_calls") << forced.dump();
+    check_message(forced);
+    {
+        json body = forced_body;
+        body["stream"] = true;
+        auto c = s.client();
+        auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+        ASSERT_TRUE(res);
+        std::istringstream lines(res->body);
+        std::string line, finish, content;
+        json calls = json::array();
+        while (std::getline(lines, line)) {
+            if (line.rfind("data: {", 0) != 0) continue;
+            const json ch = json::parse(line.substr(6))["choices"][0];
+            if (ch["delta"].contains("content")) content += ch["delta"]["content"].get<std::string>();
+            if (ch["delta"].contains("tool_calls")) {
+                const json & d = ch["delta"]["tool_calls"][0];
+                const size_t i = d["index"];
+                while (calls.size() <= i) calls.push_back({{"name", ""}, {"arguments", ""}});
+                if (d["function"].contains("name")) calls[i]["name"] = d["function"]["name"];
+                calls[i]["arguments"] = calls[i]["arguments"].get<std::string>() + d["function"]["arguments"].get<std::string>();
+            }
+            if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+        }
+        EXPECT_EQ(finish, ffinish) << res->body;
+        const json & msg = forced["choices"][0]["message"];
+        if (msg["content"].is_string()) EXPECT_EQ(content, msg["content"]) << res->body;
+        const json whole = msg.contains("tool_calls") ? msg["tool_calls"] : json::array();
+        ASSERT_EQ(calls.size(), whole.size()) << res->body;
+        for (size_t i = 0; i < calls.size(); ++i) {
+            EXPECT_EQ(calls[i]["name"], whole[i]["function"]["name"]);
+            EXPECT_EQ(calls[i]["arguments"], whole[i]["function"]["arguments"]);
+        }
+    }
+    // "constrain": false: the model's free output, labelled so
+    const json free_out = post(s, "/v1/chat/completions", json{{"messages", ask}, {"tools", units}, {"tool_choice", "required"}, {"constrain", false}, {"max_tokens", 16}}.dump(), &status);
+    ASSERT_EQ(status, 200) << free_out.dump();
+    EXPECT_EQ(free_out["constrained"], false);
+    // streamed: chunks of OpenAI's shape, the last with a finish_reason, then [DONE]
+    {
+        auto c = s.client();
+        std::string body;
+        auto res = c.Post("/v1/chat/completions", json{{"messages", ask}, {"tools", tools}, {"stream", true}, {"max_tokens", 16}}.dump(), "application/json");
+        ASSERT_TRUE(res);
+        ASSERT_EQ(res->status, 200);
+        std::istringstream lines(res->body);
+        std::string line, finish, content;
+        bool done = false;
+        while (std::getline(lines, line)) {
+            if (line.rfind("data: ", 0) != 0) continue;
+            if (line == "data: [DONE]") {
+                done = true;
+                continue;
+            }
+            const json ev = json::parse(line.substr(6));
+            ASSERT_EQ(ev["object"], "chat.completion.chunk") << line;
+            const json & ch = ev["choices"][0];
+            if (ch["delta"].contains("content")) content += ch["delta"]["content"].get<std::string>();
+            if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+        }
+        EXPECT_TRUE(done);
+        EXPECT_FALSE(finish.empty());
+        // greedy: the stream's text is the whole answer's
+        if (!with["choices"][0]["message"]["content"].is_null()) EXPECT_EQ(content, with["choices"][0]["message"]["content"]);
+    }
+    // bad tool fields: 400 naming the field
+    const std::vector<std::pair<json, std::string>> bad = {
+        {json{{"messages", ask}, {"tools", "get_weather"}}, "tools"},
+        {json{{"messages", ask}, {"tools", {{{"type", "function"}, {"function", {{"description", "no name"}}}}}}}, "tools.function"},
+        {json{{"messages", ask}, {"tools", tools}, {"tool_choice", "sometimes"}}, "tool_choice"},
+        {json{{"messages", ask}, {"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}, "tool_choice"},
+        {json{{"messages", json::array({{{"role", "assistant"}, {"tool_calls", "x"}}})}}, "messages.tool_calls"},
+        {json{{"messages", ask}, {"tools", tools}, {"prediction", {{"type", "content"}, {"content", "x"}}}}, "tools"},
+        {json{{"messages", ask}, {"tools", tools}, {"temperature", 0.7}, {"constrain", true}}, "constrain"},
+    };
+    for (const auto & [body, param] : bad) {
+        const json r = post(s, "/v1/chat/completions", body.dump(), &status);
+        EXPECT_EQ(status, 400) << body.dump() << r.dump();
+        EXPECT_EQ(r["error"]["param"], param) << body.dump() << r.dump();
+    }
+}
+
+// the server's reading of a reply with calls: ids given where the model wrote none, kept as the reply
+// grows, OpenAI's tool_calls shape, finish_reason "tool_calls" only where the model ended its turn
+TEST(server, a_replys_calls_get_ids_and_openais_shape) {
+    if (!chat_tools_available()) GTEST_SKIP() << "built without llama.cpp's common library";
+    auto m = test::load_or_fail(test::tiny_qwen2_path(), true);
+    ASSERT_TRUE(m);
+    chat_templates t;
+    std::string err;
+    ASSERT_TRUE(chat_templates_load(*m, test::read_text(std::string(EDITSPEC_VOCAB_DIR) + "/../templates/Qwen-Qwen2.5-7B-Instruct.jinja"), t, err)) << err;
+    served_request g;
+    chat_tools_input in;
+    in.messages = {{"user", "Weather in Paris and Rome?"}};
+    in.tools = {{"get_weather", "", R"({"type": "object", "properties": {"city": {"type": "string"}}})"}};
+    in.parallel_tool_calls = true;
+    ASSERT_TRUE(chat_tools_render(t, in, g.rq.jinja, err)) << err;
+    const std::string one = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    const std::string two = one + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
+    chat_reply_reader reader;
+    const chat_reply first = reader.read(g, one, true);
+    ASSERT_EQ(first.tool_calls.size(), 1u);
+    const chat_reply both = reader.read(g, two, false);
+    ASSERT_EQ(both.tool_calls.size(), 2u);
+    EXPECT_EQ(both.tool_calls[0].id, first.tool_calls[0].id); // kept as the reply grew
+    EXPECT_NE(both.tool_calls[0].id, both.tool_calls[1].id);
+    EXPECT_TRUE(both.tool_calls[1].id.starts_with("call_") && both.tool_calls[1].id.size() == 29) << both.tool_calls[1].id;
+    const json calls = tool_calls_json(both.tool_calls);
+    EXPECT_EQ(calls[1], json({{"id", both.tool_calls[1].id}, {"type", "function"},
+                               {"function", {{"name", "get_weather"}, {"arguments", both.tool_calls[1].arguments}}}}));
+    EXPECT_EQ(json::parse(calls[1]["function"]["arguments"].get<std::string>()), json({{"city", "Rome"}}));
+    g.r.stop = STOP_REASON_EOG;
+    EXPECT_STREQ(chat_finish_reason(g, both), "tool_calls");
+    g.r.stop = STOP_REASON_MAX_TOKENS;
+    EXPECT_STREQ(chat_finish_reason(g, both), "length");
+    g.r.stop = STOP_REASON_EOG;
+    EXPECT_STREQ(chat_finish_reason(g, reader.read(g, "No call.", false)), "stop");
 }
