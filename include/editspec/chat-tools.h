@@ -38,6 +38,7 @@ struct chat_tools_input {
     std::vector<chat_tool> tools;
     chat_tool_choice tool_choice = CHAT_TOOL_CHOICE_AUTO;
     bool parallel_tool_calls = false;
+    std::string json_schema; // the answer's JSON schema, as JSON text (OpenAI's response_format; "" = free text)
 };
 
 // The model's chat templates (its default and, where it has one, its "tool_use" template), compiled

@@ -132,8 +132,9 @@ struct api_request {
     std::vector<chat_tool> tools;        // chat: "tools" (functions the model may call)
     chat_tool_choice tool_choice = CHAT_TOOL_CHOICE_AUTO; // "tool_choice" (a named function: required, the others left out)
     bool parallel_tool_calls = false;    // "parallel_tool_calls"
-    bool uses_tools = false;             // tools offered, or a message holds a call or a result: the model's
-                                         // template renders it through llama.cpp's Jinja engine (chat-tools.h)
+    std::string json_schema;             // "response_format": json_object ("{}") or json_schema's schema, as JSON text
+    bool uses_tools = false;             // tools offered, a message holds a call or a result, or a JSON answer is
+                                         // asked: the model's template renders it through llama.cpp's Jinja engine (chat-tools.h)
     chat_tools_prompt jinja;             // ... what it rendered (generation_prepare) and how its reply is read
     std::string cache_key;               // "prompt_cache_key" (OpenAI's), else "user", else the X-Session-Id
                                          // header: what a balancer routes by to keep a conversation on the replica

@@ -100,6 +100,7 @@ bool chat_tools_render(const chat_templates & t, const chat_tools_input & in, ch
                    : in.tool_choice == CHAT_TOOL_CHOICE_NONE     ? COMMON_CHAT_TOOL_CHOICE_NONE
                                                                  : COMMON_CHAT_TOOL_CHOICE_AUTO;
     ci.parallel_tool_calls = in.parallel_tool_calls;
+    ci.json_schema = in.json_schema;
     ci.add_generation_prompt = true;
     ci.use_jinja = true;
     // llama-server's default: a thinking model's reasoning goes to reasoning_content
@@ -113,7 +114,7 @@ bool chat_tools_render(const chat_templates & t, const chat_tools_input & in, ch
         out.text = cp.prompt;
         out.stops = cp.additional_stops;
         out.grammar = chat_grammar();
-        if (!cp.grammar.empty() && parser->parse_tool_calls && t.owner) {
+        if (!cp.grammar.empty() && (parser->parse_tool_calls || !in.json_schema.empty()) && t.owner) {
             grammar_of(*t.owner, cp, out.grammar);
         }
         out.format = common_chat_format_name(cp.format);

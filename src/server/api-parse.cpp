@@ -206,6 +206,32 @@ bool get_tools(const json & j, api_request & out, api_error & err) {
     return true;
 }
 
+// OpenAI's "response_format": {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema":
+// {"name", "schema", "strict"}}; a JSON answer follows the schema's grammar (grammar.h)
+bool get_response_format(const json & j, api_request & out, api_error & err) {
+    if (!j.contains("response_format") || j["response_format"].is_null()) return true;
+    const json & f = j["response_format"];
+    const std::string what = "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                             "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
+    if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) return api_fail(err, "response_format", what);
+    const std::string type = f["type"].get<std::string>();
+    if (type == "text") return true;
+    if (type == "json_object") {
+        out.json_schema = f.contains("schema") && f["schema"].is_object() ? f["schema"].dump() : "{\"type\": \"object\"}";
+    } else if (type == "json_schema") {
+        if (!f.contains("json_schema") || !f["json_schema"].is_object()) return api_fail(err, "response_format", what);
+        const json & w = f["json_schema"];
+        if (w.contains("schema") && !w["schema"].is_null() && !w["schema"].is_object()) {
+            return api_fail(err, "response_format.json_schema.schema", "'schema' must be a JSON schema object");
+        }
+        out.json_schema = w.contains("schema") && w["schema"].is_object() ? w["schema"].dump() : "{}";
+    } else {
+        return api_fail(err, "response_format", what);
+    }
+    out.uses_tools = true;
+    return true;
+}
+
 bool parse_chat(const json & j, api_request & out, api_error & err) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty() ||
         j["messages"].size() > API_MESSAGES_MAX) {
@@ -228,7 +254,7 @@ bool parse_chat(const json & j, api_request & out, api_error & err) {
         out.uses_tools = out.uses_tools || !msg.tool_calls.empty() || msg.role == "tool";
         out.messages.push_back(std::move(msg));
     }
-    if (!get_tools(j, out, err)) return false;
+    if (!get_tools(j, out, err) || !get_response_format(j, out, err)) return false;
     if (!get_int(j, "max_tokens", 0, INT32_MAX, out.n_predict, err) ||
         !get_int(j, "max_completion_tokens", 0, INT32_MAX, out.n_predict, err)) {
         return false;

@@ -166,6 +166,7 @@ static bool chat_prepare(server_state & s, api_request & rq, api_error & err) {
     in.tools = rq.tools;
     in.tool_choice = rq.tool_choice;
     in.parallel_tool_calls = rq.parallel_tool_calls;
+    in.json_schema = rq.json_schema;
     std::string why;
     if (!chat_tools_render(s.chat, in, rq.jinja, why)) return api_fail(err, "messages", why);
     for (const std::string & stop : rq.jinja.stops) {
@@ -211,11 +212,15 @@ bool generation_prepare(server_state & s, api_endpoint ep, const std::string & b
     g.ms = &s.method;
     if (ep == API_CHAT && !g.rq.is_apply && !g.rq.jinja.grammar.gbnf.empty()) {
         // tool calls follow the template's grammar, as llama-server constrains them: greedy requests, unless
-        // "constrain": false (a sampled request's calls are the model's own, unconstrained)
-        g.rq.constrain = g.rq.constrain_given ? g.rq.constrain : g.rq.sampling.temp <= 0.0f;
+        // "constrain": false (a sampled request's calls are the model's own, unconstrained); a JSON answer
+        // (response_format) always does, so it is greedy
+        const bool json_answer = !g.rq.json_schema.empty();
+        g.rq.constrain = g.rq.constrain_given ? g.rq.constrain : g.rq.sampling.temp <= 0.0f || json_answer;
         if (g.rq.constrain) {
             if (g.rq.sampling.temp > 0.0f) {
-                return api_fail(err, "constrain", "tool calls are constrained greedily: send temperature 0, or \"constrain\": false");
+                return json_answer ? api_fail(err, "response_format", "a JSON answer is held to its schema by greedy decoding here: "
+                                                                      "send temperature 0 (or leave it out)")
+                                   : api_fail(err, "constrain", "tool calls are constrained greedily: send temperature 0, or \"constrain\": false");
             }
             std::string why;
             auto c = grammar_constraint::create(m, g.rq.jinja.grammar, why);

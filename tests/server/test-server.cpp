@@ -1116,6 +1116,27 @@ TEST(server, tools_render_into_the_template_and_answer_in_openai_schema) {
             EXPECT_EQ(calls[i]["arguments"], whole[i]["function"]["arguments"]);
         }
     }
+    // response_format: a JSON answer held to its schema's grammar; here the schema fixes it up to a choice,
+    // so even this model's answer is the object, whole
+    const json schema = {{"type", "object"},
+                         {"properties", {{"unit", {{"type", "string"}, {"enum", {"celsius", "fahrenheit"}}}}}},
+                         {"required", {"unit"}},
+                         {"additionalProperties", false}};
+    const json structured = post(s, "/v1/chat/completions",
+                                 json{{"messages", ask}, {"max_tokens", 64},
+                                      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "units"}, {"schema", schema}}}}}}.dump(),
+                                 &status);
+    ASSERT_EQ(status, 200) << structured.dump();
+    EXPECT_EQ(structured["constrained"], true);
+    EXPECT_EQ(structured["choices"][0]["finish_reason"], "stop") << structured.dump();
+    const json answer = json::parse(structured["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(answer.is_object()) << structured.dump();
+    EXPECT_EQ(answer.size(), 1u) << answer.dump();
+    EXPECT_TRUE(answer["unit"] == "celsius" || answer["unit"] == "fahrenheit") << answer.dump();
+    const json any_object = post(s, "/v1/chat/completions",
+                                 json{{"messages", ask}, {"max_tokens", 16}, {"response_format", {{"type", "json_object"}}}}.dump(), &status);
+    EXPECT_EQ(status, 200) << any_object.dump();
+    EXPECT_EQ(any_object["constrained"], true);
     // "constrain": false: the model's free output, labelled so
     const json free_out = post(s, "/v1/chat/completions", json{{"messages", ask}, {"tools", units}, {"tool_choice", "required"}, {"constrain", false}, {"max_tokens", 16}}.dump(), &status);
     ASSERT_EQ(status, 200) << free_out.dump();
@@ -1156,6 +1177,9 @@ TEST(server, tools_render_into_the_template_and_answer_in_openai_schema) {
         {json{{"messages", json::array({{{"role", "assistant"}, {"tool_calls", "x"}}})}}, "messages.tool_calls"},
         {json{{"messages", ask}, {"tools", tools}, {"prediction", {{"type", "content"}, {"content", "x"}}}}, "tools"},
         {json{{"messages", ask}, {"tools", tools}, {"temperature", 0.7}, {"constrain", true}}, "constrain"},
+        {json{{"messages", ask}, {"temperature", 0.7}, {"response_format", {{"type", "json_object"}}}}, "response_format"},
+        {json{{"messages", ask}, {"response_format", {{"type", "xml"}}}}, "response_format"},
+        {json{{"messages", ask}, {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", "x"}}}}}}, "response_format.json_schema.schema"},
     };
     for (const auto & [body, param] : bad) {
         const json r = post(s, "/v1/chat/completions", body.dump(), &status);
