@@ -79,7 +79,7 @@ if [ -n "$asan_pid" ]; then
     unsanitized='test-batch-exact|test-kernels|test-bench-lossless|test-model|test-apply-constraint|test-speculative|test-oracle'
     unsanitized+='|test-bench|test-quality|test-make-model|test-rpc|test-reuse|test-fastcoder|test-retrieval|test-lookup'
     unsanitized+='|test-copy|test-heads|test-sizing|test-greedy|test-direct|test-topk|test-entropy|test-sampling|test-generate'
-    unsanitized+='|test-tokenizer|test-chat|test-merge-whole'
+    unsanitized+='|test-tokenizer|test-chat|test-chat-tools|test-merge-whole'
     # and the tests whose time is not the server's or the engine's own code: the drafter sweeps, quality
     # floors, the README's commands, replicas behind HAProxy, the soak, the Node SDK (its requests are in
     # test-server's and test-hostile's own), and the count of OpenMP's threads (built by clang, the

@@ -43,8 +43,8 @@ private:
     std::deque<llama_sampler *> states_; // states_[i]: after path_[0 .. base_ + i); null past a token it refused
     size_t base_ = 0;                    // the depth of states_.front() (older ones are freed)
     std::vector<llama_token> path_;
-    // the tokens allowed at path_'s end: asked once, one token is tested; asked again there, every token
-    // is (one pass of the grammar over the vocabulary) and kept until the path moves
+    // the tokens allowed at path_'s end: the first asks there test one token each; past them, every token
+    // is tested (one pass of the grammar over the vocabulary) and kept until the path moves
     int32_t asks_ = 0;
     std::vector<uint8_t> mask_;
     std::vector<llama_token_data> cand_;

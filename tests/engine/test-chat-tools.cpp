@@ -265,5 +265,11 @@ TEST_F(chat_tools_test, an_auto_calls_grammar_waits_for_its_trigger) {
     const token_vec brace = m->tokenize("{", false, false), word = m->tokenize("Hello", false, false);
     EXPECT_TRUE(c->allows(open, brace[0]));
     EXPECT_FALSE(c->allows(open, word[0]));
-    EXPECT_TRUE(c->allows(open, brace[0])); // asked again at the same path: the vocabulary's mask
+    // asked many times at one path, the grammar's mask of the vocabulary answers alike
+    const token_vec vocab_probe = m->tokenize("{ \"name\" Hello world [1, 2] </tool_call> x = 3", false, false);
+    std::vector<bool> one_by_one;
+    for (llama_token x : vocab_probe) one_by_one.push_back(c->allows(open, x));
+    for (int i = 0; i < 80; ++i) c->allows(open, word[0]);
+    for (size_t i = 0; i < vocab_probe.size(); ++i) EXPECT_EQ(c->allows(open, vocab_probe[i]), one_by_one[i]) << i;
+    EXPECT_TRUE(c->allows(open, brace[0]));
 }
